@@ -1,0 +1,32 @@
+"""Plain records exchanged between the model wrappers and the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float32]
+ImageBGR = npt.NDArray[np.uint8]  # (H, W, 3) uint8, OpenCV channel order
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """One detected face in frame pixel coordinates.
+
+    box: (4,) float32 x1, y1, x2, y2.
+    kps: (5, 2) float32: left eye, right eye, nose tip, left mouth corner, right mouth corner
+         ("left" as seen in the image, i.e. smaller x for a frontal face).
+    score: detector confidence in [0, 1].
+    """
+
+    box: FloatArray
+    kps: FloatArray
+    score: float
+
+    @property
+    def area(self) -> float:
+        w = float(self.box[2] - self.box[0])
+        h = float(self.box[3] - self.box[1])
+        return max(w, 0.0) * max(h, 0.0)
