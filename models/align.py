@@ -1,0 +1,123 @@
+"""Five-point face alignment: the similarity transform to the ArcFace template and the crop.
+
+Matches insightface's utils/face_align.estimate_norm (skimage SimilarityTransform, i.e. Umeyama
+without reflection) but needs neither skimage nor a per-call object.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from models.types import FloatArray, ImageBGR
+
+Matrix2x3 = npt.NDArray[np.float64]
+
+# Eyes, nose tip, mouth corners in a 112 px ArcFace crop.
+ARCFACE_TEMPLATE_112: FloatArray = np.array(
+    [
+        [38.2946, 51.6963],
+        [73.5318, 51.5014],
+        [56.0252, 71.7366],
+        [41.5493, 92.3655],
+        [70.7299, 92.2041],
+    ],
+    dtype=np.float32,
+)
+
+# The same five points in the 512 px FFHQ crop used by GFPGAN/GPEN/CodeFormer.
+FFHQ_TEMPLATE_512: FloatArray = np.array(
+    [
+        [192.98138, 239.94708],
+        [318.90277, 240.19366],
+        [256.63416, 314.01935],
+        [201.26117, 371.41043],
+        [313.08905, 371.15118],
+    ],
+    dtype=np.float32,
+)
+
+
+def arcface_template(size: int) -> FloatArray:
+    """The ArcFace template for a `size` px crop, as insightface scales it.
+
+    Sizes divisible by 112 scale the template; sizes divisible by 128 (inswapper's 128 px crop)
+    scale by size/128 and shift x by 8*size/128, so the face sits a little wider in the crop.
+    """
+    if size % 112 == 0:
+        ratio, diff_x = size / 112.0, 0.0
+    elif size % 128 == 0:
+        ratio, diff_x = size / 128.0, 8.0 * size / 128.0
+    else:
+        raise ValueError(f"ArcFace crop size must be a multiple of 112 or 128, got {size}")
+    dst = ARCFACE_TEMPLATE_112 * np.float32(ratio)
+    dst[:, 0] += np.float32(diff_x)
+    return dst
+
+
+def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Matrix2x3:
+    """Least-squares rotation + uniform scale + translation mapping src points onto dst (Umeyama).
+
+    Returns the 2x3 forward matrix (src -> dst), float64.
+    """
+    s = np.asarray(src, dtype=np.float64)
+    d = np.asarray(dst, dtype=np.float64)
+    n = s.shape[0]
+    s_mean = s.mean(axis=0)
+    d_mean = d.mean(axis=0)
+    s_c = s - s_mean
+    d_c = d - d_mean
+    cov = d_c.T @ s_c / n
+    sign = np.ones(2)
+    if np.linalg.det(cov) < 0:
+        sign[1] = -1.0
+    u, sing, vt = np.linalg.svd(cov)
+    rank = int(np.linalg.matrix_rank(cov))
+    if rank == 0:
+        raise ValueError("degenerate landmarks: all points coincide")
+    if rank == 1:
+        if np.linalg.det(u) * np.linalg.det(vt) > 0:
+            rot = u @ vt
+        else:
+            s_last = sign[1]
+            sign[1] = -1.0
+            rot = u @ np.diag(sign) @ vt
+            sign[1] = s_last
+    else:
+        rot = u @ np.diag(sign) @ vt
+    var_s = (s_c**2).sum() / n
+    scale = float((sing * sign).sum() / var_s)
+    m = np.empty((2, 3), dtype=np.float64)
+    m[:, :2] = scale * rot
+    m[:, 2] = d_mean - scale * (rot @ s_mean)
+    return m
+
+
+def estimate_norm(kps: npt.ArrayLike, size: int) -> Matrix2x3:
+    """2x3 matrix taking frame pixels to a `size` px ArcFace-aligned crop."""
+    pts = np.asarray(kps, dtype=np.float64).reshape(5, 2)
+    return similarity_transform(pts, arcface_template(size))
+
+
+def invert_affine(m: Matrix2x3) -> Matrix2x3:
+    return np.asarray(cv2.invertAffineTransform(m), dtype=np.float64)
+
+
+def warp_crop(image: ImageBGR, m: Matrix2x3, size: int, out: ImageBGR | None = None) -> ImageBGR:
+    """Crop `size` x `size` pixels through `m` (bilinear, black outside the frame)."""
+    if out is not None:
+        cv2.warpAffine(image, m, (size, size), dst=out, borderValue=0.0)
+        return out
+    return np.asarray(cv2.warpAffine(image, m, (size, size), borderValue=0.0), dtype=np.uint8)
+
+
+def norm_crop(image: ImageBGR, kps: npt.ArrayLike, size: int = 112) -> tuple[ImageBGR, Matrix2x3]:
+    """Aligned crop and its matrix, like insightface's norm_crop2."""
+    m = estimate_norm(kps, size)
+    return warp_crop(image, m, size), m
+
+
+def transform_points(points: npt.ArrayLike, m: Matrix2x3) -> FloatArray:
+    pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    return np.asarray(pts @ m[:, :2].T + m[:, 2], dtype=np.float32)
