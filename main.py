@@ -1,0 +1,306 @@
+"""FaceCast: real-time face swap to a virtual camera.
+
+python main.py                      open the control panel (GUI)
+python main.py run --source ME.jpg --input 0 --output vcam
+python main.py models list | download NAME | verify | path
+python main.py doctor               what works on this machine, and how to fix what doesn't
+python main.py bench                FaceCast's engine against the naive loop
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from models.errors import FaceCastError
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--models-dir",
+        type=Path,
+        default=None,
+        help="folder with the model files (default: the user cache folder, or $FACECAST_MODELS_DIR)",
+    )
+    p.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="use model files whose SHA-256 does not match the catalogue (e.g. test doubles)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="main.py", description="FaceCast: real-time face swap to a virtual camera."
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="swap faces from a camera, video or image into vcam/window/file")
+    run.add_argument(
+        "--source",
+        nargs="+",
+        type=Path,
+        required=True,
+        metavar="PHOTO",
+        help="photo(s) of the face to swap in; several photos of one person are averaged",
+    )
+    run.add_argument("--input", required=True, metavar="CAMERA_INDEX|VIDEO|IMAGE")
+    run.add_argument("--output", required=True, metavar="vcam|window|null|FILE")
+    _add_model_args(run)
+    run.add_argument(
+        "--provider",
+        choices=["cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"],
+        default=None,
+        help="ONNX Runtime execution provider (default: the preset's)",
+    )
+    run.add_argument("--preset", default=None, help="latency preset: ultra-low-latency, balanced, quality")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one setting, e.g. --set detector.interval=2 (repeatable)",
+    )
+    run.add_argument(
+        "--detector",
+        choices=["det_10g", "scrfd_2.5g", "mtcnn"],
+        default=None,
+        help="face detector (mtcnn is built in and needs no download)",
+    )
+    run.add_argument("--swapper", choices=["inswapper_128", "inswapper_128_fp16"], default=None)
+    run.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="photo of the person in the video to swap (locks onto that face)",
+    )
+    run.add_argument("--width", type=int, default=None, help="camera/virtual camera width")
+    run.add_argument("--height", type=int, default=None, help="camera/virtual camera height")
+    run.add_argument("--fps", type=float, default=None, help="camera/virtual camera fps")
+    run.add_argument(
+        "--realtime",
+        dest="realtime",
+        action="store_true",
+        default=None,
+        help="play a video file at its own speed (default for vcam/window output)",
+    )
+    run.add_argument(
+        "--every-frame",
+        dest="realtime",
+        action="store_false",
+        help="process every frame of a video as fast as possible (default for file output)",
+    )
+    run.add_argument("--loop", action="store_true", help="loop a video/image input until stopped")
+    run.add_argument("--stats", action="store_true", help="print fps, latency and per-stage ms every second")
+    run.add_argument("--label", action="store_true", help='draw a small "AI-modified" mark on the output')
+
+    models = sub.add_parser("models", help="list, download and verify model files")
+    msub = models.add_subparsers(dest="models_command", required=True)
+    for name, text in (
+        ("list", "catalogue and what is installed"),
+        ("verify", "check every file's SHA-256"),
+        ("path", "print the models folder"),
+    ):
+        _add_model_args(msub.add_parser(name, help=text))
+    dl = msub.add_parser("download", help="download NAME (or 'default') with SHA-256 verification")
+    dl.add_argument("names", nargs="+", metavar="NAME")
+    dl.add_argument("--yes", action="store_true", help="accept the model licences without asking")
+    _add_model_args(dl)
+
+    doctor = sub.add_parser(
+        "doctor", help="check Python packages, ONNX Runtime providers, GPU, cameras, vcam"
+    )
+    doctor.add_argument("--no-cameras", action="store_true", help="skip camera probing")
+
+    bench = sub.add_parser("bench", help="benchmark the engine against the naive loop")
+    bench.add_argument("--json", action="store_true", help="print the results as JSON")
+    bench.add_argument("--frames", type=int, default=150)
+    bench.add_argument("--width", type=int, default=1280)
+    bench.add_argument("--height", type=int, default=720)
+    bench.add_argument("--preset", default="balanced")
+    bench.add_argument(
+        "--standins",
+        action="store_true",
+        help="use compute-equivalent stand-ins instead of near-zero-cost doubles",
+    )
+    bench.add_argument(
+        "--duration",
+        type=float,
+        default=0.0,
+        help="also run the engine live for this many seconds and report latency drift",
+    )
+    _add_model_args(bench)
+    return parser
+
+
+def _settings_for_run(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from realtime.settings import DEFAULT_PRESET, load_preset, parse_override
+
+    settings = load_preset(args.preset or DEFAULT_PRESET)
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.provider:
+        overrides["pipeline.provider"] = args.provider
+    if args.detector:
+        overrides["detector.model"] = args.detector
+    if args.swapper:
+        overrides["swap.model"] = args.swapper
+    if args.reference:
+        overrides["swap.target"] = "reference"
+    if args.label:
+        overrides["composite.disclosure_label"] = True
+    return settings.with_overrides(overrides)
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.app import ModelOptions, prepare_face_swap
+    from realtime.engine import Engine, EngineEvent
+    from realtime.sinks import open_sink
+    from realtime.sources import open_source
+
+    settings = _settings_for_run(args)
+    options = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
+    stages = prepare_face_swap(args.source, settings, options, args.reference)
+    for note in stages.identity.notes:
+        print(f"note: {note}", file=out)
+    for note in stages.fallbacks:
+        print(f"warning: {note}", file=out)
+
+    live_output = args.output.strip().lower() in ("vcam", "window")
+    realtime = args.realtime if args.realtime is not None else live_output
+    source = open_source(
+        args.input, realtime=realtime, loop=args.loop, width=args.width, height=args.height, fps=args.fps
+    )
+    if args.output.strip().lower() == "window":
+        from gui.window_sink import WindowSink
+
+        sink = WindowSink(title="FaceCast")
+    else:
+        sink = open_sink(args.output, width=args.width, height=args.height, fps=args.fps)
+
+    def on_event(event: EngineEvent) -> None:
+        if event.kind in ("error", "warning"):
+            print(f"{event.kind}: {event.message}", file=sys.stderr)
+
+    engine = Engine(source, sink, settings, stages, on_event=on_event)
+    if args.output.strip().lower() == "window":
+        return _run_with_window(engine, sink, args.stats, out)
+    engine.start()
+    print(
+        f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops", file=out
+    )
+    try:
+        _wait_with_stats(engine, args.stats, out)
+    except KeyboardInterrupt:
+        engine.stop()
+    stats = engine.stats()
+    print(
+        f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}",
+        file=out,
+    )
+    if engine.error is not None:
+        raise engine.error
+    return 0
+
+
+def _wait_with_stats(engine, show: bool, out: TextIO) -> None:  # type: ignore[no-untyped-def]
+    next_print = time.monotonic() + 1.0
+    while not engine.wait(0.1):
+        if show and time.monotonic() >= next_print:
+            print(engine.stats().format_line(), file=out, flush=True)
+            next_print += 1.0
+
+
+def _run_with_window(engine, sink, show_stats: bool, out: TextIO) -> int:  # type: ignore[no-untyped-def]
+    from PyQt6.QtCore import QTimer
+    from PyQt6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    sink.ensure_window()
+    engine.start()
+    timer = QTimer()
+
+    def poll() -> None:
+        if sink.closed.is_set() or not engine.running:
+            app.quit()
+
+    timer.timeout.connect(poll)
+    timer.start(100)
+    stats_timer = QTimer()
+    if show_stats:
+        stats_timer.timeout.connect(lambda: print(engine.stats().format_line(), file=out, flush=True))
+        stats_timer.start(1000)
+    app.exec()
+    engine.stop()
+    if engine.error is not None:
+        raise engine.error
+    return 0
+
+
+def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
+    from models import commands
+    from models.store import ModelStore, default_models_dir
+
+    store = ModelStore(args.models_dir or default_models_dir(), allow_unverified=args.allow_unverified)
+    if args.models_command == "list":
+        return commands.list_models(store, out)
+    if args.models_command == "verify":
+        return commands.verify_models(store, out)
+    if args.models_command == "path":
+        return commands.print_models_path(store, out)
+    return commands.download_models(store, args.names, args.yes, out, sys.stdin)
+
+
+def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.doctor import run_doctor
+
+    return run_doctor(out, check_cameras=not args.no_cameras)
+
+
+def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.bench import run_bench_cli
+
+    return run_bench_cli(args, out)
+
+
+def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        from gui.app import run_gui
+    except ImportError as exc:
+        raise FaceCastError(
+            f"The control panel is not available ({exc}).",
+            hint="Use `python main.py run --help` for the command line.",
+        ) from exc
+    return run_gui()
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if not args.debug:
+        os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    commands = {"run": cmd_run, "models": cmd_models, "doctor": cmd_doctor, "bench": cmd_bench, None: cmd_gui}
+    try:
+        return commands[args.command](args, out)
+    except FaceCastError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc.user_message()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "main"
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Assemble a run from user choices: models, source identity, stages, source and sink.
+
+Shared by the CLI, the GUI and the benchmark so all three run the very same engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from models.session import SessionConfig, SessionFactory
+from models.store import ModelStore, default_models_dir
+from realtime.engine import StageSet
+from realtime.face_models import (
+    AnalysisModels,
+    ModelPaths,
+    check_models_present,
+    load_analysis_models,
+    load_swapper_model,
+)
+from realtime.settings import Settings
+from realtime.source_face import SourceIdentity, load_identity
+from realtime.stages import FaceAnalyser, FaceSwapWorker
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    models_dir: Path | None = None
+    allow_unverified: bool = False
+    cache_dir: Path | None = None  # TensorRT engine cache; defaults beside the models
+    overrides: tuple[tuple[str, Path], ...] = ()  # models the user named by path
+
+    def paths(self) -> ModelPaths:
+        store = ModelStore(self.models_dir or default_models_dir(), allow_unverified=self.allow_unverified)
+        return ModelPaths(store, self.overrides)
+
+
+def session_factory(settings: Settings, options: ModelOptions) -> SessionFactory:
+    paths = options.paths()
+    cache = options.cache_dir or paths.store.models_dir / "trt-cache"
+    return SessionFactory(
+        SessionConfig(provider=settings.pipeline.provider, fp16=settings.pipeline.fp16, cache_dir=cache)
+    )
+
+
+@dataclass
+class FaceSwapStages:
+    """A StageFactory for the engine: builds the analyser and one swap worker per frame in flight.
+
+    The analysis models loaded for the source photos are reused by the first stage set, so
+    starting a run loads each model once.
+    """
+
+    options: ModelOptions
+    identity: SourceIdentity
+    reference: npt.NDArray[np.float32] | None = None
+    _warm: tuple[Settings, AnalysisModels] | None = field(default=None, repr=False)
+    fallbacks: list[str] = field(default_factory=list)
+
+    def __call__(self, settings: Settings) -> StageSet:
+        paths = self.options.paths()
+        factory = session_factory(settings, self.options)
+        analysis = self._reuse_analysis(settings)
+        if analysis is None:
+            analysis = load_analysis_models(paths, settings, factory)
+        workers = tuple(
+            FaceSwapWorker(load_swapper_model(paths, settings, factory), self.identity, settings)
+            for _ in range(settings.pipeline.frames_in_flight)
+        )
+        self.fallbacks.extend(m for m in factory.fallbacks if m not in self.fallbacks)
+        label = f"{settings.detector.model} + {settings.swap.model} on {settings.pipeline.provider}"
+        return StageSet(FaceAnalyser(analysis, settings, self.reference), workers, label)
+
+    def _reuse_analysis(self, settings: Settings) -> AnalysisModels | None:
+        warm, self._warm = self._warm, None
+        if warm is None:
+            return None
+        warm_settings, models = warm
+        same = (
+            warm_settings.detector == settings.detector
+            and warm_settings.pipeline.provider == settings.pipeline.provider
+        )
+        return models if same else None
+
+
+def prepare_face_swap(
+    source_photos: Sequence[Path],
+    settings: Settings,
+    options: ModelOptions,
+    reference_photo: Path | None = None,
+) -> FaceSwapStages:
+    """Check models, embed the source identity (and the reference face), return the stage factory.
+
+    Fails with a one-line FaceCastError before any camera or output is opened.
+    """
+    paths = options.paths()
+    check_models_present(paths, settings)
+    factory = session_factory(settings, options)
+    analysis = load_analysis_models(paths, settings, factory)
+    identity = load_identity(list(source_photos), analysis.detector, analysis.recognizer)
+    reference = None
+    if reference_photo is not None:
+        reference = load_identity([reference_photo], analysis.detector, analysis.recognizer).embedding
+    stages = FaceSwapStages(options, identity, reference)
+    stages._warm = (settings, analysis)
+    stages.fallbacks.extend(factory.fallbacks)
+    return stages

@@ -1,0 +1,427 @@
+"""The engine: capture -> analyse -> swap workers -> in-order sink, with bounded frames in flight.
+
+Threads and hand-offs (nothing unbounded anywhere):
+- capture: reads the source. Live sources overwrite a one-frame slot (the stale frame is dropped
+  and counted, never queued); file sources read every frame and wait for the slot to empty.
+- analyser: one thread, every frame in order (tracking needs it). It takes a frame only when one
+  of `frames_in_flight` permits is free, so at most that many frames are between capture and sink.
+- swap workers: `frames_in_flight` threads, each owning its own swapper session.
+- sink: sends frames in capture order (a reorder buffer of at most `frames_in_flight` entries),
+  records glass-to-glass latency, and releases the permit. Only the sink paces (the virtual camera
+  sleeps to its frame clock).
+Control (stop, new settings) never waits behind video: it is read by every thread each frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from models.errors import FaceCastError, SinkError, SourceError
+from realtime.frames import VideoFrame
+from realtime.metrics import Metrics, StatsSnapshot
+from realtime.settings import Settings
+from realtime.sinks import FrameSink
+from realtime.sources import FrameSource
+from realtime.stage_api import (
+    Analyser,
+    FramePlan,
+    PassthroughAnalyser,
+    PassthroughWorker,
+    SwapWorker,
+)
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.05  # how often blocked threads re-check the stop flag
+
+EventKind = Literal["started", "models_loading", "models_ready", "error", "warning", "finished"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEvent:
+    kind: EventKind
+    message: str = ""
+    error: FaceCastError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StageSet:
+    """What a (re)load produces: one analyser and one worker per frame in flight."""
+
+    analyser: Analyser
+    workers: tuple[SwapWorker, ...]
+    label: str = "passthrough"
+
+
+StageFactory = Callable[[Settings], StageSet]
+
+
+def passthrough_stages(settings: Settings) -> StageSet:
+    n = settings.pipeline.frames_in_flight
+    return StageSet(PassthroughAnalyser(), tuple(PassthroughWorker() for _ in range(n)), "passthrough")
+
+
+def needs_reload(old: Settings, new: Settings) -> bool:
+    """Changes that need new model sessions (loaded in the background)."""
+    return (
+        old.detector.model != new.detector.model
+        or old.detector.size != new.detector.size
+        or old.detector.threshold != new.detector.threshold
+        or old.swap.model != new.swap.model
+        or old.pipeline.provider != new.pipeline.provider
+        or old.pipeline.fp16 != new.pipeline.fp16
+        or old.pipeline.frames_in_flight != new.pipeline.frames_in_flight
+    )
+
+
+@dataclass
+class _Job:
+    seq: int
+    frame: VideoFrame
+    plan: FramePlan
+
+
+@dataclass
+class _Pipes:
+    """All hand-off state, guarded by one condition variable."""
+
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    slot: VideoFrame | None = None
+    source_done: bool = False
+    jobs: list[_Job] = field(default_factory=list)  # analysed, waiting for a worker (<= in flight)
+    done: dict[int, VideoFrame] = field(default_factory=dict)  # swapped, waiting for the sink
+    in_flight: int = 0
+    next_seq: int = 0  # next sequence number the analyser hands out
+    analysed_all: bool = False
+
+
+class Engine:
+    """Runs one source into one sink. Public API used by the CLI, the GUI and the benchmark."""
+
+    def __init__(
+        self,
+        source: FrameSource,
+        sink: FrameSink,
+        settings: Settings,
+        stage_factory: StageFactory = passthrough_stages,
+        *,
+        metrics: Metrics | None = None,
+        on_event: Callable[[EngineEvent], None] | None = None,
+        load_in_background: bool = False,
+    ) -> None:
+        self._source = source
+        self._sink = sink
+        self._settings = settings.validate()
+        self._factory = stage_factory
+        self.metrics = metrics or Metrics()
+        self._on_event = on_event
+        self._background = load_in_background
+        self._stop = threading.Event()
+        self._finished = threading.Event()
+        self._pipes = _Pipes()
+        self._stages: StageSet | None = None
+        self._pending_stages: StageSet | None = None
+        self._threads: list[threading.Thread] = []
+        self._preview: list[Callable[[VideoFrame], None]] = []
+        self.error: FaceCastError | None = None
+        self._lock = threading.Lock()
+
+    # ---- public API ----------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def stages_label(self) -> str:
+        stages = self._stages
+        return stages.label if stages else "loading"
+
+    def start(self) -> None:
+        """Open the source and sink, load models (or start in passthrough), start the threads."""
+        self._source.open()
+        try:
+            w, h = self._source.size
+            self._sink.open(w, h, self._source.fps)
+        except BaseException:
+            self._source.close()
+            raise
+        if self._background:
+            self._stages = passthrough_stages(self._settings)
+            self._load_async(self._settings)
+        else:
+            try:
+                self._stages = self._factory(self._settings)
+            except BaseException:
+                self._source.close()
+                self._sink.abort()
+                raise
+        self._threads = [
+            threading.Thread(target=self._guard(self._capture_loop), name="capture", daemon=True),
+            threading.Thread(target=self._guard(self._analyse_loop), name="analyse", daemon=True),
+            threading.Thread(target=self._guard(self._sink_loop), name="sink", daemon=True),
+        ]
+        for i in range(self._settings.pipeline.frames_in_flight):
+            self._threads.append(
+                threading.Thread(target=self._guard(self._worker_loop, i), name=f"swap-{i}", daemon=True)
+            )
+        for t in self._threads:
+            t.start()
+        self._emit(EngineEvent("started", self.stages_label))
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop now (frames in flight are discarded), finalise the sink, release the devices."""
+        self._stop.set()
+        with self._pipes.cond:
+            self._pipes.cond.notify_all()
+        self._join(timeout)
+        self._close()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the source ends (or an error/stop); True when finished."""
+        if not self._finished.wait(timeout):
+            return False
+        self._join(1.0)
+        self._close()
+        return True
+
+    def update_settings(self, settings: Settings) -> None:
+        """Apply at the next frame. Model/provider changes load in the background meanwhile."""
+        settings = settings.validate()
+        old = self._settings
+        if needs_reload(old, settings):
+            if settings.pipeline.frames_in_flight != old.pipeline.frames_in_flight:
+                # The number of worker threads is fixed for a run; keep it.
+                settings = settings.with_overrides(
+                    {"pipeline.frames_in_flight": old.pipeline.frames_in_flight}
+                )
+            self._settings = settings
+            self._load_async(settings)
+        else:
+            self._settings = settings
+
+    def subscribe_preview(self, callback: Callable[[VideoFrame], None]) -> None:
+        """Called from the sink thread with each output frame; it must return quickly."""
+        self._preview.append(callback)
+
+    def stats(self) -> StatsSnapshot:
+        return self.metrics.snapshot()
+
+    @property
+    def running(self) -> bool:
+        return bool(self._threads) and not self._finished.is_set()
+
+    # ---- model (re)loading ---------------------------------------------------------------------
+
+    def _load_async(self, settings: Settings) -> None:
+        self._emit(EngineEvent("models_loading", "loading models; frames pass through meanwhile"))
+
+        def load() -> None:
+            try:
+                stages = self._factory(settings)
+            except FaceCastError as exc:
+                self._emit(EngineEvent("error", exc.user_message(), exc))
+                return
+            except Exception as exc:
+                log.exception("model load failed")
+                err = FaceCastError(f"Loading models failed: {exc}")
+                self._emit(EngineEvent("error", err.user_message(), err))
+                return
+            with self._lock:
+                self._pending_stages = stages
+            self._emit(EngineEvent("models_ready", stages.label))
+
+        threading.Thread(target=load, name="model-loader", daemon=True).start()
+
+    def _current_stages(self) -> StageSet:
+        """The stage set to use for the next frame; a finished reload swaps in atomically here."""
+        with self._lock:
+            if self._pending_stages is not None:
+                self._stages = self._pending_stages
+                self._pending_stages = None
+            assert self._stages is not None
+            return self._stages
+
+    # ---- threads ---------------------------------------------------------------------------------
+
+    def _guard(self, fn: Callable[..., None], *args: object) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn(*args)
+            except FaceCastError as exc:
+                self._fail(exc)
+            except Exception as exc:
+                log.exception("engine thread %s crashed", threading.current_thread().name)
+                self._fail(FaceCastError(f"Internal error in {threading.current_thread().name}: {exc}"))
+
+        return run
+
+    def _fail(self, exc: FaceCastError) -> None:
+        if self.error is None:
+            self.error = exc
+        self.metrics.error()
+        self._emit(EngineEvent("error", exc.user_message(), exc))
+        self._stop.set()
+        with self._pipes.cond:
+            self._pipes.cond.notify_all()
+        self._finished.set()
+
+    def _capture_loop(self) -> None:
+        pipes = self._pipes
+        live = self._source.is_live
+        try:
+            while not self._stop.is_set():
+                try:
+                    frame = self._source.read()
+                except SourceError as exc:
+                    # A camera that vanished: report it, then finish cleanly with what we have.
+                    self.error = exc
+                    self.metrics.error()
+                    self._emit(EngineEvent("error", exc.user_message(), exc))
+                    break
+                if frame is None:
+                    break
+                self.metrics.frame_in(frame.capture_ts)
+                with pipes.cond:
+                    if live:
+                        if pipes.slot is not None:
+                            self.metrics.frame_dropped()
+                        pipes.slot = frame
+                        pipes.cond.notify_all()
+                    else:
+                        while pipes.slot is not None and not self._stop.is_set():
+                            pipes.cond.wait(POLL_S)
+                        pipes.slot = frame
+                        pipes.cond.notify_all()
+        finally:
+            with pipes.cond:
+                pipes.source_done = True
+                pipes.cond.notify_all()
+
+    def _analyse_loop(self) -> None:
+        pipes = self._pipes
+        while not self._stop.is_set():
+            with pipes.cond:
+                while not self._stop.is_set():
+                    limit = self._settings.pipeline.frames_in_flight
+                    if pipes.slot is not None and pipes.in_flight < limit:
+                        break
+                    if pipes.slot is None and pipes.source_done:
+                        pipes.analysed_all = True
+                        pipes.cond.notify_all()
+                        return
+                    pipes.cond.wait(POLL_S)
+                if self._stop.is_set():
+                    return
+                frame = pipes.slot
+                assert frame is not None
+                pipes.slot = None
+                pipes.in_flight += 1
+                seq = pipes.next_seq
+                pipes.next_seq += 1
+                pipes.cond.notify_all()
+            settings = self._settings
+            stages = self._current_stages()
+            try:
+                plan = stages.analyser.analyse(frame.image, frame.capture_ts, settings)
+            except FaceCastError:
+                raise
+            except Exception as exc:
+                # One bad frame must not end the stream: pass it through and say why.
+                log.exception("analysis failed on frame %d", frame.index)
+                self.metrics.error()
+                self._emit(EngineEvent("warning", f"face analysis failed on a frame: {exc}"))
+                plan = FramePlan()
+            self.metrics.stages(plan.timings.items())
+            with pipes.cond:
+                pipes.jobs.append(_Job(seq, frame, plan))
+                pipes.cond.notify_all()
+
+    def _worker_loop(self, index: int) -> None:
+        pipes = self._pipes
+        while not self._stop.is_set():
+            with pipes.cond:
+                while not pipes.jobs and not self._stop.is_set():
+                    if pipes.analysed_all:
+                        return
+                    pipes.cond.wait(POLL_S)
+                if self._stop.is_set():
+                    return
+                job = pipes.jobs.pop(0)
+            settings = self._settings
+            workers = self._current_stages().workers
+            worker = workers[index % len(workers)]
+            t0 = time.perf_counter()
+            try:
+                timings = worker.apply(job.frame.image, job.plan, settings)
+                self.metrics.faces(len(job.plan.targets), job.plan.passthrough)
+            except FaceCastError:
+                raise
+            except Exception as exc:
+                log.exception("swap failed on frame %d", job.frame.index)
+                self.metrics.error()
+                self._emit(EngineEvent("warning", f"face swap failed on a frame: {exc}"))
+                timings = {}
+            self.metrics.stages(timings.items())
+            self.metrics.stage("worker", (time.perf_counter() - t0) * 1000.0)
+            with pipes.cond:
+                pipes.done[job.seq] = job.frame
+                pipes.cond.notify_all()
+
+    def _sink_loop(self) -> None:
+        pipes = self._pipes
+        expect = 0
+        try:
+            while not self._stop.is_set():
+                with pipes.cond:
+                    while expect not in pipes.done and not self._stop.is_set():
+                        if pipes.analysed_all and expect >= pipes.next_seq:
+                            return
+                        pipes.cond.wait(POLL_S)
+                    if self._stop.is_set():
+                        return
+                    frame = pipes.done.pop(expect)
+                expect += 1
+                t0 = time.perf_counter()
+                self._sink.send(frame)
+                sent = time.perf_counter()
+                self.metrics.stage("sink", (sent - t0) * 1000.0)
+                self.metrics.frame_out(frame.capture_ts, sent)
+                for callback in self._preview:
+                    callback(frame)
+                with pipes.cond:
+                    pipes.in_flight -= 1
+                    pipes.cond.notify_all()
+        finally:
+            self._finished.set()
+
+    # ---- shutdown ------------------------------------------------------------------------------
+
+    def _join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(deadline - time.monotonic(), 0.0))
+
+    def _close(self) -> None:
+        with self._lock:
+            if not self._threads:
+                return
+            self._threads = []
+        self._finished.set()
+        try:
+            self._source.close()
+        finally:
+            if isinstance(self.error, SinkError):
+                self._sink.abort()  # the sink failed mid-write: leave nothing half-written
+            else:
+                self._sink.close()  # finalise: a camera that vanished still leaves a playable file
+        self._emit(EngineEvent("finished", ""))
+
+    def _emit(self, event: EngineEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)

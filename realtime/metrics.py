@@ -1,0 +1,159 @@
+"""Live numbers: per-stage ms, fps in/out, drops, glass-to-glass latency. Thread-safe, fixed memory."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(slots=True)
+class RingBuffer:
+    """The last `capacity` samples, preallocated: recording never allocates."""
+
+    capacity: int = 600
+    _data: npt.NDArray[np.float64] = field(init=False, repr=False)
+    _next: int = field(default=0, init=False)
+    _count: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._data = np.zeros(self.capacity, dtype=np.float64)
+
+    def add(self, value: float) -> None:
+        self._data[self._next] = value
+        self._next = (self._next + 1) % self.capacity
+        self._count = min(self._count + 1, self.capacity)
+
+    def values(self) -> npt.NDArray[np.float64]:
+        return self._data[: self._count].copy() if self._count < self.capacity else self._data.copy()
+
+    def __len__(self) -> int:
+        return self._count
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    mean: float
+    p50: float
+    p95: float
+    p99: float
+    count: int
+
+    @staticmethod
+    def of(values: npt.NDArray[np.float64]) -> Summary:
+        if values.size == 0:
+            return Summary(0.0, 0.0, 0.0, 0.0, 0)
+        p50, p95, p99 = np.percentile(values, [50, 95, 99])
+        return Summary(float(values.mean()), float(p50), float(p95), float(p99), int(values.size))
+
+
+@dataclass(frozen=True, slots=True)
+class StatsSnapshot:
+    """What the CLI's --stats, the GUI's status bar and the benchmark read."""
+
+    stages_ms: dict[str, Summary]
+    latency_ms: Summary  # glass-to-glass: capture timestamp -> handed to the sink
+    fps_in: float
+    fps_out: float
+    frames_in: int
+    frames_out: int
+    frames_dropped: int  # replaced at the source before processing (stale)
+    faces_swapped: int
+    faces_passthrough: int  # seen but not swapped (low confidence / tracking quality)
+    errors: int
+
+    def format_line(self) -> str:
+        stages = " ".join(f"{k}={v.mean:.1f}" for k, v in self.stages_ms.items())
+        lat = self.latency_ms
+        return (
+            f"in {self.fps_in:5.1f} fps  out {self.fps_out:5.1f} fps  "
+            f"latency p50 {lat.p50:.0f} / p95 {lat.p95:.0f} / p99 {lat.p99:.0f} ms  "
+            f"dropped {self.frames_dropped}  passthrough {self.faces_passthrough}  [ms {stages}]"
+        )
+
+
+@dataclass
+class Metrics:
+    window: int = 600
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _stages: dict[str, RingBuffer] = field(default_factory=dict, repr=False)
+    _latency: RingBuffer = field(init=False, repr=False)
+    _in_times: RingBuffer = field(init=False, repr=False)
+    _out_times: RingBuffer = field(init=False, repr=False)
+    frames_in: int = 0
+    frames_out: int = 0
+    frames_dropped: int = 0
+    faces_swapped: int = 0
+    faces_passthrough: int = 0
+    errors: int = 0
+
+    def __post_init__(self) -> None:
+        self._latency = RingBuffer(self.window)
+        self._in_times = RingBuffer(120)
+        self._out_times = RingBuffer(120)
+
+    def frame_in(self, ts: float | None = None) -> None:
+        with self._lock:
+            self.frames_in += 1
+            self._in_times.add(time.perf_counter() if ts is None else ts)
+
+    def frame_dropped(self) -> None:
+        with self._lock:
+            self.frames_dropped += 1
+
+    def frame_out(self, capture_ts: float, now: float | None = None) -> None:
+        t = time.perf_counter() if now is None else now
+        with self._lock:
+            self.frames_out += 1
+            self._out_times.add(t)
+            self._latency.add((t - capture_ts) * 1000.0)
+
+    def stage(self, name: str, ms: float) -> None:
+        with self._lock:
+            buf = self._stages.get(name)
+            if buf is None:
+                buf = self._stages[name] = RingBuffer(self.window)
+            buf.add(ms)
+
+    def stages(self, items: Iterable[tuple[str, float]]) -> None:
+        for name, ms in items:
+            self.stage(name, ms)
+
+    def faces(self, swapped: int, passthrough: int) -> None:
+        with self._lock:
+            self.faces_swapped += swapped
+            self.faces_passthrough += passthrough
+
+    def error(self) -> None:
+        with self._lock:
+            self.errors += 1
+
+    def latencies_ms(self) -> npt.NDArray[np.float64]:
+        with self._lock:
+            return self._latency.values()
+
+    def snapshot(self) -> StatsSnapshot:
+        with self._lock:
+            return StatsSnapshot(
+                stages_ms={k: Summary.of(v.values()) for k, v in self._stages.items()},
+                latency_ms=Summary.of(self._latency.values()),
+                fps_in=_rate(self._in_times.values()),
+                fps_out=_rate(self._out_times.values()),
+                frames_in=self.frames_in,
+                frames_out=self.frames_out,
+                frames_dropped=self.frames_dropped,
+                faces_swapped=self.faces_swapped,
+                faces_passthrough=self.faces_passthrough,
+                errors=self.errors,
+            )
+
+
+def _rate(times: npt.NDArray[np.float64]) -> float:
+    if times.size < 2:
+        return 0.0
+    span = float(times.max() - times.min())
+    return (times.size - 1) / span if span > 0 else 0.0

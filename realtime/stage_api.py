@@ -1,0 +1,45 @@
+"""What flows between the engine's stages, and the stage interfaces (no model code here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from models.types import FloatArray, ImageBGR
+from realtime.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class SwapTarget:
+    """One face to swap in one frame: its (smoothed) landmarks and how strongly to blend it."""
+
+    kps: FloatArray
+    weight: float  # 0..1; below 1 while fading in or out
+    track_id: int = -1
+
+
+@dataclass(slots=True)
+class FramePlan:
+    targets: list[SwapTarget] = field(default_factory=list)
+    passthrough: int = 0  # faces seen but left unswapped (low confidence / quality)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Analyser(Protocol):
+    def analyse(self, image: ImageBGR, timestamp: float, settings: Settings) -> FramePlan: ...
+
+
+class SwapWorker(Protocol):
+    def apply(self, image: ImageBGR, plan: FramePlan, settings: Settings) -> dict[str, float]: ...
+
+
+class PassthroughAnalyser:
+    """Finds nothing: frames flow unchanged (no models loaded yet, or models failed)."""
+
+    def analyse(self, image: ImageBGR, timestamp: float, settings: Settings) -> FramePlan:
+        return FramePlan()
+
+
+class PassthroughWorker:
+    def apply(self, image: ImageBGR, plan: FramePlan, settings: Settings) -> dict[str, float]:
+        return {}

@@ -1,0 +1,178 @@
+"""The scheduler: order, bounded frames in flight, drops, stop latency, errors, live changes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from models.errors import SinkError, SourceError
+from realtime.engine import Engine, StageSet, passthrough_stages
+from realtime.settings import Settings
+from realtime.stage_api import PassthroughAnalyser
+from tests.engine_fakes import FakeSource, RecordingSink, SlowWorker
+
+
+def settings(in_flight: int = 2) -> Settings:
+    return Settings().with_overrides({"pipeline.frames_in_flight": in_flight})
+
+
+def slow_stages(worker: SlowWorker):  # type: ignore[no-untyped-def]
+    def factory(s: Settings) -> StageSet:
+        # The same worker object for every slot so concurrency is counted across threads.
+        return StageSet(PassthroughAnalyser(), tuple(worker for _ in range(s.pipeline.frames_in_flight)), "slow")
+
+    return factory
+
+
+def test_every_frame_of_a_file_arrives_in_order_even_when_workers_finish_out_of_order() -> None:
+    worker = SlowWorker(delays={0: 0.02, 1: 0.0, 2: 0.01, 3: 0.0})
+    source, sink = FakeSource(frames=60), RecordingSink()
+    engine = Engine(source, sink, settings(3), slow_stages(worker))
+    engine.start()
+    assert engine.wait(20)
+    assert sink.indices == list(range(60))
+    assert sink.closed and not sink.aborted and source.closed
+    assert 1 < worker.max_active[0] <= 3  # ran in parallel, never more than frames in flight
+    assert engine.stats().frames_dropped == 0
+
+
+def test_live_source_drops_stale_frames_and_bounds_frames_in_flight() -> None:
+    worker = SlowWorker(base_delay_s=0.03)  # ~33 fps per worker vs a 200 fps camera
+    source = FakeSource(frames=200, fps=200.0, is_live=True, pace=True)
+    sink = RecordingSink()
+    engine = Engine(source, sink, settings(2), slow_stages(worker))
+    engine.start()
+    assert engine.wait(20)
+    stats = engine.stats()
+    assert stats.frames_dropped > 50  # stale frames replaced at the source, never queued
+    assert stats.frames_out + stats.frames_dropped == 200
+    assert sink.indices == sorted(sink.indices)  # order kept
+    assert worker.max_active[0] <= 2
+    # Nothing queued behind: latency stays near the processing time, not growing with the run.
+    assert stats.latency_ms.p99 < 500
+
+
+def test_stop_returns_within_one_second_and_releases_devices() -> None:
+    worker = SlowWorker(base_delay_s=0.05)
+    source = FakeSource(frames=10_000, fps=30.0, is_live=True, pace=True)
+    sink = RecordingSink(send_delay_s=0.03)
+    engine = Engine(source, sink, settings(2), slow_stages(worker))
+    engine.start()
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    engine.stop()
+    assert time.perf_counter() - t0 < 1.0
+    assert source.closed and sink.closed
+
+
+def test_repeated_start_stop_leaks_no_threads() -> None:
+    baseline = threading.active_count()
+    for _ in range(15):
+        engine = Engine(FakeSource(frames=10_000, is_live=True, pace=True, fps=500), RecordingSink(), settings(2))
+        engine.start()
+        time.sleep(0.02)
+        engine.stop()
+    time.sleep(0.2)
+    assert threading.active_count() <= baseline + 1
+
+
+def test_camera_vanishing_mid_run_finalises_the_output_and_reports_why() -> None:
+    events = []
+    source, sink = FakeSource(frames=100, fail_after=12), RecordingSink()
+    engine = Engine(source, sink, settings(2), on_event=events.append)
+    engine.start()
+    assert engine.wait(10)
+    assert sink.indices == list(range(12))  # everything captured before the loss is kept
+    assert sink.closed and not sink.aborted  # finalised, not discarded
+    assert isinstance(engine.error, SourceError)
+    assert any(e.kind == "error" and "disconnected" in e.message for e in events)
+
+
+def test_sink_failure_stops_the_run_and_discards_the_partial_output() -> None:
+    source, sink = FakeSource(frames=100), RecordingSink(fail_at=5)
+    engine = Engine(source, sink, settings(2))
+    engine.start()
+    assert engine.wait(10)
+    assert isinstance(engine.error, SinkError)
+    assert sink.aborted and not sink.closed
+
+
+def test_failing_frame_passes_through_and_the_stream_continues() -> None:
+    class Flaky:
+        def apply(self, image, plan, s):  # type: ignore[no-untyped-def]
+            if int(image[0, 0, 0]) == 3:
+                raise RuntimeError("boom")
+            return {}
+
+    def factory(s: Settings) -> StageSet:
+        return StageSet(PassthroughAnalyser(), (Flaky(), Flaky()), "flaky")
+
+    sink = RecordingSink()
+    engine = Engine(FakeSource(frames=10), sink, settings(2), factory)
+    engine.start()
+    assert engine.wait(10)
+    assert sink.indices == list(range(10))
+    assert engine.stats().errors == 1 and engine.error is None
+
+
+def test_model_reload_happens_in_the_background_while_frames_keep_flowing() -> None:
+    loaded = threading.Event()
+    events = []
+
+    def slow_factory(s: Settings) -> StageSet:
+        time.sleep(0.5)  # a model load
+        loaded.set()
+        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"loaded {s.swap.model}")
+
+    sink = RecordingSink()
+    source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
+    engine = Engine(source, sink, settings(2), slow_factory, load_in_background=True, on_event=events.append)
+    engine.start()
+    time.sleep(0.2)
+    assert engine.stages_label == "passthrough"  # shown as such while loading
+    flowing_before = len(sink.indices)
+    assert flowing_before > 0
+    assert loaded.wait(3)
+    time.sleep(0.1)
+    assert engine.stages_label == "loaded inswapper_128"
+    engine.update_settings(engine.settings.with_overrides({"swap.model": "inswapper_128_fp16"}))
+    time.sleep(0.2)
+    assert engine.stages_label == "loaded inswapper_128"  # old models keep working during the reload
+    time.sleep(0.6)
+    assert engine.stages_label == "loaded inswapper_128_fp16"
+    engine.stop()
+    assert [e.kind for e in events].count("models_ready") == 2
+
+
+def test_cheap_settings_change_applies_at_the_next_frame() -> None:
+    seen = []
+
+    class Recorder:
+        def analyse(self, image, ts, s):  # type: ignore[no-untyped-def]
+            seen.append(s.detector.interval)
+            from realtime.stage_api import FramePlan
+
+            return FramePlan()
+
+    def factory(s: Settings) -> StageSet:
+        return StageSet(Recorder(), passthrough_stages(s).workers, "rec")
+
+    source = FakeSource(frames=10_000, fps=200.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(1), factory)
+    engine.start()
+    time.sleep(0.1)
+    engine.update_settings(engine.settings.with_overrides({"detector.interval": 7}))
+    time.sleep(0.1)
+    engine.stop()
+    assert seen[0] != 7 and seen[-1] == 7
+
+
+@pytest.mark.parametrize("in_flight", [1, 2, 4])
+def test_output_count_equals_input_for_files_at_any_depth(in_flight: int) -> None:
+    sink = RecordingSink()
+    engine = Engine(FakeSource(frames=37), sink, settings(in_flight))
+    engine.start()
+    assert engine.wait(10)
+    assert sink.indices == list(range(37))
