@@ -1,0 +1,266 @@
+"""The models FaceCast knows how to fetch: file names, pinned sizes and hashes, sources and licences.
+
+Facts come from /work/shared/MODEL_CONTRACTS.md. A `sha256` of None means no trustworthy hash is
+published for that file; such files are accepted but reported as "unpinned".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from models.errors import ModelMissingError
+
+Role = Literal["detector", "recognizer", "swapper", "landmarks", "enhancer", "occluder", "parser"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFile:
+    """One file on disk. `sha256`/`size` None means not pinned (cannot be verified)."""
+
+    name: str
+    sha256: str | None
+    size: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """A downloadable model.
+
+    `urls` are tried in order (primary first, then mirrors). When `archive` is set the URLs point at
+    that archive and `files` are the members to extract from it (matched by basename).
+    """
+
+    name: str
+    role: Role
+    files: tuple[ModelFile, ...]
+    urls: tuple[str, ...]
+    archive: str | None
+    licence: str
+    licence_url: str
+    description: str
+    default: bool
+
+    @property
+    def total_size(self) -> int | None:
+        """Bytes on disk once installed, None if any file's size is unknown."""
+        sizes = [f.size for f in self.files]
+        if any(s is None for s in sizes):
+            return None
+        return sum(s for s in sizes if s is not None)
+
+    def file(self, filename: str) -> ModelFile:
+        for f in self.files:
+            if f.name == filename:
+                return f
+        raise KeyError(filename)
+
+
+INSIGHTFACE_LICENCE = "non-commercial research only (insightface)"
+INSIGHTFACE_LICENCE_URL = "https://github.com/deepinsight/insightface#license"
+GPEN_LICENCE = "academic and non-commercial use only (GPEN, Alibaba)"
+GPEN_LICENCE_URL = "https://github.com/yangxy/GPEN"
+
+_FF_ASSETS = "https://github.com/facefusion/facefusion-assets/releases/download"
+_BUFFALO_L_URLS = ("https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip",)
+
+DET_10G = ModelFile(
+    "det_10g.onnx", "5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91", 16_923_827
+)
+W600K_R50 = ModelFile(
+    "w600k_r50.onnx", "4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43", 174_383_860
+)
+LMK_2D106 = ModelFile(
+    "2d106det.onnx", "f001b856447c413801ef5c42091ed0cd516fcd21f2d6b79635b1e733a7109dbf", 5_030_888
+)
+LMK_3D68 = ModelFile(
+    "1k3d68.onnx", "df5c06b8a0c12e422b2ed8947b8869faa4105387f199c477af038aa01f9a45cc", 143_607_619
+)
+
+CATALOGUE: tuple[ModelEntry, ...] = (
+    ModelEntry(
+        name="inswapper_128",
+        role="swapper",
+        files=(
+            ModelFile(
+                "inswapper_128.onnx",
+                "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af",
+                554_253_681,
+            ),
+        ),
+        urls=(
+            "https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128.onnx",
+            "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx",
+            "https://huggingface.co/datasets/Gourieff/ReActor/resolve/main/models/inswapper_128.onnx",
+        ),
+        archive=None,
+        licence=INSIGHTFACE_LICENCE,
+        licence_url=INSIGHTFACE_LICENCE_URL,
+        description="InsightFace face swapper, 128 px, fp32",
+        default=True,
+    ),
+    ModelEntry(
+        name="inswapper_128_fp16",
+        role="swapper",
+        files=(
+            ModelFile(
+                "inswapper_128_fp16.onnx",
+                "6d51a9278a1f650cffefc18ba53f38bf2769bf4bbff89267822cf72945f8a38b",
+                277_680_638,
+            ),
+        ),
+        urls=(
+            "https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx",
+            "https://huggingface.co/datasets/Gourieff/ReActor/resolve/main/models/inswapper_128_fp16.onnx",
+        ),
+        archive=None,
+        licence=INSIGHTFACE_LICENCE,
+        licence_url=INSIGHTFACE_LICENCE_URL,
+        description="InsightFace face swapper, 128 px, fp16 weights (half the download)",
+        default=False,
+    ),
+    ModelEntry(
+        name="buffalo_l",
+        role="detector",
+        files=(DET_10G, W600K_R50, LMK_2D106, LMK_3D68),
+        urls=_BUFFALO_L_URLS,
+        archive="buffalo_l.zip",
+        licence=INSIGHTFACE_LICENCE,
+        licence_url=INSIGHTFACE_LICENCE_URL,
+        description="InsightFace pack: SCRFD-10G detector, ArcFace R50 recognizer, 2D/3D landmarks",
+        default=True,
+    ),
+    # Logical entries for single members of the pack: same archive, so one download serves all.
+    ModelEntry(
+        name="det_10g",
+        role="detector",
+        files=(DET_10G,),
+        urls=_BUFFALO_L_URLS,
+        archive="buffalo_l.zip",
+        licence=INSIGHTFACE_LICENCE,
+        licence_url=INSIGHTFACE_LICENCE_URL,
+        description="SCRFD-10G face detector (from the buffalo_l pack)",
+        default=False,
+    ),
+    ModelEntry(
+        name="w600k_r50",
+        role="recognizer",
+        files=(W600K_R50,),
+        urls=_BUFFALO_L_URLS,
+        archive="buffalo_l.zip",
+        licence=INSIGHTFACE_LICENCE,
+        licence_url=INSIGHTFACE_LICENCE_URL,
+        description="ArcFace R50 (WebFace600K) recognizer (from the buffalo_l pack)",
+        default=False,
+    ),
+    ModelEntry(
+        name="scrfd_2.5g",
+        role="detector",
+        files=(ModelFile("scrfd_2.5g.onnx", None, None),),
+        urls=(f"{_FF_ASSETS}/models-3.0.0/scrfd_2.5g.onnx",),
+        archive=None,
+        licence=INSIGHTFACE_LICENCE,
+        licence_url=INSIGHTFACE_LICENCE_URL,
+        description="SCRFD-2.5G face detector (4x cheaper than det_10g)",
+        default=False,
+    ),
+    ModelEntry(
+        name="GPEN-BFR-256",
+        role="enhancer",
+        files=(
+            ModelFile(
+                "GPEN-BFR-256.onnx",
+                "aa5bd3ab238640a378c59e4a560f7a7150627944cf2129e6311ae4720e833271",
+                75_715_262,
+            ),
+        ),
+        urls=(
+            "https://github.com/harisreedhar/Face-Upscalers-ONNX/releases/download/GPEN-BFR/GPEN-BFR-256.onnx",
+        ),
+        archive=None,
+        licence=GPEN_LICENCE,
+        licence_url=GPEN_LICENCE_URL,
+        description="GPEN face restorer, 256 px (cheap enough for every frame)",
+        default=False,
+    ),
+    ModelEntry(
+        name="GPEN-BFR-512",
+        role="enhancer",
+        files=(
+            ModelFile(
+                "GPEN-BFR-512.onnx",
+                "0960f836488735444d508b588e44fb5dfd19c68fde9163ad7878aa24d1d5115e",
+                284_250_449,
+            ),
+        ),
+        urls=(
+            "https://github.com/harisreedhar/Face-Upscalers-ONNX/releases/download/GPEN-BFR/GPEN-BFR-512.onnx",
+        ),
+        archive=None,
+        licence=GPEN_LICENCE,
+        licence_url=GPEN_LICENCE_URL,
+        description="GPEN face restorer, 512 px",
+        default=False,
+    ),
+    ModelEntry(
+        name="gfpgan_1.4",
+        role="enhancer",
+        files=(ModelFile("gfpgan_1.4.onnx", None, 340_299_087),),
+        urls=(f"{_FF_ASSETS}/models-3.0.0/gfpgan_1.4.onnx",),
+        archive=None,
+        licence="Apache-2.0 (GFPGAN)",
+        licence_url="https://github.com/TencentARC/GFPGAN/blob/master/LICENSE",
+        description="GFPGAN 1.4 face restorer, 512 px",
+        default=False,
+    ),
+    ModelEntry(
+        name="xseg_1",
+        role="occluder",
+        files=(ModelFile("xseg_1.onnx", None, 70_324_286),),
+        urls=(f"{_FF_ASSETS}/models-3.1.0/xseg_1.onnx",),
+        archive=None,
+        licence="GPL-3.0 (DeepFaceLab XSeg)",
+        licence_url="https://github.com/iperov/DeepFaceLab/blob/master/LICENSE",
+        description="XSeg occlusion mask (hands, hair, objects in front of the face)",
+        default=False,
+    ),
+    ModelEntry(
+        name="bisenet_resnet_34",
+        role="parser",
+        files=(ModelFile("bisenet_resnet_34.onnx", None, 93_632_546),),
+        urls=(f"{_FF_ASSETS}/models-3.0.0/bisenet_resnet_34.onnx",),
+        archive=None,
+        licence="MIT (face-parsing.PyTorch)",
+        licence_url="https://github.com/zllrunning/face-parsing.PyTorch/blob/master/LICENSE",
+        description="BiSeNet ResNet-34 face parser (skin, eyes, mouth regions)",
+        default=False,
+    ),
+)
+
+
+def get_entry(name: str, catalogue: Sequence[ModelEntry] = CATALOGUE) -> ModelEntry:
+    """The entry called `name`; ModelMissingError listing the known names otherwise."""
+    for entry in catalogue:
+        if entry.name == name:
+            return entry
+    known = ", ".join(e.name for e in catalogue)
+    raise ModelMissingError(f"Unknown model '{name}'.", hint=f"Known models: {known}.")
+
+
+def entry_for_file(filename: str, catalogue: Sequence[ModelEntry] = CATALOGUE) -> ModelEntry:
+    """The entry that provides `filename`.
+
+    A file can belong to a pack and to a logical single-file entry (det_10g.onnx is in both buffalo_l and
+    det_10g); the entry with the fewest files wins so hints name the most specific thing to download.
+    """
+    owners = [e for e in catalogue if any(f.name == filename for f in e.files)]
+    if not owners:
+        known = ", ".join(sorted({f.name for e in catalogue for f in e.files}))
+        raise ModelMissingError(f"Unknown model file '{filename}'.", hint=f"Known files: {known}.")
+    return min(owners, key=lambda e: len(e.files))
+
+
+def default_entries(catalogue: Sequence[ModelEntry] = CATALOGUE) -> tuple[ModelEntry, ...]:
+    """The default download set."""
+    return tuple(e for e in catalogue if e.default)

@@ -1,0 +1,234 @@
+"""Where model files live on disk, and whether the ones there are the ones we expect.
+
+Verification is SHA-256 against the catalogue. Hashing a 554 MB file takes seconds, so results are cached
+in `<models_dir>/.verified.json`, keyed by file name and invalidated by size or mtime_ns changing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+
+from models.catalogue import CATALOGUE, ModelEntry, ModelFile, entry_for_file
+from models.errors import ModelHashError, ModelMissingError
+
+log = logging.getLogger(__name__)
+
+MODELS_DIR_ENV = "FACECAST_MODELS_DIR"
+VERIFIED_CACHE = ".verified.json"
+_HASH_CHUNK = 1 << 20
+
+Status = Literal["ok", "missing", "mismatch", "truncated", "unpinned"]
+
+
+def default_models_dir() -> Path:
+    """`$FACECAST_MODELS_DIR` if set, else the per-user cache folder (…/FaceCast/models)."""
+    override = os.environ.get(MODELS_DIR_ENV, "").strip()
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_cache_dir("FaceCast")) / "models"
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download_command(name: str) -> str:
+    return f"python main.py models download {name}"
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON via a temp file + os.replace so a crash never leaves half a file."""
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json_dict(path: Path) -> dict[str, Any]:
+    """A JSON object from `path`; {} when absent or unreadable (callers treat it as 'nothing known')."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("Ignoring unreadable %s (%s)", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    name: str
+    path: Path
+    status: Status
+    detail: str
+
+
+class ModelStore:
+    """The models folder. `resolve()` hands out only verified files (or unverified, if allowed)."""
+
+    def __init__(
+        self,
+        models_dir: Path,
+        allow_unverified: bool = False,
+        catalogue: Sequence[ModelEntry] = CATALOGUE,
+    ) -> None:
+        self.models_dir = Path(models_dir)
+        self.allow_unverified = allow_unverified
+        self.catalogue: tuple[ModelEntry, ...] = tuple(catalogue)
+
+    # ---- lookup -------------------------------------------------------------------------------------
+
+    def path_for(self, filename: str) -> Path:
+        return self.models_dir / filename
+
+    def entry_for(self, filename: str) -> ModelEntry:
+        return entry_for_file(filename, self.catalogue)
+
+    def _spec(self, name: str) -> ModelFile:
+        """The file meant by an entry name or a file name."""
+        for entry in self.catalogue:
+            if entry.name == name:
+                if len(entry.files) != 1:
+                    files = ", ".join(f.name for f in entry.files)
+                    raise ValueError(f"'{name}' holds several files ({files}); resolve one of them")
+                return entry.files[0]
+        return self.entry_for(name).file(name)  # raises ModelMissingError for unknown names
+
+    # ---- hashing with cache -------------------------------------------------------------------------
+
+    def _cache_path(self) -> Path:
+        return self.models_dir / VERIFIED_CACHE
+
+    def _cache_key(self, path: Path) -> str:
+        # Files in the models folder are keyed by name (the folder can move); others by absolute path.
+        return path.name if path.parent.resolve() == self.models_dir.resolve() else str(path.resolve())
+
+    def cached_sha256(self, path: Path) -> str:
+        """SHA-256 of `path`, reusing the cached value while size and mtime_ns are unchanged."""
+        st = path.stat()
+        key = self._cache_key(path)
+        cache = read_json_dict(self._cache_path())
+        hit = cache.get(key)
+        if isinstance(hit, dict) and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
+            sha = hit.get("sha256")
+            if isinstance(sha, str):
+                return sha
+        sha = sha256_file(path)
+        self.record_hash(path, sha)
+        return sha
+
+    def record_hash(self, path: Path, sha256: str) -> None:
+        """Remember `path`'s hash (e.g. right after a verified download) for later starts."""
+        st = path.stat()
+        cache_path = self._cache_path()
+        cache = read_json_dict(cache_path)
+        cache[self._cache_key(path)] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+        try:
+            self.models_dir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(cache_path, cache)
+        except OSError as exc:
+            # A read-only models folder still works; we just hash again next time.
+            log.warning("Cannot write hash cache %s (%s)", cache_path, exc)
+
+    # ---- verification -------------------------------------------------------------------------------
+
+    def check(self, spec: ModelFile, hash_unpinned: bool = False) -> VerifyResult:
+        """Status of one catalogue file on disk. Unpinned files are hashed only if `hash_unpinned`."""
+        path = self.path_for(spec.name)
+        if not path.is_file():
+            return VerifyResult(spec.name, path, "missing", f"not in {self.models_dir}")
+        size = path.stat().st_size
+        if spec.size is not None and size < spec.size:
+            return VerifyResult(
+                spec.name, path, "truncated", f"expected {spec.size:,} bytes, got {size:,} bytes"
+            )
+        if spec.size is not None and size > spec.size:
+            return VerifyResult(
+                spec.name, path, "mismatch", f"expected {spec.size:,} bytes, got {size:,} bytes"
+            )
+        if spec.sha256 is None:
+            detail = "no published hash"
+            if hash_unpinned:
+                detail += f"; sha256 {self.cached_sha256(path)}"
+            return VerifyResult(spec.name, path, "unpinned", detail)
+        actual = self.cached_sha256(path)
+        if actual != spec.sha256:
+            return VerifyResult(spec.name, path, "mismatch", f"expected sha256 {spec.sha256}, got {actual}")
+        return VerifyResult(spec.name, path, "ok", f"sha256 {actual}")
+
+    def resolve(self, name: str) -> Path:
+        """Path of a verified model file, given an entry name ("inswapper_128") or a file name.
+
+        Raises ModelMissingError / ModelHashError with a one-line message that says what to do.
+        A file with the wrong hash is returned anyway when `allow_unverified` is set.
+        """
+        spec = self._spec(name)
+        result = self.check(spec)
+        fix = download_command(self.entry_for(spec.name).name)
+        if result.status == "missing":
+            raise ModelMissingError(
+                f"Model file {spec.name} (sha256 {spec.sha256 or 'not published'}) is missing "
+                f"from {self.models_dir}.",
+                hint=f"Run `{fix}`, or put the file in that folder.",
+            )
+        if result.status in ("truncated", "mismatch") and self.allow_unverified:
+            # The user vouches for a different file (a re-export, a test double); ONNX Runtime
+            # still rejects one that is really cut short when the session is opened.
+            log.warning("Using unverified model %s (%s)", result.path, result.detail)
+            return result.path
+        if result.status == "truncated":
+            raise ModelHashError(
+                f"Model file {result.path} is truncated: {result.detail}.",
+                hint=f"Delete it and run `{fix}`.",
+            )
+        if result.status == "mismatch":
+            raise ModelHashError(
+                f"Model file {result.path} does not match: {result.detail}.",
+                hint=f"Delete it and run `{fix}`, or pass --allow-unverified to use it anyway.",
+            )
+        return result.path
+
+    def resolve_entry(self, name: str) -> tuple[Path, ...]:
+        """Verified paths of every file of an entry (e.g. the four files of buffalo_l)."""
+        entry = next((e for e in self.catalogue if e.name == name), None)
+        if entry is None:
+            return (self.resolve(name),)
+        return tuple(self.resolve(f.name) for f in entry.files)
+
+    def resolve_user_file(self, path: Path) -> tuple[Path, str]:
+        """Accept a model file the user points at by path; returns it and its sha256 for display."""
+        path = Path(path).expanduser()
+        if not path.is_file():
+            raise ModelMissingError(f"Model file {path} does not exist.", hint="Check the path.")
+        return path, self.cached_sha256(path)
+
+    def verify_all(self) -> list[VerifyResult]:
+        """One result per distinct catalogue file (pack members listed once)."""
+        seen: set[str] = set()
+        results: list[VerifyResult] = []
+        for entry in self.catalogue:
+            for spec in entry.files:
+                if spec.name not in seen:
+                    seen.add(spec.name)
+                    results.append(self.check(spec, hash_unpinned=True))
+        return results
