@@ -8,10 +8,12 @@ libraries): it logs and silently runs on the CPU. The factory therefore checks
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import onnxruntime as ort
 
@@ -43,11 +45,57 @@ class SessionConfig:
     cuda_stream: int | None = None  # user compute stream (per in-flight worker)
 
 
+@dataclass
+class InferenceClock:
+    """Adds up the time spent inside session.run (benchmarks: pipeline overhead = wall - this)."""
+
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    total_ms: float = 0.0
+    calls: int = 0
+
+    def add(self, ms: float) -> None:
+        with self._lock:
+            self.total_ms += ms
+            self.calls += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.total_ms = 0.0
+            self.calls = 0
+
+
+class TimedSession:
+    """An InferenceSession whose run() time is added to a clock; everything else is delegated."""
+
+    def __init__(self, session: ort.InferenceSession, clock: InferenceClock) -> None:
+        self._session = session
+        self._clock = clock
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._session.run(*args, **kwargs)
+        finally:
+            self._clock.add((time.perf_counter() - t0) * 1000.0)
+
+    def run_with_iobinding(self, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._session.run_with_iobinding(*args, **kwargs)
+        finally:
+            self._clock.add((time.perf_counter() - t0) * 1000.0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
 @dataclass(slots=True)
 class SessionFactory:
     config: SessionConfig = field(default_factory=SessionConfig)
     # Human-readable notes about providers that did not load (shown by the CLI/GUI).
     fallbacks: list[str] = field(default_factory=list)
+    # When set, sessions are wrapped so their inference time is measured (benchmarks only).
+    clock: InferenceClock | None = None
 
     def providers(self) -> list[str | tuple[str, dict[str, Any]]]:
         """Provider list for ONNX Runtime, most preferred first, always ending with CPU."""
@@ -106,6 +154,8 @@ class SessionFactory:
                 "(python main.py models download NAME).",
             ) from exc
         self._note_fallback(session, name)
+        if self.clock is not None:
+            return cast(ort.InferenceSession, TimedSession(session, self.clock))
         return session
 
     def _note_fallback(self, session: ort.InferenceSession, name: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from models.session import SessionConfig, SessionFactory
+from models.session import InferenceClock, SessionConfig, SessionFactory
 from models.store import ModelStore, default_models_dir
 from realtime.engine import StageSet
 from realtime.face_models import (
@@ -33,6 +33,7 @@ class ModelOptions:
     allow_unverified: bool = False
     cache_dir: Path | None = None  # TensorRT engine cache; defaults beside the models
     overrides: tuple[tuple[str, Path], ...] = ()  # models the user named by path
+    clock: InferenceClock | None = None  # benchmarks: measure time inside the models
 
     def paths(self) -> ModelPaths:
         store = ModelStore(self.models_dir or default_models_dir(), allow_unverified=self.allow_unverified)
@@ -43,7 +44,8 @@ def session_factory(settings: Settings, options: ModelOptions) -> SessionFactory
     paths = options.paths()
     cache = options.cache_dir or paths.store.models_dir / "trt-cache"
     return SessionFactory(
-        SessionConfig(provider=settings.pipeline.provider, fp16=settings.pipeline.fp16, cache_dir=cache)
+        SessionConfig(provider=settings.pipeline.provider, fp16=settings.pipeline.fp16, cache_dir=cache),
+        clock=options.clock,
     )
 
 

@@ -1,0 +1,327 @@
+"""`main.py bench`: FaceCast's engine against the naive loop, same clip, same models, one run.
+
+(a) naive: every frame detect + swap + full-frame paste-back with insightface's own classes,
+    sequentially (what roop and early Deep-Live-Cam do);
+(b) FaceCast: the engine with a preset (tracker, region-limited paste, frames in flight).
+
+Prints fps, glass-to-glass latency, per-stage ms, pipeline overhead (wall time per frame minus
+time inside the models) and peak memory. Models: near-zero-cost doubles by default (they expose
+the pipeline's own cost), compute-equivalent stand-ins with --standins, real models with
+--models-dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, TextIO
+
+import cv2
+import numpy as np
+import platformdirs
+
+from models.session import InferenceClock, SessionConfig, SessionFactory
+from models.types import ImageBGR
+from realtime.app import ModelOptions, prepare_face_swap
+from realtime.engine import Engine
+from realtime.frames import VideoFrame
+from realtime.metrics import Summary
+from realtime.settings import Settings, load_preset
+from realtime.sinks import NullSink
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (0 where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024.0 if sys.platform != "darwin" else kb / (1024.0 * 1024.0)
+
+
+def astronaut_bgr() -> ImageBGR:
+    from skimage import data
+
+    return np.ascontiguousarray(cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
+
+
+def make_clip(n_unique: int, width: int, height: int) -> list[ImageBGR]:
+    """The astronaut moving on a grey canvas: a slow pan, zoom and small rotation."""
+    face = astronaut_bgr()
+    frames: list[ImageBGR] = []
+    for i in range(n_unique):
+        t = i / max(n_unique - 1, 1)
+        scale = (height / face.shape[0]) * (0.8 + 0.2 * np.sin(2 * np.pi * t))
+        angle = 8.0 * np.sin(2 * np.pi * t)
+        cx = width * (0.35 + 0.3 * t)
+        m = cv2.getRotationMatrix2D((face.shape[1] / 2, face.shape[0] / 2), angle, scale)
+        m[0, 2] += cx - face.shape[1] / 2
+        m[1, 2] += height / 2 - face.shape[0] / 2
+        frames.append(
+            np.asarray(
+                cv2.warpAffine(face, m, (width, height), borderValue=(90, 90, 90)), dtype=np.uint8
+            )
+        )
+    return frames
+
+
+@dataclass
+class ClipSource:
+    """Frames from memory; `live` paces them like a camera at `fps` (for latency)."""
+
+    clip: list[ImageBGR]
+    frames: int
+    fps: float = 30.0
+    live: bool = False
+    description: str = "benchmark clip"
+    _next: int = 0
+    _start: float = 0.0
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return int(self.clip[0].shape[1]), int(self.clip[0].shape[0])
+
+    @property
+    def is_live(self) -> bool:
+        return self.live
+
+    def open(self) -> None:
+        self._next = 0
+        self._start = time.perf_counter()
+
+    def read(self) -> VideoFrame | None:
+        if self._next >= self.frames:
+            return None
+        if self.live:
+            due = self._start + self._next / self.fps
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        i = self._next
+        self._next += 1
+        # A fresh buffer per frame, as a decoder hands out.
+        return VideoFrame(self.clip[i % len(self.clip)].copy(), i, time.perf_counter())
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class BenchResult:
+    name: str
+    frames: int
+    wall_s: float
+    fps: float
+    ms_per_frame: float
+    latency_ms: dict[str, float]
+    stages_ms: dict[str, float]
+    model_ms_per_frame: float
+    overhead_ms_per_frame: float
+    overhead_pct: float
+    peak_rss_mb: float
+    detections: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _result(
+    name: str, frames: int, wall: float, model_ms: float, latency: Summary, stages: dict[str, float]
+) -> BenchResult:
+    per_frame = wall * 1000.0 / max(frames, 1)
+    model_pf = model_ms / max(frames, 1)
+    overhead = max(per_frame - model_pf, 0.0)
+    return BenchResult(
+        name=name,
+        frames=frames,
+        wall_s=wall,
+        fps=frames / wall if wall > 0 else 0.0,
+        ms_per_frame=per_frame,
+        latency_ms={"p50": latency.p50, "p95": latency.p95, "p99": latency.p99},
+        stages_ms=stages,
+        model_ms_per_frame=model_pf,
+        overhead_ms_per_frame=overhead,
+        overhead_pct=100.0 * overhead / per_frame if per_frame > 0 else 0.0,
+        peak_rss_mb=peak_rss_mb(),
+    )
+
+
+def run_naive(
+    clip: list[ImageBGR], frames: int, models_dir: Path, source_photo: ImageBGR, det_size: int
+) -> BenchResult:
+    """insightface's reference classes, sequentially, every frame, full-frame paste-back."""
+    from insightface.model_zoo.arcface_onnx import ArcFaceONNX
+    from insightface.model_zoo.inswapper import INSwapper
+    from insightface.model_zoo.scrfd import SCRFD
+
+    clock = InferenceClock()
+    factory = SessionFactory(SessionConfig(provider="cpu"), clock=clock)
+
+    def session(name: str) -> Any:
+        return factory.create(models_dir / name)
+
+    det = SCRFD(model_file=str(models_dir / "det_10g.onnx"), session=session("det_10g.onnx"))
+    rec = ArcFaceONNX(model_file=str(models_dir / "w600k_r50.onnx"), session=session("w600k_r50.onnx"))
+    swapper = INSwapper(model_file=str(models_dir / "inswapper_128.onnx"), session=session("inswapper_128.onnx"))
+    size = (det_size, det_size)
+    _, kpss = det.detect(source_photo, input_size=size)
+    src = SimpleNamespace(kps=kpss[0])
+    rec.get(source_photo, src)
+    src.normed_embedding = src.embedding / np.linalg.norm(src.embedding)
+    clock.reset()
+    latencies = np.zeros(frames)
+    detect_ms = np.zeros(frames)
+    swap_ms = np.zeros(frames)
+    t_start = time.perf_counter()
+    for i in range(frames):
+        t0 = time.perf_counter()
+        img = clip[i % len(clip)].copy()
+        bboxes, kpss = det.detect(img, input_size=size)
+        t1 = time.perf_counter()
+        if len(bboxes):
+            areas = (bboxes[:, 2] - bboxes[:, 0]) * (bboxes[:, 3] - bboxes[:, 1])
+            target = SimpleNamespace(kps=kpss[int(np.argmax(areas))])
+            img = swapper.get(img, target, src, paste_back=True)
+        t2 = time.perf_counter()
+        detect_ms[i] = (t1 - t0) * 1000.0
+        swap_ms[i] = (t2 - t1) * 1000.0
+        latencies[i] = (t2 - t0) * 1000.0
+    wall = time.perf_counter() - t_start
+    stages = {"detect": float(detect_ms.mean()), "swap+paste": float(swap_ms.mean())}
+    result = _result("naive loop (insightface)", frames, wall, clock.total_ms, Summary.of(latencies), stages)
+    result.detections = frames
+    result.notes.append("latency = processing time only (no queueing), i.e. the naive loop's best case")
+    return result
+
+
+def run_engine(
+    clip: list[ImageBGR],
+    frames: int,
+    settings: Settings,
+    options: ModelOptions,
+    photo_path: Path,
+    *,
+    live_fps: float | None = None,
+) -> BenchResult:
+    """FaceCast's engine on the same clip: every frame as fast as possible, or paced like a camera."""
+    clock = options.clock or InferenceClock()
+    stages_factory = prepare_face_swap([photo_path], settings, options)
+    source = ClipSource(clip, frames, fps=live_fps or 30.0, live=live_fps is not None)
+    engine = Engine(source, NullSink(), settings, stages_factory)
+    engine.start()
+    clock.reset()
+    t0 = time.perf_counter()
+    engine.wait()
+    wall = time.perf_counter() - t0
+    if engine.error is not None:
+        raise engine.error
+    snap = engine.stats()
+    stages = {k: v.mean for k, v in snap.stages_ms.items()}
+    name = f"FaceCast engine ({'live %.0f fps' % live_fps if live_fps else 'every frame'})"
+    result = _result(name, snap.frames_out, wall, clock.total_ms, snap.latency_ms, stages)
+    result.detections = int(snap.stages_ms["detect"].count) if "detect" in snap.stages_ms else 0
+    if live_fps:
+        lat = engine.metrics.latencies_ms()
+        third = max(len(lat) // 3, 1)
+        first, last = float(np.median(lat[:third])), float(np.median(lat[-third:]))
+        result.latency_ms["drift_p50_first_to_last_third"] = last - first
+        result.notes.append(f"dropped at source: {snap.frames_dropped}")
+    return result
+
+
+@dataclass
+class BenchSetup:
+    models_dir: Path
+    allow_unverified: bool
+    label: str
+
+
+def prepare_models(args: argparse.Namespace, log: Callable[[str], None]) -> BenchSetup:
+    if args.standins:
+        from models.standins import ensure_standins
+
+        cache = Path(platformdirs.user_cache_dir("FaceCast")) / "standins"
+        ensure_standins(cache, log=log)
+        return BenchSetup(cache, True, "compute-equivalent stand-ins (random weights)")
+    if args.models_dir is not None:
+        return BenchSetup(Path(args.models_dir), args.allow_unverified, f"models from {args.models_dir}")
+    from tests.doubles import write_all
+
+    tmp = Path(tempfile.mkdtemp(prefix="facecast-bench-"))
+    write_all(tmp)
+    return BenchSetup(tmp, True, "contract-exact doubles (near-zero model cost)")
+
+
+def format_table(results: list[BenchResult], speedup: float, header: str) -> str:
+    lines = [header, ""]
+    cols = f"{'':34s}{'fps':>8s}{'ms/frame':>10s}{'lat p50':>9s}{'lat p99':>9s}{'model ms':>10s}"
+    cols += f"{'overhead':>10s}{'RSS MB':>9s}"
+    lines.append(cols)
+    for r in results:
+        lines.append(
+            f"{r.name:34s}{r.fps:8.1f}{r.ms_per_frame:10.2f}{r.latency_ms['p50']:9.1f}"
+            f"{r.latency_ms['p99']:9.1f}{r.model_ms_per_frame:10.2f}"
+            f"{r.overhead_pct:9.1f}%{r.peak_rss_mb:9.0f}"
+        )
+    lines.append("")
+    for r in results:
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.stages_ms.items()))
+        lines.append(f"{r.name}: stages ms [{stages}]")
+        for note in r.notes:
+            lines.append(f"  {note}")
+        if "drift_p50_first_to_last_third" in r.latency_ms:
+            lines.append(f"  latency drift (p50, last third - first third): "
+                         f"{r.latency_ms['drift_p50_first_to_last_third']:+.1f} ms")
+    lines.append("")
+    lines.append(f"speed-up FaceCast / naive: {speedup:.1f}x")
+    return "\n".join(lines)
+
+
+def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    setup = prepare_models(args, log)
+    settings = load_preset(args.preset).with_overrides({"pipeline.provider": "cpu"})
+    frames = args.frames
+    log(f"building a {args.width}x{args.height} clip ...")
+    clip = make_clip(min(frames, 48), args.width, args.height)
+    photo = astronaut_bgr()
+    with tempfile.TemporaryDirectory(prefix="facecast-bench-") as tmp:
+        photo_path = Path(tmp) / "source.png"
+        cv2.imwrite(str(photo_path), photo)
+        options = ModelOptions(setup.models_dir, setup.allow_unverified, clock=InferenceClock())
+        log("naive loop ...")
+        naive = run_naive(clip, frames, setup.models_dir, photo, settings.detector.size)
+        log(f"FaceCast engine, preset {args.preset} ...")
+        engine = run_engine(clip, frames, settings, options, photo_path)
+        results = [naive, engine]
+        if args.duration > 0:
+            live_frames = int(args.duration * 30)
+            log(f"FaceCast engine live at 30 fps for {args.duration:.0f} s ...")
+            results.append(run_engine(clip, live_frames, settings, options, photo_path, live_fps=30.0))
+    speedup = naive.ms_per_frame / engine.ms_per_frame if engine.ms_per_frame > 0 else 0.0
+    header = (
+        f"FaceCast bench: {frames} frames at {args.width}x{args.height}, preset {args.preset}, "
+        f"{setup.label}, CPU provider"
+    )
+    if args.json:
+        payload = {
+            "header": header,
+            "speedup": speedup,
+            "results": [asdict(r) for r in results],
+        }
+        json.dump(payload, out, indent=2)
+        print(file=out)
+    else:
+        print(format_table(results, speedup, header), file=out)
+    return 0
+
+
+__all__ = ["BenchResult", "ClipSource", "make_clip", "run_bench_cli", "run_engine", "run_naive"]
