@@ -1,0 +1,1 @@
+"""Qt front end: the main window and the window output."""

@@ -1,0 +1,548 @@
+"""Frame sinks: the virtual camera, a video or image file, or nothing, behind one small Protocol.
+
+File sinks write to a hidden temporary name next to the target and rename it into place on close(),
+so an interrupted run never leaves a half-written file under the name the user asked for.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import av
+import av.error
+import cv2
+import numpy as np
+import pyvirtualcam
+import pyvirtualcam.camera
+
+from models.errors import SinkError, VirtualCameraUnavailableError
+from models.types import ImageBGR
+from realtime.frames import VideoFrame
+
+log = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
+DEFAULT_FPS = 30.0
+ALTERNATIVES_HINT = "Meanwhile use `--output window` to preview, or write a file such as `--output out.mp4`."
+
+LINUX_MODPROBE = "sudo modprobe v4l2loopback devices=1 exclusive_caps=1 card_label=FaceCast"
+LINUX_RELOAD = f"sudo modprobe -r v4l2loopback && {LINUX_MODPROBE}"
+
+
+@runtime_checkable
+class FrameSink(Protocol):
+    """Where frames go. open() fixes the size and rate; close() finalises, abort() discards."""
+
+    def open(self, width: int, height: int, fps: float) -> None: ...
+
+    def send(self, frame: VideoFrame) -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+    @property
+    def description(self) -> str: ...
+
+
+def letterbox_into(src: ImageBGR, dst: ImageBGR) -> None:
+    """Scale `src` into the preallocated `dst`, keeping its aspect ratio, centred between black bars."""
+    dst_h, dst_w = dst.shape[:2]
+    src_h, src_w = src.shape[:2]
+    if (src_h, src_w) == (dst_h, dst_w):
+        np.copyto(dst, src)
+        return
+    scale = min(dst_w / src_w, dst_h / src_h)
+    new_w = max(1, min(dst_w, round(src_w * scale)))
+    new_h = max(1, min(dst_h, round(src_h * scale)))
+    x0 = (dst_w - new_w) // 2
+    y0 = (dst_h - new_h) // 2
+    # Only the bars are cleared: the content area is overwritten below, and clearing the bars every
+    # time keeps them black even if the source size changed since the last frame.
+    dst[:y0] = 0
+    dst[y0 + new_h :] = 0
+    dst[y0 : y0 + new_h, :x0] = 0
+    dst[y0 : y0 + new_h, x0 + new_w :] = 0
+    view = dst[y0 : y0 + new_h, x0 : x0 + new_w]
+    shrinking = new_w < src_w
+    interpolation = cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR
+    out = cv2.resize(src, (new_w, new_h), dst=view, interpolation=interpolation)
+    if out is not view:
+        # cv2 writes into a strided view directly; copy only if a binding ever hands back a new array.
+        np.copyto(view, out)
+
+
+def _even(n: int) -> int:
+    """Rounded up: 4:2:0 video needs even sizes, and padding one row/column never scales the picture."""
+    return max(2, n + n % 2)
+
+
+# ------------------------------------------------------------------------------------ virtual camera
+
+
+class CameraLike(Protocol):
+    """The part of pyvirtualcam.Camera the sink uses."""
+
+    def send(self, frame: ImageBGR) -> None: ...
+
+    def sleep_until_next_frame(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def virtual_camera_fix(platform: str = sys.platform, error_text: str = "") -> str:
+    """What the user should do so a virtual camera can be opened, from pyvirtualcam's error text."""
+    text = error_text.lower()
+    if platform.startswith("linux"):
+        if "permission" in text or "'video' group" in text:
+            return (
+                "Give your user access to the video devices: `sudo usermod -a -G video $USER`, "
+                "then log out and back in."
+            )
+        if "already in use" in text:
+            return (
+                "Another program is already sending to the virtual camera: close it, or create two devices "
+                f"with `sudo modprobe -r v4l2loopback && {LINUX_MODPROBE.replace('devices=1', 'devices=2')}`."
+            )
+        if "not a video output device" in text:
+            return (
+                "That device is not a v4l2loopback output: leave the device unset or pick the FaceCast "
+                "device from `v4l2-ctl --list-devices`; if it worked before, reload the module: "
+                f"`{LINUX_RELOAD}`."
+            )
+        return (
+            f"Load the v4l2loopback kernel module: `{LINUX_MODPROBE}` (if modprobe says the module "
+            "is not found, install it first: `sudo apt install v4l2loopback-dkms`)."
+        )
+    if platform.startswith("win"):
+        if "could not be started" in text or "in use" in text:
+            return (
+                "Only one program can drive the virtual camera: stop 'Virtual Camera' in OBS "
+                "(or close the other app using it) and try again."
+            )
+        return (
+            "Install OBS Studio 26 or newer, which provides the 'OBS Virtual Camera' device; if it is "
+            "still not found, click 'Start Virtual Camera' in OBS once and stop it again."
+        )
+    if platform == "darwin":
+        return (
+            "Install OBS Studio 30 or newer, click 'Start Virtual Camera' in OBS once and stop it again, "
+            "then approve the system extension in System Settings → Privacy & Security "
+            "(a restart may be needed)."
+        )
+    return f"No virtual camera driver is supported on this system ({platform})."
+
+
+class VirtualCameraSink:
+    """Sends letterboxed BGR frames to a pyvirtualcam device at a size and rate fixed at open()."""
+
+    def __init__(
+        self,
+        width: int | None = None,
+        height: int | None = None,
+        fps: float | None = None,
+        backend: str | None = None,
+        device: str | None = None,
+        pace: bool = True,
+        camera_factory: Callable[..., CameraLike] = pyvirtualcam.Camera,
+    ) -> None:
+        self._requested = (width, height, fps)
+        self._backend = backend
+        self._device = device
+        self.pace = pace
+        self._camera_factory = camera_factory
+        self._camera: CameraLike | None = None
+        self._buffer: ImageBGR | None = None
+        self._fps = 0.0
+        self._device_name = ""
+        self.frames_sent = 0
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return (0, 0) if self._buffer is None else (int(self._buffer.shape[1]), int(self._buffer.shape[0]))
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    @property
+    def description(self) -> str:
+        w, h = self.size
+        device = self._device_name or self._device or "virtual camera"
+        return f"virtual camera {device} ({w}x{h} @ {self._fps:g} fps)"
+
+    def open(self, width: int, height: int, fps: float) -> None:
+        req_w, req_h, req_fps = self._requested
+        # Even sizes: v4l2loopback converts to I420, and odd widths break in Chrome.
+        w, h = _even(req_w or width), _even(req_h or height)
+        rate = req_fps or fps or DEFAULT_FPS
+        self._check_backend_name()
+        try:
+            camera = self._camera_factory(
+                w, h, rate, fmt=pyvirtualcam.PixelFormat.BGR, device=self._device, backend=self._backend
+            )
+        except KeyError as err:
+            raise SinkError(
+                f"Unknown virtual camera backend '{self._backend}'.",
+                hint="Leave the backend unset to try every installed one.",
+            ) from err
+        except RuntimeError as err:
+            raise _unavailable(str(err)) from err
+        self._camera = camera
+        self._device_name = str(getattr(camera, "device", "") or "")
+        self._fps = float(rate)
+        self._buffer = np.zeros((h, w, 3), np.uint8)  # reused for every frame
+        self.frames_sent = 0
+
+    def _check_backend_name(self) -> None:
+        # pyvirtualcam looks an unknown name up before it is fully constructed, and its __del__ then
+        # prints a stray AttributeError; checking first gives the user one clean message instead.
+        if self._backend is None or self._camera_factory is not pyvirtualcam.Camera:
+            return
+        installed = sorted(pyvirtualcam.camera.BACKENDS)
+        if self._backend not in installed:
+            raise SinkError(
+                f"Unknown virtual camera backend '{self._backend}'.",
+                hint=f"Installed backends: {', '.join(installed) or 'none'}; or leave it unset to try each.",
+            )
+
+    def send(self, frame: VideoFrame) -> None:
+        if self._camera is None or self._buffer is None:
+            raise RuntimeError("VirtualCameraSink.send() called before open()")
+        letterbox_into(frame.image, self._buffer)
+        try:
+            self._camera.send(self._buffer)
+        except RuntimeError as err:
+            raise SinkError(
+                f"The virtual camera stopped accepting frames ({err}).",
+                hint="Restart FaceCast; on Linux check that v4l2loopback is still loaded.",
+            ) from err
+        self.frames_sent += 1
+        if self.pace:
+            self._camera.sleep_until_next_frame()
+
+    def close(self) -> None:
+        camera, self._camera = self._camera, None
+        if camera is not None:
+            camera.close()
+
+    def abort(self) -> None:
+        # A virtual camera keeps nothing half-written: aborting is closing.
+        self.close()
+
+
+def _unavailable(error_text: str) -> VirtualCameraUnavailableError:
+    reason = "; ".join(line.strip() for line in error_text.splitlines() if line.strip()) or "no backend"
+    fix = virtual_camera_fix(sys.platform, error_text)
+    if not reason.endswith((".", "?", "!")):
+        reason += "."
+    message = f"Virtual camera unavailable: {reason} Fix: {fix}"
+    return VirtualCameraUnavailableError(message, hint=ALTERNATIVES_HINT)
+
+
+# ------------------------------------------------------------------------------------------ file sinks
+
+
+def _partial_path(path: Path) -> Path:
+    """Hidden temp name in the target's own folder (same file system, so the rename is atomic).
+    The real extension stays last because the muxer is chosen from it."""
+    return path.with_name(f".{path.stem}.partial{path.suffix}")
+
+
+def _prepare_target(path: Path) -> Path:
+    """Create the folder and prove the temp file can be written; returns the temp path."""
+    if path.is_dir():
+        raise SinkError(f"Output {path} is a folder.", hint=f"Give a file name, e.g. {path / 'out.mp4'}.")
+    temp = _partial_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temp, "wb"):
+            pass  # only proving that a file can be created here; the writer fills it
+    except OSError as err:
+        raise SinkError(f"Cannot write output {path} ({_reason(err)}).") from err
+    return temp
+
+
+def _write_error(path: Path, err: BaseException) -> SinkError:
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        return SinkError(
+            f"Disk full while writing {path}; the partial file was removed.",
+            hint="Free some space or write the output to another drive.",
+        )
+    return SinkError(f"Could not write {path} ({_reason(err)}); the partial file was removed.")
+
+
+def _reason(err: BaseException) -> str:
+    return str(getattr(err, "strerror", None) or err)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        log.warning("Could not remove the partial file %s: %s", path, err)
+
+
+def codec_available(name: str) -> bool:
+    try:
+        av.Codec(name, "w")
+    except ValueError:  # av.codec.codec.UnknownCodecError
+        return False
+    return True
+
+
+def _fraction(fps: float) -> Fraction:
+    # limit_denominator(1001) turns 29.97002997… back into 30000/1001.
+    return Fraction(fps).limit_denominator(1001)
+
+
+class VideoFileSink:
+    """An H.264 (or MPEG-4 part 2 when libx264 is missing) video file written with PyAV.
+
+    pts come from the frame index, so dropped frames leave gaps in time instead of speeding the video
+    up, and every frame sent is a frame in the file.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        codec: str = "libx264",
+        crf: int = 20,
+        bitrate: int | None = None,
+        pix_fmt: str = "yuv420p",
+        preset: str = "veryfast",
+    ) -> None:
+        self.path = Path(path)
+        self.codec = codec
+        self.crf = crf
+        self.bitrate = bitrate
+        self.pix_fmt = pix_fmt
+        self.preset = preset
+        self.frames_written = 0
+        self._temp = _partial_path(self.path)
+        self._container: av.container.OutputContainer | None = None
+        self._stream: av.VideoStream | None = None
+        self._buffer: ImageBGR | None = None
+        self._first_index: int | None = None
+        self._last_pts = -1
+
+    @property
+    def description(self) -> str:
+        return f"video file {self.path} ({self.codec})"
+
+    def open(self, width: int, height: int, fps: float) -> None:
+        self._temp = _prepare_target(self.path)
+        try:
+            container = av.open(str(self._temp), mode="w")
+        except (ValueError, OSError, av.error.FFmpegError) as err:
+            _remove(self._temp)
+            raise SinkError(
+                f"Cannot write video {self.path} ({_reason(err)}).",
+                hint="Use a video extension such as .mp4, .mkv or .mov.",
+            ) from err
+        try:
+            self._stream = self._add_stream(container, _even(width), _even(height), fps or DEFAULT_FPS)
+        except (ValueError, av.error.FFmpegError) as err:
+            container.close()
+            _remove(self._temp)
+            raise SinkError(f"Cannot encode video for {self.path} ({_reason(err)}).") from err
+        self._container = container
+        # Sized to the encoded (even) picture; odd sources and other sizes are fitted into it.
+        self._buffer = np.zeros((self._stream.height, self._stream.width, 3), np.uint8)
+        self._first_index = None
+        self._last_pts = -1
+        self.frames_written = 0
+
+    def _add_stream(
+        self, container: av.container.OutputContainer, w: int, h: int, fps: float
+    ) -> av.VideoStream:
+        codec = self.codec
+        if not codec_available(codec):
+            log.warning("Encoder %s is not available in this PyAV build; using mpeg4.", codec)
+            codec = "mpeg4"
+        stream = container.add_stream(codec, rate=_fraction(fps))
+        if not isinstance(stream, av.VideoStream):
+            raise ValueError(f"{codec} is not a video encoder")
+        stream.width, stream.height, stream.pix_fmt = w, h, self.pix_fmt
+        if codec == "libx264" and self.bitrate is None:
+            stream.options = {"crf": str(self.crf), "preset": self.preset}
+        else:
+            # mpeg4 has no CRF and defaults to 200 kb/s, which smears faces; ~0.2 bit per pixel looks fine.
+            stream.bit_rate = self.bitrate or int(w * h * fps * 0.2)
+        self.codec = codec
+        return stream
+
+    def send(self, frame: VideoFrame) -> None:
+        container, stream, buffer = self._container, self._stream, self._buffer
+        if container is None or stream is None or buffer is None:
+            raise RuntimeError("VideoFileSink.send() called before open() or after close()")
+        image = self._fit(frame.image, buffer)
+        # A fresh av.VideoFrame per frame on purpose: encoders keep references to queued input frames
+        # (x264 lookahead), so refilling one frame object would corrupt frames not yet encoded.
+        av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+        if self._first_index is None:
+            self._first_index = frame.index
+        av_frame.pts = max(frame.index - self._first_index, self._last_pts + 1)
+        self._last_pts = av_frame.pts
+        try:
+            container.mux(stream.encode(av_frame))
+        except (OSError, av.error.FFmpegError) as err:
+            self.abort()
+            raise _write_error(self.path, err) from err
+        self.frames_written += 1
+
+    @staticmethod
+    def _fit(image: ImageBGR, buffer: ImageBGR) -> ImageBGR:
+        h, w = image.shape[:2]
+        bh, bw = buffer.shape[:2]
+        if (h, w) == (bh, bw):
+            return image
+        if bh - 1 <= h <= bh and bw - 1 <= w <= bw:
+            # Odd size padded to even by repeating the last row/column (a black line would show).
+            buffer[:h, :w] = image
+            buffer[h:, :w] = image[h - 1 :]
+            buffer[:, w:] = buffer[:, w - 1 : w]
+            return buffer
+        letterbox_into(image, buffer)
+        return buffer
+
+    def close(self) -> None:
+        container, stream = self._container, self._stream
+        if container is None or stream is None:
+            return
+        if self.frames_written == 0:
+            # Not an error of its own: the run stopped before a frame came (the cause is reported
+            # elsewhere), and an empty video would only be a broken file under the user's name.
+            log.warning("No frames were produced, so %s was not written.", self.path)
+            self.abort()
+            return
+        try:
+            container.mux(stream.encode(None))  # flush the frames the encoder still holds
+            container.close()
+            self._container = self._stream = None
+            os.replace(self._temp, self.path)
+        except (OSError, av.error.FFmpegError) as err:
+            self.abort()
+            raise _write_error(self.path, err) from err
+
+    def abort(self) -> None:
+        container = self._container
+        self._container = self._stream = None
+        if container is not None:
+            try:
+                container.close()
+            except (OSError, av.error.FFmpegError) as err:
+                # The file is deleted next; the error only matters for the log.
+                log.debug("Error while discarding %s: %s", self._temp, err)
+        _remove(self._temp)
+
+
+class ImageFileSink:
+    """Writes the last frame it received as an image when closed (for image inputs)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._last: ImageBGR | None = None
+        self.frames_received = 0
+
+    @property
+    def description(self) -> str:
+        return f"image file {self.path}"
+
+    def open(self, width: int, height: int, fps: float) -> None:
+        if not cv2.haveImageWriter(str(self.path)):
+            raise SinkError(
+                f"Cannot write {self.path}: unknown image type.", hint="Use .png, .jpg, .bmp, .webp or .tif."
+            )
+        _remove(_prepare_target(self.path))  # proves the folder is writable; the file comes at close()
+        self._last = None
+        self.frames_received = 0
+
+    def send(self, frame: VideoFrame) -> None:
+        # The frame owns its image (see VideoFrame), so keeping a reference is safe and free.
+        self._last = frame.image
+        self.frames_received += 1
+
+    def close(self) -> None:
+        image, self._last = self._last, None
+        if image is None:
+            if self.frames_received == 0:
+                log.warning("No frame was produced, so %s was not written.", self.path)
+            return
+        ok, encoded = cv2.imencode(self.path.suffix, image)
+        if not ok:
+            raise SinkError(f"Could not encode the image for {self.path}.")
+        temp = _partial_path(self.path)
+        try:
+            encoded.tofile(temp)  # tofile + rename rather than imwrite: imwrite cannot do non-ASCII paths
+            os.replace(temp, self.path)
+        except OSError as err:
+            _remove(temp)
+            raise _write_error(self.path, err) from err
+
+    def abort(self) -> None:
+        self._last = None
+        _remove(_partial_path(self.path))
+
+
+class NullSink:
+    """Discards frames and counts them (benchmarks, dry runs)."""
+
+    def __init__(self) -> None:
+        self.frames_sent = 0
+        self.size = (0, 0)
+
+    @property
+    def description(self) -> str:
+        return "null (frames discarded)"
+
+    def open(self, width: int, height: int, fps: float) -> None:
+        self.size = (width, height)
+        self.frames_sent = 0
+
+    def send(self, frame: VideoFrame) -> None:
+        self.frames_sent += 1
+
+    def close(self) -> None:
+        """Nothing to finalise."""
+
+    def abort(self) -> None:
+        """Nothing to discard."""
+
+
+def open_sink(
+    spec: str,
+    *,
+    width: int | None = None,
+    height: int | None = None,
+    fps: float | None = None,
+    vcam_backend: str | None = None,
+    vcam_device: str | None = None,
+    pace: bool = True,
+    **file_options: Any,
+) -> FrameSink:
+    """The sink a command-line output names; the caller calls open(). `file_options` go to VideoFileSink.
+
+    "vcam", "null", "window" (built by the GUI layer), an image path, or else a video path.
+    """
+    keyword = spec.strip().lower()
+    if keyword == "vcam":
+        return VirtualCameraSink(width, height, fps, backend=vcam_backend, device=vcam_device, pace=pace)
+    if keyword == "null":
+        return NullSink()
+    if keyword == "window":
+        raise SinkError(
+            "The window output needs the Qt GUI.",
+            hint="Create it with gui.window_sink.WindowSink on the Qt thread.",
+        )
+    path = Path(spec)
+    if path.suffix.lower() in IMAGE_EXTENSIONS:
+        return ImageFileSink(path)
+    return VideoFileSink(path, **file_options)

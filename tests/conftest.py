@@ -1,0 +1,25 @@
+"""Shared pytest fixtures. Media helpers live in tests/fixtures_media.py (importable from tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import fixtures_media
+from tests.vcam_recorder import RecordingBackendHandle, recording_backend
+
+
+@pytest.fixture
+def make_test_video() -> Callable[..., Path]:
+    """make_test_video(path, frames=30, size=(96, 64), fps=25.0, codec=None) -> Path: a small clip
+    whose frames carry their number (read it back with fixtures_media.read_frame_number)."""
+    return fixtures_media.make_test_video
+
+
+@pytest.fixture
+def vcam_recorder() -> Iterator[RecordingBackendHandle]:
+    """A pyvirtualcam backend recording every frame sent to it; pass `.name` as the backend."""
+    with recording_backend() as handle:
+        yield handle

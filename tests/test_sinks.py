@@ -1,0 +1,346 @@
+"""Frame sinks: what reaches the virtual camera or the output file, and what is left when writing fails."""
+
+from __future__ import annotations
+
+import errno
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from models.errors import SinkError, VirtualCameraUnavailableError
+from realtime import sinks
+from realtime.frames import VideoFrame
+from realtime.sinks import (
+    ImageFileSink,
+    NullSink,
+    VideoFileSink,
+    VirtualCameraSink,
+    letterbox_into,
+    open_sink,
+    virtual_camera_fix,
+)
+from realtime.sources import VideoFileSource
+from tests.fixtures_media import read_frame_number, synthetic_frame
+from tests.vcam_recorder import OpenRequest, RecordingBackendHandle
+
+COLOUR = (30, 160, 220)  # BGR
+
+
+def solid(width: int, height: int, index: int = 0, colour: tuple[int, int, int] = COLOUR) -> VideoFrame:
+    image = np.empty((height, width, 3), np.uint8)
+    image[:] = colour
+    return VideoFrame(image, index, time.perf_counter())
+
+
+def numbered(index: int, size: tuple[int, int] = (96, 64)) -> VideoFrame:
+    return VideoFrame(synthetic_frame(index, size), index, time.perf_counter())
+
+
+def decoded_numbers(path: Path) -> list[int]:
+    source = VideoFileSource(path)
+    source.open()
+    numbers = []
+    while (frame := source.read()) is not None:
+        numbers.append(read_frame_number(frame.image))
+    source.close()
+    return numbers
+
+
+# ------------------------------------------------------------------------------------------ letterbox
+
+
+def test_letterbox_keeps_aspect_with_black_bars_left_and_right() -> None:
+    src = solid(64, 48).image  # 4:3
+    dst = np.full((90, 160, 3), 77, np.uint8)  # 16:9, dirty on purpose
+    letterbox_into(src, dst)
+    # 4:3 scaled to 90 rows is 120 columns, centred: 20 black columns each side.
+    assert (dst[:, :20] == 0).all() and (dst[:, 140:] == 0).all()
+    assert (dst[:, 20:140] == COLOUR).all()
+
+
+def test_letterbox_puts_bars_above_and_below_a_wide_picture() -> None:
+    dst = np.full((90, 160, 3), 77, np.uint8)
+    letterbox_into(solid(320, 80).image, dst)  # 4:1, wider than 16:9
+    # Scaled by half to 160x40, centred: 25 black rows above and below.
+    assert (dst[:25] == 0).all() and (dst[65:] == 0).all()
+    assert (dst[25:65] == COLOUR).all()
+
+
+def test_letterbox_bars_stay_black_when_the_picture_changes_shape() -> None:
+    dst = np.zeros((90, 160, 3), np.uint8)
+    letterbox_into(solid(160, 45).image, dst)  # fills the middle rows edge to edge
+    letterbox_into(solid(64, 48, colour=(0, 0, 255)).image, dst)  # now 4:3: bars at the sides
+    assert (dst[:, :20] == 0).all() and (dst[:, 140:] == 0).all()
+    assert (dst[:, 20:140] == (0, 0, 255)).all()
+
+
+def test_letterbox_same_size_is_an_exact_copy() -> None:
+    src = synthetic_frame(5, (96, 64))
+    dst = np.zeros_like(src)
+    letterbox_into(src, dst)
+    assert np.array_equal(src, dst)
+
+
+# ------------------------------------------------------------------------------------- virtual camera
+
+
+def test_vcam_sends_letterboxed_frames_at_a_fixed_size_and_rate(
+    vcam_recorder: RecordingBackendHandle,
+) -> None:
+    sink = VirtualCameraSink(width=160, height=90, fps=50, backend=vcam_recorder.name)
+    sink.open(64, 48, 25.0)  # the source's size and rate lose to the configured ones
+    start = time.perf_counter()
+    for i in range(6):
+        sink.send(solid(64, 48, i))
+    elapsed = time.perf_counter() - start
+    sink.close()
+
+    assert vcam_recorder.opens == [OpenRequest(160, 90, 50.0, "BGR", None)]
+    assert sink.frames_sent == 6 and len(vcam_recorder.frames) == 6
+    for image in vcam_recorder.frames:
+        assert image.shape == (90, 160, 3)
+        assert (image[:, :20] == 0).all() and (image[:, 140:] == 0).all()
+        assert (image[:, 20:140] == COLOUR).all()
+    assert elapsed >= 0.8 * 6 / 50  # paced: each send waits for the next frame slot
+    assert vcam_recorder.closes == 1
+
+
+def test_vcam_defaults_to_the_source_size_and_rate(vcam_recorder: RecordingBackendHandle) -> None:
+    sink = VirtualCameraSink(backend=vcam_recorder.name, pace=False)
+    sink.open(96, 64, 25.0)
+    frame = numbered(9)
+    sink.send(frame)
+    sink.close()
+    assert vcam_recorder.opens[0] == OpenRequest(96, 64, 25.0, "BGR", None)
+    assert np.array_equal(vcam_recorder.frames[0], frame.image)  # same size: passed through untouched
+
+
+def test_vcam_rounds_odd_sizes_to_even(vcam_recorder: RecordingBackendHandle) -> None:
+    sink = VirtualCameraSink(backend=vcam_recorder.name, pace=False)
+    sink.open(97, 63, 30.0)
+    sink.send(solid(97, 63))
+    sink.close()
+    assert (vcam_recorder.opens[0].width, vcam_recorder.opens[0].height) == (98, 64)
+    assert vcam_recorder.frames[0].shape == (64, 98, 3)
+
+
+def test_vcam_delivers_every_frame_in_order(vcam_recorder: RecordingBackendHandle) -> None:
+    sink = VirtualCameraSink(backend=vcam_recorder.name, pace=False)
+    sink.open(96, 64, 30.0)
+    for i in range(3):
+        sink.send(numbered(i))
+    sink.close()
+    assert [read_frame_number(f) for f in vcam_recorder.frames] == [0, 1, 2]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fix text checked here is Linux's")
+def test_vcam_without_driver_explains_the_fix() -> None:
+    # No v4l2loopback here, so the real pyvirtualcam.Camera raises.
+    with pytest.raises(VirtualCameraUnavailableError) as info:
+        VirtualCameraSink(pace=False).open(64, 48, 30.0)
+    assert "modprobe v4l2loopback" in info.value.message
+    assert "--output window" in info.value.user_message()
+
+
+def test_vcam_error_text_picks_the_matching_fix() -> None:
+    def busy(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("'v4l2loopback' backend: Device /dev/video2 is already in use.")
+
+    with pytest.raises(VirtualCameraUnavailableError, match="already sending"):
+        VirtualCameraSink(camera_factory=busy).open(64, 48, 30.0)
+
+
+def test_unknown_vcam_backend_is_a_sink_error() -> None:
+    with pytest.raises(SinkError, match="Unknown virtual camera backend 'nope'"):
+        VirtualCameraSink(backend="nope").open(64, 48, 30.0)
+
+
+@pytest.mark.parametrize(
+    ("platform", "error_text", "expected"),
+    [
+        ("linux", "No v4l2 loopback device found at /dev/video[0-99].", "v4l2loopback-dkms"),
+        (
+            "linux",
+            "Could not access /dev/video3 due to missing permissions. Did you add your user to the "
+            "'video' group?",
+            "usermod -a -G video",
+        ),
+        ("linux", "Device /dev/video0 is not a video output device.", "v4l2-ctl --list-devices"),
+        ("win32", "'obs' backend: OBS Virtual Camera device not found! Did you install OBS?", "OBS Studio"),
+        ("win32", "virtual camera output could not be started", "stop 'Virtual Camera' in OBS"),
+        ("darwin", "OBS Virtual Camera is not installed in your system.", "system extension"),
+    ],
+)
+def test_virtual_camera_fix_per_platform(platform: str, error_text: str, expected: str) -> None:
+    assert expected in virtual_camera_fix(platform, error_text)
+
+
+# ------------------------------------------------------------------------------------------ video file
+
+
+def test_video_file_round_trip_keeps_every_frame(tmp_path: Path) -> None:
+    out = tmp_path / "result.mp4"
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    for i in range(20):
+        sink.send(numbered(i))
+    assert not out.exists()  # nothing under the user's name until the file is complete
+    sink.close()
+
+    assert decoded_numbers(out) == list(range(20))
+    assert [p.name for p in tmp_path.iterdir()] == ["result.mp4"]  # the temporary file is gone
+
+
+def test_dropped_frames_leave_gaps_in_time_instead_of_speeding_up(tmp_path: Path) -> None:
+    out = tmp_path / "gappy.mp4"
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    indices = [10, 11, 12, 15, 16]  # the engine dropped 13 and 14; indices need not start at 0
+    for i in indices:
+        sink.send(numbered(i))
+    sink.close()
+
+    source = VideoFileSource(out)
+    source.open()
+    frames = []
+    while (frame := source.read()) is not None:
+        frames.append(frame)
+    source.close()
+    assert [read_frame_number(f.image) for f in frames] == indices
+    assert [f.pts for f in frames] == pytest.approx([0.0, 0.04, 0.08, 0.2, 0.24], abs=1e-3)
+
+
+def test_video_file_with_odd_size_is_padded_not_scaled(tmp_path: Path) -> None:
+    out = tmp_path / "odd.mp4"
+    sink = VideoFileSink(out)
+    sink.open(97, 65, 25.0)
+    for i in range(5):
+        sink.send(numbered(i, (97, 65)))
+    sink.close()
+
+    source = VideoFileSource(out)
+    source.open()
+    assert source.size == (98, 66)
+    source.close()
+    assert decoded_numbers(out) == list(range(5))
+
+
+def test_abort_leaves_nothing_behind(tmp_path: Path) -> None:
+    out = tmp_path / "clip.mp4"
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    for i in range(5):
+        sink.send(numbered(i))
+    sink.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_closing_without_frames_writes_no_file(tmp_path: Path) -> None:
+    sink = VideoFileSink(tmp_path / "never.mp4")
+    sink.open(96, 64, 25.0)
+    sink.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sink_type", [VideoFileSink, ImageFileSink])
+def test_unwritable_output_path_fails_at_open(tmp_path: Path, sink_type: type) -> None:
+    # Tests run as root, which ignores permissions, so make the parent a regular file instead.
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    suffix = ".mp4" if sink_type is VideoFileSink else ".png"
+    target = blocker / f"out{suffix}"
+    with pytest.raises(SinkError, match="not-a-folder"):
+        sink_type(target).open(96, 64, 25.0)
+
+
+def test_unknown_video_extension_fails_at_open(tmp_path: Path) -> None:
+    with pytest.raises(SinkError, match=r"result\.xyz"):
+        VideoFileSink(tmp_path / "result.xyz").open(96, 64, 25.0)
+    assert list(tmp_path.iterdir()) == []
+
+
+class _DiskFullContainer:
+    """Wraps a real output container; every write of actual packets fails like a full disk."""
+
+    def __init__(self, container: Any) -> None:
+        self._container = container
+
+    def add_stream(self, *args: Any, **kwargs: Any) -> Any:
+        return self._container.add_stream(*args, **kwargs)
+
+    def mux(self, packets: Any) -> None:
+        if packets:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def close(self) -> None:
+        self._container.close()
+
+
+def test_disk_full_while_writing_reports_it_and_removes_the_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open = av.open
+    monkeypatch.setattr(sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw)))
+    out = tmp_path / "long.mp4"
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    with pytest.raises(SinkError, match="Disk full") as info:
+        for i in range(40):
+            sink.send(numbered(i))
+        sink.close()
+    assert "long.mp4" in info.value.message
+    assert list(tmp_path.iterdir()) == []  # the partial file is gone without any further call
+    sink.abort()  # the engine aborts the sink after a SinkError; that must be harmless
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ image file
+
+
+def test_image_file_sink_writes_the_last_frame(tmp_path: Path) -> None:
+    out = tmp_path / "ergebnis-ä.png"
+    sink = ImageFileSink(out)
+    sink.open(96, 64, 30.0)
+    for i in range(3):
+        sink.send(numbered(i))
+    assert not out.exists()
+    sink.close()
+
+    written = cv2.imdecode(np.fromfile(out, np.uint8), cv2.IMREAD_COLOR)
+    assert written is not None and np.array_equal(written, synthetic_frame(2, (96, 64)))
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_image_file_sink_abort_writes_nothing(tmp_path: Path) -> None:
+    sink = ImageFileSink(tmp_path / "out.jpg")
+    sink.open(96, 64, 30.0)
+    sink.send(numbered(0))
+    sink.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+# -------------------------------------------------------------------------------------------- routing
+
+
+def test_null_sink_counts_frames() -> None:
+    sink = NullSink()
+    sink.open(96, 64, 30.0)
+    for i in range(4):
+        sink.send(numbered(i))
+    sink.close()
+    assert sink.frames_sent == 4
+
+
+def test_open_sink_routes_by_spec(tmp_path: Path) -> None:
+    assert isinstance(open_sink("vcam"), VirtualCameraSink)
+    assert isinstance(open_sink("null"), NullSink)
+    assert isinstance(open_sink(str(tmp_path / "a.PNG")), ImageFileSink)
+    assert isinstance(open_sink(str(tmp_path / "a.mkv")), VideoFileSink)
+    with pytest.raises(SinkError, match="window"):
+        open_sink("window")

@@ -1,0 +1,365 @@
+"""Frame sources: what a user sees from a camera, a video file or an image, including when they fail."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from models.errors import SourceError
+from realtime.frames import VideoFrame
+from realtime.sources import (
+    CameraSource,
+    FrameSource,
+    ImageSource,
+    Pacer,
+    VideoFileSource,
+    open_source,
+)
+from tests.fixtures_media import (
+    make_audio_only_file,
+    make_test_video,
+    read_frame_number,
+    stamp_frame_number,
+    synthetic_frame,
+)
+
+
+def read_all(source: FrameSource, limit: int = 10_000) -> list[VideoFrame]:
+    frames: list[VideoFrame] = []
+    while len(frames) < limit and (frame := source.read()) is not None:
+        frames.append(frame)
+    return frames
+
+
+@pytest.fixture
+def clip(tmp_path: Path) -> Path:
+    return make_test_video(tmp_path / "clip.mp4", frames=30, size=(96, 64), fps=25.0)
+
+
+# ------------------------------------------------------------------------------------------ video file
+
+
+def test_video_file_delivers_every_frame_in_order(clip: Path) -> None:
+    source = VideoFileSource(clip)
+    source.open()
+    try:
+        frames = read_all(source)
+    finally:
+        source.close()
+
+    assert source.size == (96, 64)
+    assert source.fps == pytest.approx(25.0)
+    assert not source.is_live
+    assert [read_frame_number(f.image) for f in frames] == list(range(30))
+    assert [f.index for f in frames] == list(range(30))
+    assert [f.pts for f in frames] == pytest.approx([i / 25.0 for i in range(30)], abs=1e-3)
+    assert all(f.image.shape == (64, 96, 3) and f.image.dtype == np.uint8 for f in frames)
+
+
+def test_video_frames_are_independent_buffers(clip: Path) -> None:
+    source = VideoFileSource(clip)
+    source.open()
+    first = source.read()
+    assert first is not None
+    first.image[:] = 0  # a downstream stage drawing on its frame
+    second = source.read()
+    source.close()
+    assert second is not None and read_frame_number(second.image) == 1
+
+
+def test_realtime_video_is_paced_like_a_camera(tmp_path: Path) -> None:
+    fps, count = 30.0, 12
+    path = make_test_video(tmp_path / "paced.mp4", frames=count, fps=fps)
+    source = VideoFileSource(path, realtime=True)
+    source.open()
+    arrivals: list[tuple[float, float]] = []
+    start = time.perf_counter()
+    for frame in read_all(source):
+        assert frame.pts is not None
+        arrivals.append((time.perf_counter() - start, frame.pts))
+    source.close()
+
+    assert source.is_live
+    assert len(arrivals) == count
+    # No frame arrives (noticeably) before its time on the timeline...
+    assert all(wall >= pts - 0.015 for wall, pts in arrivals)
+    # ...and the whole clip takes about its own duration, not the time it takes to decode.
+    duration = (count - 1) / fps
+    assert 0.9 * duration <= arrivals[-1][0] < duration + 1.5
+
+
+def test_pacer_resyncs_after_a_stall_instead_of_bursting() -> None:
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    pacer = Pacer(resync_after_s=0.25, clock=lambda: now[0], sleep=sleep)
+    pacer.wait_until(0.0)
+    pacer.wait_until(0.1)
+    assert sleeps == pytest.approx([0.1])
+    now[0] += 2.0  # the consumer stalled for two seconds
+    pacer.wait_until(0.2)  # overdue: returns at once and re-anchors the clock
+    pacer.wait_until(0.3)
+    assert sleeps == pytest.approx([0.1, 0.1])
+
+
+def test_loop_restarts_and_keeps_the_timeline_increasing(tmp_path: Path) -> None:
+    path = make_test_video(tmp_path / "short.mp4", frames=5, fps=25.0)
+    source = VideoFileSource(path, loop=True)
+    source.open()
+    frames = read_all(source, limit=12)
+    source.close()
+
+    assert [read_frame_number(f.image) for f in frames] == [0, 1, 2, 3, 4] * 2 + [0, 1]
+    assert [f.index for f in frames] == list(range(12))
+    pts = [f.pts for f in frames]
+    assert pts == pytest.approx([i / 25.0 for i in range(12)], abs=1e-3)
+
+
+def test_missing_video_names_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "holiday.mp4"
+    with pytest.raises(SourceError, match=r"holiday\.mp4"):
+        VideoFileSource(missing).open()
+    with pytest.raises(SourceError, match=r"holiday\.mp4"):
+        open_source(str(missing), realtime=None, loop=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("random.mp4", np.random.default_rng(7).integers(0, 256, 20_000, dtype=np.uint8).tobytes()),
+        ("empty.mp4", b""),
+        ("notes.mp4", b"this is a text file, not a video\n"),
+    ],
+)
+def test_unreadable_video_is_rejected_at_open(tmp_path: Path, name: str, content: bytes) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    source = VideoFileSource(path)
+    with pytest.raises(SourceError, match=re.escape(name)) as info:
+        source.open()
+    assert "\n" not in info.value.message
+
+
+def test_file_without_video_stream_is_rejected(tmp_path: Path) -> None:
+    path = make_audio_only_file(tmp_path / "voice.m4a")
+    with pytest.raises(SourceError, match=r"voice\.m4a.*no video stream"):
+        VideoFileSource(path).open()
+
+
+def test_damaged_packets_are_skipped_and_decoding_continues(tmp_path: Path) -> None:
+    path = make_test_video(tmp_path / "damaged.mp4", frames=40, codec="mpeg4")
+    data = bytearray(path.read_bytes())
+    for offset in range(len(data) // 4, len(data) // 2, 997):
+        data[offset : offset + 200] = b"\xff" * 200
+    path.write_bytes(bytes(data))
+
+    source = VideoFileSource(path)
+    source.open()
+    numbers = [read_frame_number(f.image) for f in read_all(source)]
+    source.close()
+
+    assert source.bad_packets >= 1
+    # Frames decoded from damaged data may show garbage, but the clip plays on to its last frame.
+    assert numbers[:5] == [0, 1, 2, 3, 4]
+    assert numbers[-1] == 39
+
+
+def test_truncated_download_plays_what_is_there(tmp_path: Path) -> None:
+    # Matroska needs no index at the end, so a cut-off download is still playable up to the cut.
+    path = make_test_video(tmp_path / "full.mkv", frames=40)
+    cut = tmp_path / "partial.mkv"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size * 6 // 10])
+
+    source = VideoFileSource(cut)
+    source.open()
+    numbers = [read_frame_number(f.image) for f in read_all(source)]
+    source.close()
+
+    assert 5 < len(numbers) < 40
+    assert numbers == list(range(len(numbers)))
+
+
+# ----------------------------------------------------------------------------------------------- image
+
+
+def write_png(path: Path, image: np.ndarray[Any, Any]) -> Path:
+    ok, encoded = cv2.imencode(".png", image)
+    assert ok
+    encoded.tofile(path)
+    return path
+
+
+def test_image_source_delivers_the_image_once(tmp_path: Path) -> None:
+    image = synthetic_frame(42, (96, 64))
+    path = write_png(tmp_path / "face.png", image)
+    source = ImageSource(path)
+    source.open()
+    frames = read_all(source)
+    source.close()
+
+    assert len(frames) == 1
+    assert np.array_equal(frames[0].image, image)
+    assert source.size == (96, 64) and not source.is_live
+
+
+def test_image_source_with_non_ascii_path(tmp_path: Path) -> None:
+    path = write_png(tmp_path / "gesicht-äöü-顔.png", synthetic_frame(7, (96, 64)))
+    source = open_source(str(path), realtime=None, loop=False)
+    assert isinstance(source, ImageSource)
+    source.open()
+    frame = source.read()
+    assert frame is not None and read_frame_number(frame.image) == 7
+
+
+def test_repeated_image_is_paced_and_each_frame_is_its_own_copy(tmp_path: Path) -> None:
+    path = write_png(tmp_path / "still.png", synthetic_frame(3, (96, 64)))
+    source = ImageSource(path, repeat=True, fps=50.0)
+    source.open()
+    start = time.perf_counter()
+    frames = [source.read() for _ in range(6)]
+    elapsed = time.perf_counter() - start
+    source.close()
+
+    assert all(f is not None for f in frames)
+    assert source.is_live
+    assert elapsed >= 0.9 * 5 / 50.0  # six frames at 50 fps span five intervals
+    assert [f.index for f in frames if f] == list(range(6))
+    first, second = frames[0], frames[1]
+    assert first is not None and second is not None
+    stamp_frame_number(first.image, 1000)  # drawing on one frame...
+    assert read_frame_number(second.image) == 3  # ...does not change the next
+
+
+def test_file_that_is_not_an_image_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "portrait.png"
+    path.write_text("not really a png")
+    with pytest.raises(SourceError, match=r"portrait\.png"):
+        ImageSource(path).open()
+
+
+# --------------------------------------------------------------------------------------------- routing
+
+
+def test_open_source_routes_by_spec(tmp_path: Path, clip: Path) -> None:
+    image = write_png(tmp_path / "a.JPG.png", synthetic_frame(1, (96, 64)))
+    assert isinstance(open_source("0", realtime=None, loop=False), CameraSource)
+    assert isinstance(open_source(str(image), realtime=None, loop=False), ImageSource)
+    video = open_source(str(clip), realtime=True, loop=True)
+    assert isinstance(video, VideoFileSource) and video.realtime and video.loop
+    live_image = open_source(str(image), realtime=True, loop=False)
+    assert isinstance(live_image, ImageSource) and live_image.repeat
+
+
+# ---------------------------------------------------------------------------------------------- camera
+
+
+class FakeCamera:
+    """A camera that delivers `frames_before_outage` frames, then fails `outage_reads` reads (counted
+    across reopenings, like a device that was unplugged), then delivers again."""
+
+    def __init__(self, frames_before_outage: int, outage_reads: float = math.inf) -> None:
+        self.frames_before_outage = frames_before_outage
+        self.outage_reads = outage_reads
+        self.delivered = 0
+        self.failed_reads = 0
+        self.opens = 0
+        self.requests: list[tuple[int, float]] = []
+
+    def factory(self, index: int, api: int) -> FakeCapture:
+        self.opens += 1
+        return FakeCapture(self)
+
+
+class FakeCapture:
+    def __init__(self, camera: FakeCamera) -> None:
+        self._camera = camera
+
+    def isOpened(self) -> bool:
+        return True
+
+    def read(self) -> tuple[bool, Any]:
+        cam = self._camera
+        if cam.delivered >= cam.frames_before_outage and cam.failed_reads < cam.outage_reads:
+            cam.failed_reads += 1
+            return False, None
+        image = synthetic_frame(cam.delivered, (96, 64))  # the camera's real mode, whatever was asked
+        cam.delivered += 1
+        return True, image
+
+    def set(self, propId: int, value: float) -> bool:
+        self._camera.requests.append((propId, value))
+        return True
+
+    def get(self, propId: int) -> float:
+        return 30.0 if propId == cv2.CAP_PROP_FPS else 0.0
+
+    def release(self) -> None:
+        """Nothing to free."""
+
+
+def test_camera_asks_for_mjpg_first_and_reports_what_it_gets() -> None:
+    camera = FakeCamera(frames_before_outage=100)
+    source = CameraSource(0, width=1280, height=720, fps=60, capture_factory=camera.factory)
+    source.open()
+    frame = source.read()
+    source.close()
+
+    mjpg = float(cv2.VideoWriter.fourcc(*"MJPG"))
+    assert camera.requests[0] == (cv2.CAP_PROP_FOURCC, mjpg)
+    assert set(camera.requests[1:]) == {
+        (cv2.CAP_PROP_FRAME_WIDTH, 1280),
+        (cv2.CAP_PROP_FRAME_HEIGHT, 720),
+        (cv2.CAP_PROP_FPS, 60),
+    }
+    assert source.size == (96, 64)  # what the camera delivered, not what was asked
+    assert source.fps == 30.0
+    assert source.is_live
+    assert frame is not None and read_frame_number(frame.image) == 0
+
+
+def test_camera_vanishing_mid_stream_raises_after_retries() -> None:
+    camera = FakeCamera(frames_before_outage=5)
+    source = CameraSource(0, capture_factory=camera.factory, retries=3, retry_delay_s=0.0)
+    source.open()
+    delivered = [source.read() for _ in range(5)]
+    with pytest.raises(SourceError, match="disconnected") as info:
+        source.read()
+    source.close()
+
+    assert [read_frame_number(f.image) for f in delivered if f] == [0, 1, 2, 3, 4]
+    assert camera.opens == 1 + 3  # the first open plus one reopening per retry
+    assert info.value.hint
+
+
+def test_camera_recovers_from_a_short_dropout() -> None:
+    camera = FakeCamera(frames_before_outage=3, outage_reads=2)
+    source = CameraSource(0, capture_factory=camera.factory, retries=3, retry_delay_s=0.0)
+    source.open()
+    numbers = [read_frame_number(f.image) for f in (source.read() for _ in range(6)) if f]
+    source.close()
+
+    assert numbers == [0, 1, 2, 3, 4, 5]
+    assert source.reconnects == 1
+
+
+def test_missing_camera_lists_the_cameras_that_exist() -> None:
+    # This machine has no cameras, so the real OpenCV capture fails to open index 5.
+    with pytest.raises(SourceError, match=r"Camera 5 could not be opened\.") as info:
+        CameraSource(5).open()
+    assert "Cameras found: none" in info.value.hint
+    assert "python main.py doctor" in info.value.hint
+
+    with pytest.raises(SourceError) as info:
+        CameraSource(5, list_cameras=lambda: [0, 1]).open()
+    assert info.value.hint == "Cameras found: 0, 1 — run `python main.py doctor` to list them."
