@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 import cv2
 import numpy as np
+import numpy.typing as npt
 import platformdirs
 
 from models.session import InferenceClock, SessionConfig, SessionFactory
@@ -53,10 +54,20 @@ def astronaut_bgr() -> ImageBGR:
     return np.ascontiguousarray(cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
 
 
-def make_clip(n_unique: int, width: int, height: int) -> list[ImageBGR]:
-    """The astronaut moving on a grey canvas: a slow pan, zoom and small rotation."""
+# The astronaut's face in skimage's photo (x1, y1, x2, y2), as MTCNN finds it.
+ASTRONAUT_FACE_BOX = (182.0, 61.0, 268.0, 172.0)
+
+
+def make_clip_with_faces(
+    n_unique: int, width: int, height: int
+) -> tuple[list[ImageBGR], list[npt.NDArray[np.float64]]]:
+    """The astronaut moving on a grey canvas (slow pan, zoom, small rotation), and where her face
+    is in each frame (x1, y1, x2, y2 of the transformed face box's bounding box)."""
     face = astronaut_bgr()
+    x1, y1, x2, y2 = ASTRONAUT_FACE_BOX
+    corners = np.array([[x1, y1, 1], [x2, y1, 1], [x1, y2, 1], [x2, y2, 1]], dtype=np.float64)
     frames: list[ImageBGR] = []
+    boxes: list[npt.NDArray[np.float64]] = []
     for i in range(n_unique):
         t = i / max(n_unique - 1, 1)
         scale = (height / face.shape[0]) * (0.8 + 0.2 * np.sin(2 * np.pi * t))
@@ -66,11 +77,15 @@ def make_clip(n_unique: int, width: int, height: int) -> list[ImageBGR]:
         m[0, 2] += cx - face.shape[1] / 2
         m[1, 2] += height / 2 - face.shape[0] / 2
         frames.append(
-            np.asarray(
-                cv2.warpAffine(face, m, (width, height), borderValue=(90, 90, 90)), dtype=np.uint8
-            )
+            np.asarray(cv2.warpAffine(face, m, (width, height), borderValue=(90, 90, 90)), dtype=np.uint8)
         )
-    return frames
+        pts = corners @ m.T
+        boxes.append(np.concatenate([pts.min(axis=0), pts.max(axis=0)]))
+    return frames, boxes
+
+
+def make_clip(n_unique: int, width: int, height: int) -> list[ImageBGR]:
+    return make_clip_with_faces(n_unique, width, height)[0]
 
 
 @dataclass
@@ -168,7 +183,9 @@ def run_naive(
 
     det = SCRFD(model_file=str(models_dir / "det_10g.onnx"), session=session("det_10g.onnx"))
     rec = ArcFaceONNX(model_file=str(models_dir / "w600k_r50.onnx"), session=session("w600k_r50.onnx"))
-    swapper = INSwapper(model_file=str(models_dir / "inswapper_128.onnx"), session=session("inswapper_128.onnx"))
+    swapper = INSwapper(
+        model_file=str(models_dir / "inswapper_128.onnx"), session=session("inswapper_128.onnx")
+    )
     size = (det_size, det_size)
     _, kpss = det.detect(source_photo, input_size=size)
     src = SimpleNamespace(kps=kpss[0])
@@ -223,7 +240,8 @@ def run_engine(
         raise engine.error
     snap = engine.stats()
     stages = {k: v.mean for k, v in snap.stages_ms.items()}
-    name = f"FaceCast engine ({'live %.0f fps' % live_fps if live_fps else 'every frame'})"
+    mode = f"live {live_fps:.0f} fps" if live_fps else "every frame"
+    name = f"FaceCast engine ({mode})"
     result = _result(name, snap.frames_out, wall, clock.total_ms, snap.latency_ms, stages)
     result.detections = int(snap.stages_ms["detect"].count) if "detect" in snap.stages_ms else 0
     if live_fps:
@@ -276,8 +294,10 @@ def format_table(results: list[BenchResult], speedup: float, header: str) -> str
         for note in r.notes:
             lines.append(f"  {note}")
         if "drift_p50_first_to_last_third" in r.latency_ms:
-            lines.append(f"  latency drift (p50, last third - first third): "
-                         f"{r.latency_ms['drift_p50_first_to_last_third']:+.1f} ms")
+            lines.append(
+                f"  latency drift (p50, last third - first third): "
+                f"{r.latency_ms['drift_p50_first_to_last_third']:+.1f} ms"
+            )
     lines.append("")
     lines.append(f"speed-up FaceCast / naive: {speedup:.1f}x")
     return "\n".join(lines)

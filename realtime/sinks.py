@@ -386,7 +386,13 @@ class VideoFileSink:
         image = self._fit(frame.image, buffer)
         # A fresh av.VideoFrame per frame on purpose: encoders keep references to queued input frames
         # (x264 lookahead), so refilling one frame object would corrupt frames not yet encoded.
-        av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+        if self.pix_fmt == "yuv420p":
+            # OpenCV's BT.601 conversion round-trips colours within 1-2 levels through standard
+            # decoders; swscale's default bgr24 path shifts flat greys by ~4 levels.
+            yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
+            av_frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
+        else:
+            av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")
         if self._first_index is None:
             self._first_index = frame.index
         av_frame.pts = max(frame.index - self._first_index, self._last_pts + 1)

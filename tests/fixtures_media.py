@@ -6,6 +6,7 @@ can check the order of decoded frames and not only their count.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -60,7 +61,15 @@ def make_test_video(
 
     codec: libx264 when this PyAV build has it, else mpeg4, unless given.
     """
+    return write_video(path, [synthetic_frame(n, size) for n in range(frames)], fps, codec)
+
+
+def write_video(
+    path: str | Path, images: Sequence[ImageBGR], fps: float = 25.0, codec: str | None = None
+) -> Path:
+    """Encode BGR images (all the same size) into a video file at high quality."""
     path = Path(path)
+    size = (int(images[0].shape[1]), int(images[0].shape[0]))
     if codec is None:
         try:
             av.Codec("libx264", "w")
@@ -76,8 +85,8 @@ def make_test_video(
             stream.options = {"crf": "18", "preset": "ultrafast"}
         else:
             stream.bit_rate = 2_000_000
-        for number in range(frames):
-            av_frame = av.VideoFrame.from_ndarray(synthetic_frame(number, size), format="bgr24")
+        for number, image in enumerate(images):
+            av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")
             av_frame.pts = number
             container.mux(stream.encode(av_frame))
         container.mux(stream.encode(None))

@@ -1,0 +1,828 @@
+"""`doctor`: what works on this machine, what does not, and the command that fixes it.
+
+Every check is independent and guarded: one that crashes is reported as a failing check with its
+exception text, and the others still run. Only essential failures (nothing to run the engine on)
+make `run_doctor` return non-zero; a missing GPU provider or virtual camera driver is a warning,
+because FaceCast still runs on CPU and can show its output in a window or write it to a file.
+
+Run it as `python -m realtime.doctor` (or through the app's CLI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import platform as platform_module
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+Status = Literal["ok", "warn", "fail", "info"]
+
+SYSTEM = "System"
+PACKAGES = "Packages"
+ONNX_RUNTIME = "ONNX Runtime"
+NVIDIA_GPU = "NVIDIA GPU"
+VIRTUAL_CAMERA = "Virtual camera"
+CAMERAS = "Cameras"
+SECTION_TITLES = (SYSTEM, PACKAGES, ONNX_RUNTIME, NVIDIA_GPU, VIRTUAL_CAMERA, CAMERAS)
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+TENSORRT = "TensorrtExecutionProvider"
+
+# Not compute providers: Azure only forwards to a remote endpoint, so probing it says nothing.
+_SKIPPED_PROVIDERS = frozenset({"AzureExecutionProvider"})
+
+_PROVIDER_LABELS = {
+    CPU: "CPU",
+    CUDA: "CUDA",
+    TENSORRT: "TensorRT",
+    "CoreMLExecutionProvider": "CoreML",
+    "DmlExecutionProvider": "DirectML",
+    "OpenVINOExecutionProvider": "OpenVINO",
+    "ROCMExecutionProvider": "ROCm",
+    "MIGraphXExecutionProvider": "MIGraphX",
+}
+
+# Fallbacks for when ORT's log does not say ("Require cuDNN 9.* and CUDA 13.*" normally does):
+# the cuDNN major the CUDA 13 builds of ORT link against.
+_DEFAULT_CUDNN_MAJOR = 9
+# Oldest NVIDIA driver branch per CUDA major (CUDA release notes, "minimum required driver").
+_MIN_DRIVER_FOR_CUDA = {12: 525, 13: 580}
+# onnxruntime's TensorRT provider links libnvinfer.so.10; PyPI's `tensorrt` is now 11, so pin 10.
+_TENSORRT_MAJOR = 10
+
+# Libraries that come with CUDA/cuDNN (not the driver): missing one means "install CUDA/cuDNN".
+_CUDA_LIBRARY = re.compile(
+    r"(cublas|cudart|cudnn|curand|cufft|cusparse|cusolver|nvrtc|nvjitlink|cupti)", re.IGNORECASE
+)
+_TENSORRT_LIBRARY = re.compile(r"(nvinfer|nvonnxparser)", re.IGNORECASE)
+_MISSING_LIBRARY_PATTERNS = (
+    re.compile(r"([\w.+-]+\.so(?:\.\d+)*): cannot open shared object file"),  # Linux dlopen
+    re.compile(r"depends on \"(?:[^\"]*[\\/])?([^\"\\/]+)\" which is missing"),  # Windows ORT
+    re.compile(r"Failed to load ([\w.+-]+\.(?:so[\w.]*|dll|dylib))"),  # preload_dlls
+)
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the report. `fix` is a command or step the user can act on ('' if none).
+
+    essential: a failure here means FaceCast cannot run at all (it decides the exit code).
+    """
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+    essential: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    title: str
+    checks: tuple[Check, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    sections: tuple[Section, ...]
+
+    @property
+    def checks(self) -> list[Check]:
+        return [check for section in self.sections for check in section.checks]
+
+    def section(self, title: str) -> Section:
+        for section in self.sections:
+            if section.title == title:
+                return section
+        raise KeyError(f"no section {title!r}; the report has {[s.title for s in self.sections]}")
+
+    @property
+    def essential_failures(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "fail" and c.essential]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.essential_failures else 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderProbe:
+    """Whether one ONNX Runtime execution provider really ran a model.
+
+    reason/fix: why not and what to do ('' when it works). log: ORT's captured output.
+    """
+
+    provider: str
+    works: bool
+    reason: str = ""
+    fix: str = ""
+    log: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """What nvidia-smi said: one line per GPU ('name, driver, memory'), or why it could not."""
+
+    found: bool
+    gpus: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Package:
+    label: str
+    distributions: tuple[str, ...]  # any one of these provides it
+    essential: bool
+    needed_for: str
+
+
+_PACKAGES = (
+    _Package("numpy", ("numpy",), True, "everything"),
+    _Package(
+        "opencv",
+        (
+            "opencv-python-headless",
+            "opencv-python",
+            "opencv-contrib-python-headless",
+            "opencv-contrib-python",
+        ),
+        True,
+        "cameras and image processing",
+    ),
+    _Package("onnxruntime", ("onnxruntime-gpu", "onnxruntime"), True, "running the face models"),
+    _Package("onnx", ("onnx",), False, "model checks and this provider test"),
+    _Package("av", ("av",), False, "video file input and output"),
+    _Package("pyvirtualcam", ("pyvirtualcam",), False, "virtual camera output"),
+    _Package("PyQt6", ("PyQt6",), False, "the GUI"),
+    _Package("insightface", ("insightface",), True, "face alignment"),
+)
+
+_INSTALL_FIX = "python scripts/install.py"
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry points
+
+
+def collect_report(
+    check_cameras: bool = True, check_vcam: bool = True, *, platform: str = sys.platform
+) -> DoctorReport:
+    gpu = _query_gpu_guarded()
+    sections = [
+        Section(
+            SYSTEM,
+            _guarded("Python", _check_python, essential=True) + _guarded("Platform", _check_platform),
+        ),
+        Section(PACKAGES, _guarded("Packages", _check_packages, essential=True)),
+        Section(
+            ONNX_RUNTIME,
+            _guarded("onnxruntime install", _check_ort_distributions, essential=True)
+            + _guarded("Providers", lambda: _check_providers(gpu), essential=True),
+        ),
+        Section(
+            NVIDIA_GPU,
+            _gpu_checks(gpu) + _guarded("PyNvVideoCodec", lambda: _check_pynvvideocodec(gpu)),
+        ),
+    ]
+    if check_vcam:
+        sections.append(
+            Section(
+                VIRTUAL_CAMERA,
+                _guarded("Virtual camera", lambda: _check_virtual_camera(platform))
+                + _guarded("Loopback devices", lambda: _check_loopback_devices(platform)),
+            )
+        )
+    else:
+        sections.append(_skipped(VIRTUAL_CAMERA))
+    if check_cameras:
+        sections.append(Section(CAMERAS, _guarded("Cameras", lambda: _check_cameras(platform))))
+    else:
+        sections.append(_skipped(CAMERAS))
+    return DoctorReport(tuple(sections))
+
+
+_STATUS_LABELS: dict[Status, str] = {"ok": "[ OK ]", "warn": "[WARN]", "fail": "[FAIL]", "info": "[INFO]"}
+
+
+def format_report(report: DoctorReport) -> str:
+    """The report as aligned plain text: a status column, a name column, then detail and fix."""
+    width = max((len(c.name) for c in report.checks), default=0)
+    indent = " " * (2 + 6 + 1 + width + 2)
+    counts = {status: sum(c.status == status for c in report.checks) for status in ("warn", "fail")}
+    lines = [f"FaceCast doctor: {counts['fail']} failed, {counts['warn']} warnings"]
+    for section in report.sections:
+        lines += ["", section.title]
+        for check in section.checks:
+            first, *rest = check.detail.splitlines() or [""]
+            lines.append(f"  {_STATUS_LABELS[check.status]} {check.name:<{width}}  {first}".rstrip())
+            lines += [indent + line for line in rest]
+            if check.fix:
+                lines.append(f"{indent}fix: {check.fix}")
+    if report.essential_failures:
+        names = ", ".join(c.name for c in report.essential_failures)
+        lines += ["", f"FaceCast cannot run until these are fixed: {names}"]
+    return "\n".join(lines) + "\n"
+
+
+def run_doctor(out: TextIO, check_cameras: bool = True, check_vcam: bool = True) -> int:
+    """Print the report to `out`; 0 unless something essential failed."""
+    report = collect_report(check_cameras=check_cameras, check_vcam=check_vcam)
+    out.write(format_report(report))
+    out.flush()
+    return report.exit_code
+
+
+def probe_providers(cuda_preload: bool = True) -> list[ProviderProbe]:
+    """Open a tiny model with each available ONNX Runtime provider (alone, plus CPU as fallback),
+    run it once and report whether that provider really ran it.
+
+    ORT does not raise when a GPU provider cannot load: it logs why and runs on CPU, and
+    get_available_providers() lists what the wheel was *built* with. So the truth is
+    `sess.get_providers()[0]` after creation, and the reason is in ORT's log on stderr.
+    """
+    import numpy as np
+    import onnxruntime as ort
+
+    model = _tiny_model()
+    # 2 = warning, ORT's own default: the "why it fell back" lines are logged at W and E by the
+    # default logger. Set explicitly in case something raised it to silence ORT.
+    ort.set_default_logger_severity(2)
+    a = np.array([[1.0, 2.0]], dtype=np.float32)
+    b = np.array([[3.0, 4.0]], dtype=np.float32)
+    cuda_version = _ort_build_cuda_version()
+    preload_log: str | None = None
+    probes: list[ProviderProbe] = []
+    for provider in ort.get_available_providers():
+        if provider in _SKIPPED_PROVIDERS:
+            continue
+        extra_log = ""
+        if provider in (CUDA, TENSORRT) and cuda_preload and preload_log is None:
+            preload_log = _preload_cuda_libraries(ort)
+        if provider == CUDA:
+            extra_log = preload_log or ""
+        probes.append(_probe_provider(ort, provider, model, a, b, extra_log, cuda_version))
+    return probes
+
+
+def explain_provider_failure(
+    provider: str, log: str, active: Sequence[str] = (), cuda_version: str = ""
+) -> tuple[str, str]:
+    """(reason, fix) for a provider that did not run, from ORT's log and exception text."""
+    text = _ANSI_ESCAPE.sub("", log)
+    label = _PROVIDER_LABELS.get(provider, provider.removesuffix("ExecutionProvider"))
+    missing = _missing_library(text)
+    pip = _pip_command()
+
+    if provider in (CUDA, TENSORRT):
+        cuda_major, cudnn_major = _required_cuda(text, cuda_version)
+        min_driver = _MIN_DRIVER_FOR_CUDA.get(cuda_major)
+        driver = f"R{min_driver}+" if min_driver else f"for CUDA {cuda_major}"
+        trt_fix = f"{pip} install 'tensorrt-cu{cuda_major}-libs=={_TENSORRT_MAJOR}.*'"
+        if re.search(r"no CUDA-capable device|cudaErrorNoDevice|libcuda\.so\.1|nvcuda\.dll", text):
+            return (
+                f"{label} provider not usable: no NVIDIA GPU or driver found",
+                f"install the NVIDIA driver ({driver})",
+            )
+        if re.search(r"driver version is insufficient|cudaErrorInsufficientDriver", text):
+            # The CUDA runtime reports a missing driver as "insufficient" too (error 35).
+            return (
+                f"{label} provider not usable: the NVIDIA driver is missing or too old for CUDA {cuda_major}",
+                f"install or update the NVIDIA driver ({driver})",
+            )
+        cuda_missing = missing is not None and _CUDA_LIBRARY.search(missing) is not None
+        if cuda_missing or (missing is None and "Require cuDNN" in text):
+            what = f" (missing {missing})" if missing else ""
+            fix = (
+                f"{pip} install 'onnxruntime-gpu[cuda,cudnn]=={_ort_version_for_fix()}' or install "
+                f"CUDA {cuda_major} + cuDNN {cudnn_major} and an NVIDIA driver ({driver})"
+            )
+            if provider == TENSORRT:
+                fix += f"; then for TensorRT: {trt_fix}"
+            needs = f"needs CUDA {cuda_major}.x and cuDNN {cudnn_major}.x"
+            return f"{label} provider not usable: {needs}{what}", fix
+        if provider == TENSORRT and (
+            (missing is not None and _TENSORRT_LIBRARY.search(missing)) or "install TensorRT" in text
+        ):
+            what = f" (missing {missing})" if missing else ""
+            return (
+                f"{label} provider not usable: TensorRT {_TENSORRT_MAJOR} libraries not found{what}",
+                f"{trt_fix} (if it is still not found, add site-packages/tensorrt_libs to "
+                f"{'PATH' if sys.platform == 'win32' else 'LD_LIBRARY_PATH'})",
+            )
+    if missing:
+        return f"{label} provider not usable: missing {missing}", ""
+    first_error = _first_error_line(text)
+    if first_error:
+        return f"{label} provider not usable: {first_error}", ""
+    fallback = active[0] if active else "another provider"
+    return f"{label} provider not usable: the session fell back to {fallback} (ORT logged no reason)", ""
+
+
+# --------------------------------------------------------------------------------------------
+# Guarding
+
+
+def _guarded(name: str, check: Callable[[], list[Check]], essential: bool = False) -> tuple[Check, ...]:
+    """Run one check; if it crashes, say so as a failing check rather than hiding the others."""
+    try:
+        return tuple(check())
+    except Exception as err:
+        return (
+            Check(
+                name,
+                "fail",
+                f"the check itself failed: {type(err).__name__}: {_first_line(str(err))}",
+                fix="please report this with the output of the doctor",
+                essential=essential,
+            ),
+        )
+
+
+def _skipped(title: str) -> Section:
+    return Section(title, (Check(title, "info", "not checked"),))
+
+
+# --------------------------------------------------------------------------------------------
+# System and packages
+
+
+def _check_python() -> list[Check]:
+    # No "too old" branch: this module needs 3.10 to import at all; scripts/install.py refuses
+    # older interpreters with a clear message before anything is installed.
+    version = platform_module.python_version()
+    detail = f"{version} ({platform_module.python_implementation()}, {sys.executable})"
+    return [Check("Python", "ok", detail)]
+
+
+def _check_platform() -> list[Check]:
+    detail = f"{platform_module.system()} {platform_module.release()} {platform_module.machine()}"
+    libc, libc_version = platform_module.libc_ver()
+    if libc:
+        # The ORT and PyNvVideoCodec wheels are manylinux_2_28: glibc 2.28+.
+        detail += f", {libc} {libc_version}"
+    return [Check("Platform", "info", detail)]
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _check_packages() -> list[Check]:
+    checks = []
+    for package in _PACKAGES:
+        found = [(d, v) for d in package.distributions if (v := _dist_version(d)) is not None]
+        if not found:
+            status: Status = "fail" if package.essential else "warn"
+            checks.append(
+                Check(
+                    package.label,
+                    status,
+                    f"not installed (needed for {package.needed_for})",
+                    _INSTALL_FIX,
+                    essential=package.essential,
+                )
+            )
+            continue
+        # "2.4.6" when the distribution is the package's name, else "opencv-python-headless 4.13.0".
+        detail = ", ".join(v if d.lower() == package.label.lower() else f"{d} {v}" for d, v in found)
+        if package.label == "opencv" and len(found) > 1:
+            # They all install the same cv2 folder; whichever came last wins, and opencv-python
+            # brings its own Qt that clashes with PyQt6.
+            checks.append(
+                Check(
+                    package.label,
+                    "warn",
+                    f"several builds installed: {detail}",
+                    f"{_pip_command()} uninstall -y {' '.join(d for d, _ in found)} && {_INSTALL_FIX}",
+                )
+            )
+            continue
+        checks.append(Check(package.label, "ok", detail))
+    return checks
+
+
+# --------------------------------------------------------------------------------------------
+# ONNX Runtime
+
+
+def _expected_ort_distribution(machine: str | None = None, platform: str = sys.platform) -> str:
+    """The build requirements.txt installs here: the GPU build where NVIDIA wheels exist."""
+    machine = machine or platform_module.machine()
+    gpu_wheels = (platform.startswith("linux") and machine == "x86_64") or (
+        platform == "win32" and machine.upper() == "AMD64"
+    )
+    return "onnxruntime-gpu" if gpu_wheels else "onnxruntime"
+
+
+def _check_ort_distributions() -> list[Check]:
+    present = {d: v for d in ("onnxruntime", "onnxruntime-gpu") if (v := _dist_version(d)) is not None}
+    expected = _expected_ort_distribution()
+    pin = f"{expected}=={_ort_version_for_fix()}"
+    pip = _pip_command()
+    if len(present) == 2:
+        return [
+            Check(
+                "onnxruntime install",
+                "fail",
+                f"both onnxruntime {present['onnxruntime']} and onnxruntime-gpu {present['onnxruntime-gpu']} "
+                "are installed; they write the same files, so which one runs is an accident",
+                f"{pip} uninstall -y onnxruntime onnxruntime-gpu && {pip} install {pin}  "
+                "(insightface must be installed with --no-deps: its declared 'onnxruntime' dependency "
+                f"is what brings the second copy back; {_INSTALL_FIX} does this right)",
+                essential=True,
+            )
+        ]
+    if not present:
+        return [
+            Check("onnxruntime install", "fail", "onnxruntime is not installed", _INSTALL_FIX, essential=True)
+        ]
+    [(dist, version)] = present.items()
+    if dist != expected:
+        return [
+            Check(
+                "onnxruntime install",
+                "warn",
+                f"{dist} {version} is installed; this platform should use {expected}",
+                f"{pip} uninstall -y {dist} && {pip} install {pin}",
+            )
+        ]
+    return [Check("onnxruntime install", "ok", f"{dist} {version}")]
+
+
+def _check_providers(gpu: GpuInfo) -> list[Check]:
+    try:
+        probes = probe_providers()
+    except ImportError as err:
+        # Not a crash to report: a package is missing (also flagged under Packages). Without onnx
+        # only this test is lost; without onnxruntime/numpy nothing can run.
+        essential = err.name != "onnx"
+        status: Status = "fail" if essential else "warn"
+        return [Check("Providers", status, f"cannot test them: {err}", _INSTALL_FIX, essential=essential)]
+    checks = []
+    for probe in probes:
+        label = _PROVIDER_LABELS.get(probe.provider, probe.provider)
+        name = f"{label} provider"
+        # The reason is a whole sentence ("CUDA provider not usable: ..."); the name column
+        # already says which provider.
+        detail = probe.reason.removeprefix(f"{name} ")
+        if probe.works:
+            checks.append(Check(name, "ok", f"{probe.provider} ran a test model"))
+        elif probe.provider == CPU:
+            checks.append(Check(name, "fail", detail, probe.fix or _INSTALL_FIX, essential=True))
+        elif probe.provider in (CUDA, TENSORRT) and not gpu.found:
+            # Nothing to fix on a machine without an NVIDIA GPU (the GPU build of ORT lists these
+            # providers everywhere), so keep it calm; the fix is still there for hidden GPUs.
+            fix = f"if this machine has an NVIDIA GPU: {probe.fix}" if probe.fix else ""
+            if "no NVIDIA GPU" not in detail:
+                detail += " (no NVIDIA GPU found)"
+            checks.append(Check(name, "info", detail, fix))
+        else:
+            # TensorRT is an optional speed-up on top of CUDA; any other accelerator that a GPU
+            # machine cannot use is worth a warning.
+            checks.append(Check(name, "info" if probe.provider == TENSORRT else "warn", detail, probe.fix))
+    working = [p.provider for p in probes if p.works]
+    accelerated = [p for p in working if p != CPU]
+    if accelerated:
+        checks.append(Check("Will run on", "ok", ", ".join(accelerated)))
+    elif working:
+        checks.append(Check("Will run on", "info", "CPU only: face swapping will be slow (a few fps)"))
+    else:
+        checks.append(
+            Check("Will run on", "fail", "no ONNX Runtime provider works", _INSTALL_FIX, essential=True)
+        )
+    return checks
+
+
+def _probe_provider(
+    ort: Any, provider: str, model: bytes, a: Any, b: Any, extra_log: str, cuda_version: str
+) -> ProviderProbe:
+    options = ort.SessionOptions()
+    options.log_severity_level = 2
+    if provider == "DmlExecutionProvider":
+        # DirectML supports neither memory patterns nor parallel execution.
+        options.enable_mem_pattern = False
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    providers = [provider] if provider == CPU else [provider, CPU]
+    active: list[str] = []
+    error = ""
+    correct = False
+    with _capture_output() as captured:
+        try:
+            session = ort.InferenceSession(model, sess_options=options, providers=providers)
+            active = list(session.get_providers())
+            (result,) = session.run(None, {"a": a, "b": b})
+            correct = bool((result == a + b).all())
+        except Exception as err:
+            error = f"{type(err).__name__}: {err}"
+    log = extra_log + captured.text + (f"\n{error}" if error else "")
+    if not error and active and active[0] == provider and correct:
+        return ProviderProbe(provider, True, log=log)
+    if not error and active and active[0] == provider:
+        return ProviderProbe(provider, False, f"{provider} returned a wrong result for 1+3, 2+4", log=log)
+    reason, fix = explain_provider_failure(provider, log, active, cuda_version)
+    return ProviderProbe(provider, False, reason, fix, log)
+
+
+def _tiny_model() -> bytes:
+    """An ONNX model computing c = a + b on (1, 2) floats: the cheapest graph every provider runs."""
+    from onnx import TensorProto, helper
+
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2]) for n in ("a", "b")]
+    output = helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2])
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["c"])], "doctor", inputs, [output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    # An old IR version and opset, so the probe also works with an older ORT than pinned (the case
+    # where a doctor is most needed).
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def _preload_cuda_libraries(ort: Any) -> str:
+    """Load the pip-installed CUDA/cuDNN libraries before the first CUDA session, the way the app
+    does; returns what preload_dlls printed (it lists the libraries it could not load)."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return ""
+    with _capture_output() as captured:
+        try:
+            preload()
+        except Exception as err:
+            print(f"preload_dlls failed: {type(err).__name__}: {err}")
+    return captured.text
+
+
+def _ort_build_cuda_version() -> str:
+    try:
+        from onnxruntime.capi import build_and_package_info
+    except ImportError:
+        return ""
+    return str(getattr(build_and_package_info, "cuda_version", "") or "")
+
+
+def _required_cuda(text: str, build_cuda_version: str) -> tuple[int, int]:
+    match = re.search(r"Require cuDNN (\d+)\.\* and CUDA (\d+)\.\*", text)
+    if match:
+        return int(match.group(2)), int(match.group(1))
+    major = build_cuda_version.split(".")[0]
+    return (int(major) if major.isdigit() else 13), _DEFAULT_CUDNN_MAJOR
+
+
+def _missing_library(text: str) -> str | None:
+    hits = [(m.start(), m.group(1)) for pattern in _MISSING_LIBRARY_PATTERNS for m in pattern.finditer(text)]
+    return min(hits)[1] if hits else None
+
+
+def _first_error_line(text: str) -> str:
+    """The most telling line of an ORT log: its first error record (without the timestamp and
+    source location), else the "EP Error" it printed, else the last line naming an error."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "[E:" in line:
+            return re.sub(r"^.*?\[E:[^\]]*\]\s*", "", line)
+    for line in lines:
+        if line.startswith("EP Error"):
+            return line
+    return next((line for line in reversed(lines) if "error" in line.lower()), "")
+
+
+# --------------------------------------------------------------------------------------------
+# NVIDIA GPU and PyNvVideoCodec
+
+
+def query_gpu(run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run) -> GpuInfo:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return GpuInfo(found=False, error="nvidia-smi not found on PATH")
+    try:
+        proc = run(
+            [exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return GpuInfo(found=False, error=f"nvidia-smi did not answer: {err}")
+    gpus = tuple(line.strip() for line in proc.stdout.splitlines() if line.strip())
+    if proc.returncode != 0 or not gpus:
+        why = _first_line(proc.stderr or proc.stdout) or f"exit status {proc.returncode}"
+        return GpuInfo(found=False, error=why)
+    return GpuInfo(found=True, gpus=gpus)
+
+
+def _query_gpu_guarded() -> GpuInfo:
+    try:
+        return query_gpu()
+    except Exception as err:
+        return GpuInfo(found=False, error=f"{type(err).__name__}: {err}")
+
+
+def _gpu_checks(gpu: GpuInfo) -> tuple[Check, ...]:
+    if not gpu.found:
+        if "not found on PATH" in gpu.error:
+            return (Check("NVIDIA GPU", "info", "no NVIDIA GPU/driver found"),)
+        return (
+            Check(
+                "NVIDIA GPU",
+                "warn",
+                f"nvidia-smi failed: {gpu.error}",
+                "reinstall or update the NVIDIA driver, then reboot",
+            ),
+        )
+    checks = []
+    cuda_major, _ = _required_cuda("", _ort_build_cuda_version())
+    min_driver = _MIN_DRIVER_FOR_CUDA.get(cuda_major)
+    for index, line in enumerate(gpu.gpus):
+        fields = [f.strip() for f in line.split(",")]
+        driver = fields[1].split(".")[0] if len(fields) > 1 else ""
+        if min_driver and driver.isdigit() and int(driver) < min_driver:
+            checks.append(
+                Check(
+                    f"GPU {index}",
+                    "warn",
+                    f"{line}: driver {fields[1]} is older than R{min_driver} (CUDA {cuda_major} needs it)",
+                    f"update the NVIDIA driver to {min_driver} or newer",
+                )
+            )
+        else:
+            checks.append(Check(f"GPU {index}", "ok", line))
+    return tuple(checks)
+
+
+def _check_pynvvideocodec(gpu: GpuInfo) -> list[Check]:
+    try:
+        import PyNvVideoCodec
+    except ImportError as err:
+        why = _first_line(str(err))
+        return [Check("PyNvVideoCodec", "info", f"not installed ({why}); GPU video decoding is off")]
+    except RuntimeError as err:
+        # It dlopens the driver's NVENC library on import and raises RuntimeError without it.
+        status: Status = "warn" if gpu.found else "info"
+        return [
+            Check(
+                "PyNvVideoCodec",
+                status,
+                f"cannot load: {_first_line(str(err))}",
+                "needs an NVIDIA driver with video support (in Docker: "
+                "NVIDIA_DRIVER_CAPABILITIES=compute,utility,video)"
+                if gpu.found
+                else "",
+            )
+        ]
+    version = getattr(PyNvVideoCodec, "__version__", None) or _dist_version("PyNvVideoCodec") or "?"
+    return [Check("PyNvVideoCodec", "ok", str(version))]
+
+
+# --------------------------------------------------------------------------------------------
+# Virtual camera and cameras
+
+
+def _check_virtual_camera(platform: str) -> list[Check]:
+    try:
+        import pyvirtualcam
+    except ImportError as err:
+        return [Check("Virtual camera", "warn", f"pyvirtualcam not importable: {err}", _INSTALL_FIX)]
+    try:
+        camera = pyvirtualcam.Camera(width=64, height=48, fps=30)
+    except RuntimeError as err:
+        from realtime.sinks import virtual_camera_fix
+
+        # pyvirtualcam tries every backend and reports one "'name' backend: why" line each.
+        why = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        return [
+            Check(
+                "Virtual camera",
+                "warn",
+                f"not available: {why}\nFaceCast still works with window or file output.",
+                virtual_camera_fix(platform, str(err)),
+            )
+        ]
+    try:
+        detail = f"{camera.backend} backend, device {camera.device}"
+    finally:
+        camera.close()
+    return [Check("Virtual camera", "ok", detail)]
+
+
+def _check_loopback_devices(platform: str) -> list[Check]:
+    if not platform.startswith("linux"):
+        return []
+    from realtime.cameras import list_loopback_devices
+
+    devices = list_loopback_devices(platform=platform)
+    if not devices:
+        return [Check("Loopback devices", "info", "no v4l2loopback devices")]
+    return [Check("Loopback devices", "info", ", ".join(f"{d.path} ({d.name})" for d in devices))]
+
+
+def _check_cameras(platform: str) -> list[Check]:
+    from realtime.cameras import list_cameras
+
+    cameras = list_cameras(platform=platform)
+    if not cameras:
+        fix = "connect a camera (video files and images still work as input)"
+        if platform.startswith("linux"):
+            fix += "; check `ls /dev/video*` and that your user is in the 'video' group"
+        return [Check("Cameras", "warn", "no camera found", fix)]
+    return [Check(f"Camera {c.index}", "ok", f"{c.name} ({c.path})" if c.path else c.name) for c in cameras]
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+@dataclass(slots=True)
+class _Captured:
+    text: str = ""
+
+
+@contextlib.contextmanager
+def _capture_output() -> Iterator[_Captured]:
+    """Capture what native code writes to fd 2 (ORT's C++ logger) plus Python-level stdout,
+    stderr and warnings (ORT's "EP Error ... Falling back" is a Python print).
+
+    fd 2 is process-wide, so another thread's stderr output in this window lands here too; the
+    window is one session creation, and the doctor is not run alongside the engine.
+    """
+    captured = _Captured()
+    python_output = io.StringIO()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    with tempfile.TemporaryFile() as native, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            saved_fd: int | None = os.dup(2)
+        except OSError:
+            saved_fd = None  # no fd 2 at all (pythonw on Windows): capture Python output only
+        try:
+            if saved_fd is not None:
+                os.dup2(native.fileno(), 2)
+            with contextlib.redirect_stdout(python_output), contextlib.redirect_stderr(python_output):
+                yield captured
+        finally:
+            if saved_fd is not None:
+                os.dup2(saved_fd, 2)
+                os.close(saved_fd)
+            native.seek(0)
+            captured.text = (
+                python_output.getvalue()
+                + native.read().decode("utf-8", errors="replace")
+                + "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
+            )
+
+
+def _pip_command() -> str:
+    """`pip` for exactly the interpreter being checked (a bare `pip` may be another Python's)."""
+    exe = sys.executable or "python"
+    return f'"{exe}" -m pip' if " " in exe else f"{exe} -m pip"
+
+
+def _ort_version_for_fix() -> str:
+    """The onnxruntime version requirements.txt pins (so fixes do not repeat the pin), else the
+    installed one."""
+    requirements = _REPO_ROOT / "requirements.txt"
+    try:
+        text = requirements.read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    match = re.search(r"^onnxruntime(?:-gpu)?==([^\s;]+)", text, re.MULTILINE)
+    if match:
+        return match.group(1)
+    return _dist_version("onnxruntime-gpu") or _dist_version("onnxruntime") or "<version>"
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m realtime.doctor", description=__doc__.splitlines()[0])
+    parser.add_argument("--no-cameras", action="store_true", help="do not look for cameras")
+    parser.add_argument("--no-vcam", action="store_true", help="do not try the virtual camera")
+    args = parser.parse_args(argv)
+    return run_doctor(sys.stdout, check_cameras=not args.no_cameras, check_vcam=not args.no_vcam)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""`main.py run` end to end, offline: doubles for the downloaded models, the real MTCNN detector,
+a clip of the astronaut moving, out to a video file and to a recording virtual camera."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+import main
+from realtime.bench import astronaut_bgr, make_clip_with_faces
+from tests.doubles import write_all
+from tests.fixtures_media import write_video
+from tests.vcam_recorder import RecordingBackendHandle
+
+W, H, N = 480, 360, 24
+
+
+@pytest.fixture(scope="module")
+def doubles_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(tmp_path_factory.mktemp("doubles"))
+
+
+@pytest.fixture(scope="module")
+def models(doubles_dir: Path) -> Path:
+    write_all(doubles_dir)
+    return doubles_dir
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[np.ndarray], list[np.ndarray]]:
+    frames, boxes = make_clip_with_faces(N, W, H)
+    path = Path(tmp_path_factory.mktemp("clip")) / "astronaut.mp4"
+    write_video(path, frames, fps=25.0)
+    return path, frames, boxes
+
+
+@pytest.fixture(scope="module")
+def source_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = Path(tmp_path_factory.mktemp("photo")) / "me.png"
+    cv2.imwrite(str(path), astronaut_bgr()[:, ::-1].copy())  # mirrored: still one clear face
+    return path
+
+
+def decode(path: Path) -> list[np.ndarray]:
+    with av.open(str(path)) as container:
+        return [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main.main(list(args), out=out)
+    return code, out.getvalue()
+
+
+def far_from_face_mask(box: np.ndarray, shape: tuple[int, ...], margin: float = 0.6) -> np.ndarray:
+    x1, y1, x2, y2 = box
+    mx, my = (x2 - x1) * margin, (y2 - y1) * margin
+    mask = np.ones(shape[:2], dtype=bool)
+    mask[max(int(y1 - my), 0) : int(y2 + my), max(int(x1 - mx), 0) : int(x2 + mx)] = False
+    return mask
+
+
+def inner_face(box: np.ndarray) -> tuple[slice, slice]:
+    x1, y1, x2, y2 = box
+    cx, cy, w, h = (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1
+    return slice(int(cy - h * 0.2), int(cy + h * 0.2)), slice(int(cx - w * 0.2), int(cx + w * 0.2))
+
+
+FADE_IN = 5  # a newly found face fades in over the tracker's fade_frames (4) rather than popping
+
+
+def assert_swapped_only_the_face(
+    inputs: list[np.ndarray], outputs: list[np.ndarray], boxes: list[np.ndarray], *, exact: bool
+) -> None:
+    """The face changed; pixels far from it did not (bit-exact, or within codec tolerance)."""
+    assert len(outputs) == len(inputs)  # frame count preserved
+    for i, (src, out, box) in enumerate(zip(inputs, outputs, boxes, strict=True)):
+        diff = np.abs(out.astype(np.int16) - src.astype(np.int16)).mean(axis=2)
+        if i >= FADE_IN:
+            ys, xs = inner_face(box)
+            assert diff[ys, xs].mean() > 8, f"the face was not swapped in frame {i}"
+        far = far_from_face_mask(box, src.shape, margin=1.0 if exact else 0.6)
+        if exact:
+            assert diff[far].max() == 0, f"pixels far from the face changed in frame {i}"
+        else:
+            # Re-encoding alone (H.264, crf 20) moves textured pixels by ~2-3 levels on average.
+            assert diff[far].mean() < 3.5, f"pixels far from the face changed in frame {i}"
+
+
+@pytest.mark.parametrize("detector", ["mtcnn", "det_10g"])
+def test_run_to_a_video_file(
+    tmp_path: Path, models: Path, clip: tuple[Path, list, list], source_photo: Path, detector: str
+) -> None:
+    clip_path, _, boxes = clip
+    out = tmp_path / "out.mp4"
+    code, text = run_cli(
+        "run",
+        "--models-dir",
+        str(models),
+        "--allow-unverified",
+        "--source",
+        str(source_photo),
+        "--input",
+        str(clip_path),
+        "--output",
+        str(out),
+        "--detector",
+        detector,
+    )
+    assert code == 0, text
+    assert out.is_file() and not list(tmp_path.glob(".*partial*"))
+    inputs = decode(clip_path)
+    outputs = decode(out)
+    if detector == "mtcnn":
+        assert_swapped_only_the_face(inputs, outputs, boxes, exact=False)
+    else:
+        # The SCRFD double always reports its one configured face, wherever the astronaut is.
+        from tests.doubles import DEFAULT_FACE, face_in_frame
+
+        box, _ = face_in_frame(DEFAULT_FACE, W, H)
+        assert_swapped_only_the_face(inputs, outputs, [np.asarray(box, dtype=np.float64)] * N, exact=False)
+
+
+def test_run_to_a_recording_virtual_camera(
+    models: Path,
+    clip: tuple[Path, list, list],
+    source_photo: Path,
+    vcam_recorder: RecordingBackendHandle,
+) -> None:
+    clip_path, _, boxes = clip
+    code, text = run_cli(
+        "run",
+        "--models-dir",
+        str(models),
+        "--allow-unverified",
+        "--source",
+        str(source_photo),
+        "--input",
+        str(clip_path),
+        "--output",
+        "vcam",
+        "--every-frame",
+        "--detector",
+        "mtcnn",
+        "--preset",
+        "ultra-low-latency",
+    )
+    assert code == 0, text
+    assert len(vcam_recorder.opens) == 1
+    opened = vcam_recorder.opens[0]
+    assert (opened.width, opened.height) == (W, H)
+    # Nothing re-encodes frames on the way to the virtual camera: far pixels are bit-exact.
+    assert_swapped_only_the_face(decode(clip_path), vcam_recorder.frames, boxes, exact=True)
+
+
+def test_two_source_photos_are_averaged_and_a_group_photo_uses_the_largest_face(
+    tmp_path: Path, models: Path, clip: tuple[Path, list, list], source_photo: Path
+) -> None:
+    from insightface.data import get_image
+
+    group = tmp_path / "group.jpg"
+    cv2.imwrite(str(group), get_image("t1"))
+    code, text = run_cli(
+        "run",
+        "--models-dir",
+        str(models),
+        "--allow-unverified",
+        "--source",
+        str(source_photo),
+        str(group),
+        "--input",
+        str(source_photo),
+        "--output",
+        str(tmp_path / "still.png"),
+        "--detector",
+        "mtcnn",
+    )
+    assert code == 0, text
+    assert "faces found, using the largest" in text
+    assert (tmp_path / "still.png").is_file()
+
+
+def test_doubles_module_writes_every_catalogue_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "tests.doubles", str(tmp_path)], check=True, capture_output=True)
+    from models.catalogue import entry_for_file
+
+    names = sorted(p.name for p in tmp_path.glob("*.onnx"))
+    assert {"det_10g.onnx", "w600k_r50.onnx", "inswapper_128.onnx", "inswapper_128_fp16.onnx"} <= set(names)
+    for name in names:
+        entry_for_file(name)  # every double is a catalogue file name
