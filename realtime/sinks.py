@@ -389,7 +389,7 @@ class VideoFileSink:
         if self.pix_fmt == "yuv420p":
             # OpenCV's BT.601 conversion round-trips colours within 1-2 levels through standard
             # decoders; swscale's default bgr24 path shifts flat greys by ~4 levels.
-            yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
+            yuv = np.asarray(cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420), dtype=np.uint8)
             av_frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
         else:
             av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")

@@ -21,7 +21,9 @@ def settings(in_flight: int = 2) -> Settings:
 def slow_stages(worker: SlowWorker):  # type: ignore[no-untyped-def]
     def factory(s: Settings) -> StageSet:
         # The same worker object for every slot so concurrency is counted across threads.
-        return StageSet(PassthroughAnalyser(), tuple(worker for _ in range(s.pipeline.frames_in_flight)), "slow")
+        return StageSet(
+            PassthroughAnalyser(), tuple(worker for _ in range(s.pipeline.frames_in_flight)), "slow"
+        )
 
     return factory
 
@@ -70,7 +72,9 @@ def test_stop_returns_within_one_second_and_releases_devices() -> None:
 def test_repeated_start_stop_leaks_no_threads() -> None:
     baseline = threading.active_count()
     for _ in range(15):
-        engine = Engine(FakeSource(frames=10_000, is_live=True, pace=True, fps=500), RecordingSink(), settings(2))
+        engine = Engine(
+            FakeSource(frames=10_000, is_live=True, pace=True, fps=500), RecordingSink(), settings(2)
+        )
         engine.start()
         time.sleep(0.02)
         engine.stop()
