@@ -24,6 +24,7 @@ from typing import Literal
 from models.errors import FaceCastError, SinkError, SourceError
 from realtime.frames import VideoFrame
 from realtime.metrics import Metrics, StatsSnapshot
+from realtime.overlay import draw_disclosure_label
 from realtime.settings import Settings
 from realtime.sinks import FrameSink
 from realtime.sources import FrameSource
@@ -388,6 +389,8 @@ class Engine:
                     frame = pipes.done.pop(expect)
                 expect += 1
                 t0 = time.perf_counter()
+                if self._settings.composite.disclosure_label:
+                    draw_disclosure_label(frame.image)
                 self._sink.send(frame)
                 sent = time.perf_counter()
                 self.metrics.stage("sink", (sent - t0) * 1000.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from models.errors import SinkError, SourceError
@@ -180,3 +181,26 @@ def test_output_count_equals_input_for_files_at_any_depth(in_flight: int) -> Non
     engine.start()
     assert engine.wait(10)
     assert sink.indices == list(range(37))
+
+
+def test_disclosure_label_marks_every_output_frame_when_on() -> None:
+    from tests.engine_fakes import FakeSource
+
+    frames: list = []
+
+    class Keep(RecordingSink):
+        def send(self, frame):  # type: ignore[no-untyped-def]
+            frames.append(frame.image.copy())
+            super().send(frame)
+
+    on = Settings().with_overrides({"composite.disclosure_label": True})
+    engine = Engine(FakeSource(frames=5, size=(640, 360)), Keep(), on)
+    engine.start()
+    assert engine.wait(10)
+    corner = np.stack([f[-40:, -200:] for f in frames])
+    assert all((c.max(axis=-1) > 200).sum() > 40 for c in corner)  # white text in every frame
+    frames.clear()
+    engine = Engine(FakeSource(frames=5, size=(640, 360)), Keep(), Settings())
+    engine.start()
+    assert engine.wait(10)
+    assert not (np.stack([f[-40:, -200:] for f in frames]) > 200).any()
