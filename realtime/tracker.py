@@ -1,0 +1,564 @@
+"""Frame-skipping face tracker: full detection every K frames, optical flow in between.
+
+Why: a face detector costs tens of ms per frame on a CPU (MTCNN ~150 ms at 640x480 on 2 cores)
+and a few ms on a GPU, while the five landmarks the swapper needs move only a few pixels between
+frames. Peers either detect every frame (slow) or reuse a stale detection for several frames (the
+swapped face slides and jitters: Deep-Live-Cam #767 #981 #1610). Here:
+
+* Every `interval` frames (or at once when a track fails or is lost) the detector runs and its
+  faces are associated with the existing tracks by IoU (Hungarian), so track ids stay stable and a
+  chosen target can be locked (realtime/targets.py).
+* In between, each track's 5 landmarks plus a few corner points inside its face box are carried
+  forward with pyramidal Lucas-Kanade flow on a small grey copy of the frame. The flow is checked
+  (forward-backward error, a RANSAC similarity fit, the landmarks' spread against the previous
+  box) and a failed check triggers a detection on the same frame, so a cut or an occluder never
+  drags the face along.
+* Landmarks are smoothed per track with a One-Euro filter (no jitter when still, little lag when
+  moving); the box is rebuilt around the smoothed landmarks from the last detection's box shape.
+* `swap_weight` fades between 1 (swap) and 0 (passthrough) over `fade_frames` when the tracking
+  quality or detector score crosses its threshold, so the switch never pops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import linear_sum_assignment
+
+from models.types import Detection, FloatArray, ImageBGR
+from realtime.one_euro import OneEuroFilter
+from realtime.settings import Settings, TrackerSettings
+
+GreyImage = npt.NDArray[np.uint8]
+Affine = npt.NDArray[np.float64]  # 2x3
+DetectFn = Callable[[ImageBGR], list[Detection]]
+
+_LK_WIN = (21, 21)
+_LK_LEVELS = 3
+_LK_CRITERIA = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)
+_EXTRA_CORNERS = 16  # corner points per face besides the 5 landmarks
+_MIN_GOOD_POINTS = 5  # below this the similarity fit is not trusted
+_MIN_INLIER_RATIO = 0.5  # share of a track's points that must survive the checks
+_MATCH_IOU = 0.3  # a detection continues a track only with at least this overlap
+
+
+@dataclass(slots=True)
+class TrackedFace:
+    """One face in one frame: a snapshot, safe to hand to another worker (never updated later).
+
+    box: (4,) float32 x1, y1, x2, y2 around the smoothed landmarks.
+    kps: (5, 2) float32 smoothed landmarks (what the aligner should use); raw_kps: unsmoothed.
+    score: detector confidence of the track's last detection.
+    quality: 0..1 confidence in this frame's landmarks (1 right after a detection, the flow's
+        inlier share on tracked frames, 0 when the face was not found).
+    detected: True when this frame's landmarks come from the detector.
+    swap_weight: 0..1 blend of the swapped face (fades over `fade_frames`).
+    embedding: identity embedding, filled in by the caller (TargetSelector) for identity lock.
+    lost_frames: consecutive frames the detector has failed to confirm this track (0 = seen).
+    """
+
+    track_id: int
+    box: FloatArray
+    kps: FloatArray
+    raw_kps: FloatArray
+    score: float
+    quality: float
+    detected: bool
+    swap_weight: float
+    embedding: npt.NDArray[np.float32] | None = None
+    lost_frames: int = 0
+
+    @property
+    def area(self) -> float:
+        return _box_area(self.box)
+
+
+@dataclass(slots=True)
+class _FlowResult:
+    ok: bool
+    kps: FloatArray  # full-frame pixels
+    quality: float
+    corners: FloatArray  # surviving corners, small-image pixels, (N, 2)
+    motion: Affine | None  # fitted similarity from the previous frame, full-frame pixels
+
+
+@dataclass(slots=True)
+class _Track:
+    track_id: int
+    raw_kps: FloatArray  # last measurement (detector or flow), full-frame pixels
+    rel_box: npt.NDArray[np.float64]  # detector box in landmark units: (box - centre) / spread
+    score: float
+    filter: OneEuroFilter
+    corners: FloatArray  # extra flow points, small-image pixels, (N, 2)
+    velocity: npt.NDArray[np.float64]  # landmark centre motion, px/frame, for coasting when lost
+    motion: Affine | None = None  # how the face moved since the last frame, when known
+    quality: float = 1.0
+    swap_weight: float = 0.0
+    missed: int = 0
+    detected: bool = True
+    # False once the track has coasted (its flow failed or was not believed): flow that "works"
+    # from a coasted position only proves the background there is still, not that a face is.
+    # Only a detection brings a broken track back.
+    flow_chain: bool = True
+
+
+class FaceTracker:
+    """Detect every `interval` frames, carry landmarks with optical flow in between.
+
+    detect: the face detector (e.g. `MTCNN().detect`), called with the full BGR frame.
+    settings: smoothing, fade and track-life parameters. `enabled=False` turns the tracker into a
+        plain per-frame detector (no flow, no smoothing) that still assigns track ids and fades.
+    interval: run the detector every this many frames (DetectorSettings.interval).
+    score_threshold: detections scoring below it are tracked but faded to passthrough.
+    flow_max_side: the flow runs on a grey copy whose longer side is at most this many pixels.
+
+    Not thread-safe: one tracker per stream, called with frames in order.
+    """
+
+    def __init__(
+        self,
+        detect: DetectFn,
+        settings: TrackerSettings,
+        interval: int,
+        *,
+        score_threshold: float = 0.5,
+        flow_max_side: int = 320,
+        fb_threshold: float = 1.0,
+        max_scale_step: float = 1.25,
+    ) -> None:
+        if interval < 1:
+            raise ValueError(f"interval must be >= 1 frame, got {interval}")
+        if flow_max_side < 64:
+            raise ValueError(f"flow_max_side must be >= 64 pixels, got {flow_max_side}")
+        self._detect = detect
+        self.settings = settings
+        self.interval = int(interval)
+        self.score_threshold = float(score_threshold)
+        self.flow_max_side = int(flow_max_side)
+        self.fb_threshold = float(fb_threshold)  # forward-backward error limit, small-image px
+        self.max_scale_step = float(max_scale_step)
+
+        self._tracks: list[_Track] = []
+        self._next_id = 1
+        self._since_detection = 0
+        # Grey buffers reused frame to frame: full-size grey, and two small ones that swap roles.
+        self._frame_shape: tuple[int, ...] | None = None
+        self._scale = 1.0
+        self._grey_full: GreyImage | None = None
+        self._small: list[GreyImage] = []
+        self._cur = 0
+        self._has_prev = False
+
+        self.frames = 0  # update() calls
+        self.detections_run = 0  # detector calls
+        self.tracked_frames = 0  # frames whose faces came from flow alone (detector skipped)
+
+    @classmethod
+    def from_settings(cls, detect: DetectFn, settings: Settings) -> FaceTracker:
+        """A tracker wired to the engine settings: tracker section, detector interval and threshold."""
+        return cls(
+            detect, settings.tracker, settings.detector.interval, score_threshold=settings.detector.threshold
+        )
+
+    # ----------------------------------------------------------------------------- public API
+
+    def reconfigure(self, settings: TrackerSettings, interval: int) -> None:
+        """Apply a new settings snapshot (live change); tracks and ids are kept."""
+        if interval < 1:
+            raise ValueError(f"interval must be >= 1 frame, got {interval}")
+        self.settings = settings
+        self.interval = int(interval)
+        for track in self._tracks:
+            track.filter.min_cutoff = settings.min_cutoff
+            track.filter.beta = settings.beta
+            track.filter.d_cutoff = settings.d_cutoff
+
+    def reset(self) -> None:
+        """Forget every track and the previous frame (new source, seek); ids keep counting up."""
+        self._tracks.clear()
+        self._has_prev = False
+        self._since_detection = 0
+
+    def update(self, image_bgr: ImageBGR, timestamp: float) -> list[TrackedFace]:
+        """The faces in this frame. `timestamp` in seconds (capture time), increasing."""
+        if image_bgr.ndim != 3 or image_bgr.shape[2] != 3 or image_bgr.dtype != np.uint8:
+            got = f"{image_bgr.shape} {image_bgr.dtype}"
+            raise ValueError(f"expected an (H, W, 3) uint8 BGR frame, got {got}")
+        self.frames += 1
+        # Flow runs even at interval 1: its motion estimate lets the smoothing follow a moving face
+        # without lag (see _snapshot).
+        use_flow = self.settings.enabled
+        flows: list[_FlowResult | None] = [None] * len(self._tracks)
+        if use_flow:
+            self._prepare_grey(image_bgr)
+            if self._has_prev and self._tracks:
+                flows = self._flow_all(image_bgr.shape)
+
+        if not use_flow or not self._has_prev or self._needs_detection(flows):
+            self._detect_and_associate(image_bgr, flows)
+            self._since_detection = 0
+        else:
+            for track, flow in zip(self._tracks, flows, strict=True):
+                assert flow is not None and flow.ok  # _needs_detection said so
+                self._apply_flow(track, flow)
+            self._since_detection += 1
+            self.tracked_frames += 1
+
+        if use_flow:
+            self._cur ^= 1
+            self._has_prev = True
+        return [self._snapshot(track, timestamp) for track in self._tracks]
+
+    # ----------------------------------------------------------------------------- detection
+
+    def _needs_detection(self, flows: list[_FlowResult | None]) -> bool:
+        if self._since_detection + 1 >= self.interval:
+            return True
+        if not self._tracks:
+            return False  # an empty scene is searched on the interval's schedule only
+        if any(t.missed > 0 for t in self._tracks):
+            return True  # a lost face: look for it on every frame until it is found or dropped
+        moved: list[FloatArray] = []
+        for track, flow in zip(self._tracks, flows, strict=True):
+            if flow is None or not flow.ok:
+                return True  # failed flow check: a cut, an occluder, a fast move
+            moved.append(_box_from_kps(flow.kps, track.rel_box))
+        # Two faces overlapping: the flow of the one behind slides onto the one in front, and only
+        # the detector can tell which track owns which face, so ask it while they overlap.
+        return len(moved) > 1 and _max_pair_iou(np.array(moved)) >= _MATCH_IOU
+
+    def _detect_and_associate(self, image: ImageBGR, flows: list[_FlowResult | None]) -> None:
+        self.detections_run += 1
+        detections = self._detect(image)
+        # Where each track should be now: its flow where that held, else coasting at its last speed.
+        # A lost track's flow is only believed when it continues the track's own motion (see
+        # _flow_continues): behind another face its points ride on the occluder.
+        usable: list[_FlowResult | None] = []
+        predicted: list[FloatArray] = []
+        for track, flow in zip(self._tracks, flows, strict=True):
+            ok = (
+                flow is not None
+                and flow.ok
+                and track.flow_chain
+                and (track.missed == 0 or _flow_continues(track, flow))
+            )
+            usable.append(flow if ok else None)
+            kps = flow.kps if flow is not None and ok else _shifted(track.raw_kps, track.velocity)
+            predicted.append(_box_from_kps(kps, track.rel_box))
+        matches: dict[int, int] = {}
+        if self._tracks and detections:
+            iou = _iou_matrix(np.array(predicted), np.array([d.box for d in detections]))
+            rows, cols = linear_sum_assignment(-iou)
+            matches = {int(r): int(c) for r, c in zip(rows, cols, strict=True) if iou[r, c] >= _MATCH_IOU}
+
+        claimed = np.array([detections[j].box for j in matches.values()], dtype=np.float32).reshape(-1, 4)
+        survivors: list[_Track] = []
+        for i, (track, flow) in enumerate(zip(self._tracks, usable, strict=True)):
+            if i in matches:
+                self._apply_detection(track, detections[matches[i]], flow)
+                survivors.append(track)
+                continue
+            track.missed += 1
+            track.detected = False
+            if track.missed > self.settings.max_missed:
+                continue  # gone: its id is never reused, so a locked target unlocks
+            if flow is not None and _flow_continues(track, flow) and not _overlaps(predicted[i], claimed):
+                # The detector missed a face the flow still follows (a turned head, motion blur):
+                # trust the flow for a few frames with a quality that drops with every miss.
+                self._apply_flow(track, flow)
+                track.quality *= 1.0 - track.missed / (self.settings.max_missed + 1.0)
+            else:
+                # Nothing to follow, or the flow slid onto a face another track owns (this one went
+                # behind it; its points then report the occluder's motion with a clean
+                # forward-backward check): coast at the last speed, so that a face crossing behind
+                # another re-emerges where its track expects it.
+                track.flow_chain = False
+                track.raw_kps = _shifted(track.raw_kps, track.velocity)
+                track.corners = (track.corners + track.velocity * self._scale).astype(np.float32)
+                track.motion = _translation(track.velocity)
+                track.quality = 0.0
+            survivors.append(track)
+
+        matched_dets = set(matches.values())
+        for j, det in enumerate(detections):
+            if j not in matched_dets:
+                survivors.append(self._new_track(det))
+        self._tracks = survivors
+
+    def _new_track(self, det: Detection) -> _Track:
+        s = self.settings
+        track = _Track(
+            track_id=self._next_id,
+            raw_kps=det.kps.astype(np.float32).copy(),
+            rel_box=_relative_box(det),
+            score=float(det.score),
+            filter=OneEuroFilter(s.min_cutoff, s.beta, s.d_cutoff),
+            corners=self._seed_corners(det.box),
+            velocity=np.zeros(2, dtype=np.float64),
+        )
+        self._next_id += 1
+        return track
+
+    def _apply_detection(self, track: _Track, det: Detection, flow: _FlowResult | None) -> None:
+        kps = det.kps.astype(np.float32)
+        track.motion = flow.motion if flow is not None and flow.ok else None
+        if track.missed > 0:
+            # Re-acquired after a gap: smoothing across the gap would only add lag, and the fade
+            # hides the jump while the weight climbs back.
+            track.filter.reset()
+            track.velocity[:] = 0.0
+        elif flow is not None and flow.ok:
+            # Speed from the flow, not from detector to detector: a partly hidden face's detection
+            # is off by several pixels, which would send a coasting track the wrong way.
+            self._note_motion(track, flow.kps)
+        track.raw_kps = kps.copy()
+        track.rel_box = _relative_box(det)
+        track.score = float(det.score)
+        track.quality = 1.0
+        track.missed = 0
+        track.detected = True
+        track.flow_chain = True
+        track.corners = self._seed_corners(det.box)
+
+    # ----------------------------------------------------------------------------- flow
+
+    def _prepare_grey(self, image: ImageBGR) -> None:
+        """Convert the frame into the current small grey buffer (allocated once per frame size)."""
+        if image.shape != self._frame_shape:
+            h, w = image.shape[:2]
+            self._scale = min(1.0, self.flow_max_side / max(h, w))
+            sw, sh = max(1, round(w * self._scale)), max(1, round(h * self._scale))
+            self._grey_full = np.empty((h, w), dtype=np.uint8)
+            self._small = [np.empty((sh, sw), dtype=np.uint8), np.empty((sh, sw), dtype=np.uint8)]
+            self._frame_shape = image.shape
+            self._has_prev = False  # a new frame size: nothing to flow from
+            self._cur = 0
+        assert self._grey_full is not None
+        cur = self._small[self._cur]
+        if self._scale == 1.0:
+            cv2.cvtColor(image, cv2.COLOR_BGR2GRAY, dst=cur)
+        else:
+            cv2.cvtColor(image, cv2.COLOR_BGR2GRAY, dst=self._grey_full)
+            cv2.resize(self._grey_full, (cur.shape[1], cur.shape[0]), dst=cur, interpolation=cv2.INTER_AREA)
+
+    def _seed_corners(self, box: FloatArray) -> FloatArray:
+        """Good-to-track corners in the inner part of the face box (the edges hold background,
+        which does not move with the face)."""
+        empty = np.empty((0, 2), dtype=np.float32)
+        if not self._small or not self.settings.enabled:
+            return empty
+        grey = self._small[self._cur]
+        s = self._scale
+        x1, y1, x2, y2 = (float(v) * s for v in box)
+        mx, my = 0.2 * (x2 - x1), 0.2 * (y2 - y1)
+        h, w = grey.shape
+        c0, c1 = max(0, int(x1 + mx)), min(w, int(math.ceil(x2 - mx)))
+        r0, r1 = max(0, int(y1 + my)), min(h, int(math.ceil(y2 - my)))
+        if c1 - c0 < 8 or r1 - r0 < 8:
+            return empty
+        side = min(c1 - c0, r1 - r0)
+        found = cv2.goodFeaturesToTrack(
+            grey[r0:r1, c0:c1], _EXTRA_CORNERS, qualityLevel=0.01, minDistance=max(2.0, side / 8.0)
+        )
+        if found is None:
+            return empty
+        pts = found.reshape(-1, 2).astype(np.float32)
+        pts[:, 0] += c0
+        pts[:, 1] += r0
+        return pts
+
+    def _flow_all(self, frame_shape: tuple[int, ...]) -> list[_FlowResult | None]:
+        """One forward and one backward LK call for every track's points together."""
+        prev, cur = self._small[self._cur ^ 1], self._small[self._cur]
+        s = self._scale
+        groups = [np.vstack([t.raw_kps * s, t.corners]).astype(np.float32) for t in self._tracks]
+        p0 = np.vstack(groups).reshape(-1, 1, 2)
+        p1, st1, _ = cv2.calcOpticalFlowPyrLK(
+            prev, cur, p0, np.empty_like(p0), winSize=_LK_WIN, maxLevel=_LK_LEVELS, criteria=_LK_CRITERIA
+        )
+        # Backward from where the points landed, without the forward start as a hint, so that a
+        # point that slid onto the wrong structure does not find its way back by construction.
+        p0r, st0, _ = cv2.calcOpticalFlowPyrLK(
+            cur, prev, p1, np.empty_like(p0), winSize=_LK_WIN, maxLevel=_LK_LEVELS, criteria=_LK_CRITERIA
+        )
+        fb = np.linalg.norm((p0 - p0r).reshape(-1, 2), axis=1)
+        good = (st1.ravel() == 1) & (st0.ravel() == 1) & (fb < self.fb_threshold)
+        a = p0.reshape(-1, 2)
+        b = np.asarray(p1, dtype=np.float32).reshape(-1, 2)
+        results: list[_FlowResult | None] = []
+        start = 0
+        for track, group in zip(self._tracks, groups, strict=True):
+            end = start + group.shape[0]
+            results.append(self._check_flow(track, a[start:end], b[start:end], good[start:end], frame_shape))
+            start = end
+        return results
+
+    def _check_flow(
+        self,
+        track: _Track,
+        src: FloatArray,
+        dst: FloatArray,
+        good: npt.NDArray[np.bool_],
+        frame_shape: tuple[int, ...],
+    ) -> _FlowResult:
+        s = self._scale
+        fail = _FlowResult(False, track.raw_kps, 0.0, track.corners, None)
+        n = src.shape[0]
+        if int(good.sum()) < _MIN_GOOD_POINTS:
+            return fail
+        # A similarity (rotation, uniform scale, shift) over all surviving points, RANSAC so that
+        # a few points on background or a moving hand cannot bend it.
+        m, inl = cv2.estimateAffinePartial2D(
+            src[good], dst[good], method=cv2.RANSAC, ransacReprojThreshold=self.fb_threshold * 1.5
+        )
+        if m is None or inl is None:
+            return fail
+        inliers = np.zeros(n, dtype=bool)
+        inliers[np.flatnonzero(good)[inl.ravel() == 1]] = True
+        ratio = float(inliers.sum()) / n
+        step_scale = math.sqrt(abs(float(np.linalg.det(m[:, :2]))))
+        if ratio < _MIN_INLIER_RATIO or not 1.0 / self.max_scale_step <= step_scale <= self.max_scale_step:
+            return fail
+
+        # Landmarks: each keeps its own flow where that passed the checks (it follows expressions
+        # the rigid fit cannot), else the fitted motion moves it.
+        predicted = src[:5] @ m[:, :2].T + m[:, 2]
+        own_ok = inliers[:5]
+        moved = np.where(own_ok[:, None], dst[:5], predicted) / s
+        kps = moved.astype(np.float32)
+
+        # Box consistency: the landmarks' spread must not jump against the previous box.
+        prev_spread, new_spread = _spread(track.raw_kps), _spread(kps)
+        if prev_spread <= 0:
+            return fail
+        if not 1.0 / self.max_scale_step <= new_spread / prev_spread <= self.max_scale_step:
+            return fail
+        h, w = frame_shape[:2]
+        cx, cy = kps.mean(axis=0)
+        if not (0.0 <= cx < w and 0.0 <= cy < h):
+            return fail  # the face centre left the frame
+
+        corners = dst[5:][inliers[5:]].astype(np.float32)
+        motion = m.astype(np.float64)
+        motion[:, 2] /= s  # small-image shift -> full-frame shift; the linear part is scale-free
+        return _FlowResult(True, kps, ratio, corners, motion)
+
+    def _apply_flow(self, track: _Track, flow: _FlowResult) -> None:
+        self._note_motion(track, flow.kps)
+        track.motion = flow.motion
+        track.raw_kps = flow.kps
+        track.quality = flow.quality
+        track.detected = False
+        track.corners = flow.corners
+        if track.corners.shape[0] < _EXTRA_CORNERS // 2:
+            # Corners leave with turning and occlusion; top up from the current frame.
+            track.corners = self._seed_corners(_box_from_kps(flow.kps, track.rel_box))
+
+    # ----------------------------------------------------------------------------- output
+
+    @staticmethod
+    def _note_motion(track: _Track, kps: FloatArray) -> None:
+        step = kps.mean(axis=0).astype(np.float64) - track.raw_kps.mean(axis=0)
+        track.velocity = 0.5 * track.velocity + 0.5 * step
+
+    def _snapshot(self, track: _Track, timestamp: float) -> TrackedFace:
+        s = self.settings
+        if s.enabled:
+            previous = track.filter.value
+            if track.motion is not None and previous is not None:
+                # Motion compensation: move the filter's last output with the face, so the One-Euro
+                # filter smooths only the detector's noise and the flow's residue, not the motion.
+                track.filter.rebase(previous @ track.motion[:, :2].T + track.motion[:, 2])
+            kps = track.filter.filter(track.raw_kps, timestamp).astype(np.float32)
+        else:
+            kps = track.raw_kps.copy()
+        healthy = track.quality >= s.min_quality and track.score >= self.score_threshold
+        target = 1.0 if healthy else 0.0
+        if s.fade_frames == 0:
+            track.swap_weight = target
+        elif target > track.swap_weight:
+            track.swap_weight = min(target, track.swap_weight + 1.0 / s.fade_frames)
+        else:
+            track.swap_weight = max(target, track.swap_weight - 1.0 / s.fade_frames)
+        return TrackedFace(
+            track_id=track.track_id,
+            box=_box_from_kps(kps, track.rel_box),
+            kps=kps,
+            raw_kps=track.raw_kps.copy(),
+            score=track.score,
+            quality=float(track.quality),
+            detected=track.detected,
+            swap_weight=float(track.swap_weight),
+            lost_frames=track.missed,
+        )
+
+
+# ----------------------------------------------------------------------------- geometry helpers
+
+
+def _shifted(kps: FloatArray, step: npt.NDArray[np.float64]) -> FloatArray:
+    return (kps + step).astype(np.float32)
+
+
+def _flow_continues(track: _Track, flow: _FlowResult) -> bool:
+    """Whether the flow's step agrees with the track's recent speed (for a face the detector missed:
+    an occluder passing in front moves its own way)."""
+    if not flow.ok:
+        return False
+    step = flow.kps.mean(axis=0).astype(np.float64) - track.raw_kps.mean(axis=0)
+    allowed = max(3.0, 0.25 * _spread(track.raw_kps))
+    return float(np.linalg.norm(step - track.velocity)) <= allowed
+
+
+def _overlaps(box: FloatArray, others: npt.NDArray[np.float32]) -> bool:
+    """True when `box` overlaps any of `others` (faces a detection gave to other tracks)."""
+    return others.shape[0] > 0 and float(_iou_matrix(box[None, :], others).max()) >= _MATCH_IOU
+
+
+def _translation(step: npt.NDArray[np.float64]) -> Affine:
+    return np.array([[1.0, 0.0, step[0]], [0.0, 1.0, step[1]]], dtype=np.float64)
+
+
+def _spread(kps: FloatArray) -> float:
+    """RMS distance of the landmarks from their centre: a rotation-free size of the face."""
+    c = kps.mean(axis=0)
+    return float(np.sqrt(((kps - c) ** 2).sum(axis=1).mean()))
+
+
+def _relative_box(det: Detection) -> npt.NDArray[np.float64]:
+    """The detector's box in landmark units, so it can be rebuilt around moved landmarks."""
+    c = det.kps.mean(axis=0).astype(np.float64)
+    sp = max(_spread(det.kps), 1e-3)
+    return (det.box.astype(np.float64) - np.concatenate([c, c])) / sp
+
+
+def _box_from_kps(kps: FloatArray, rel_box: npt.NDArray[np.float64]) -> FloatArray:
+    c = kps.mean(axis=0).astype(np.float64)
+    return (np.concatenate([c, c]) + rel_box * max(_spread(kps), 1e-3)).astype(np.float32)
+
+
+def _box_area(box: FloatArray) -> float:
+    return max(float(box[2] - box[0]), 0.0) * max(float(box[3] - box[1]), 0.0)
+
+
+def _max_pair_iou(boxes: npt.NDArray[np.float32]) -> float:
+    iou = _iou_matrix(boxes, boxes)
+    np.fill_diagonal(iou, 0.0)
+    return float(iou.max())
+
+
+def _iou_matrix(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    """IoU of every box in a (N, 4) with every box in b (M, 4)."""
+    a64, b64 = a.astype(np.float64)[:, None, :], b.astype(np.float64)[None, :, :]
+    iw = np.clip(np.minimum(a64[..., 2], b64[..., 2]) - np.maximum(a64[..., 0], b64[..., 0]), 0.0, None)
+    ih = np.clip(np.minimum(a64[..., 3], b64[..., 3]) - np.maximum(a64[..., 1], b64[..., 1]), 0.0, None)
+    inter = iw * ih
+    area_a = (a64[..., 2] - a64[..., 0]).clip(0.0) * (a64[..., 3] - a64[..., 1]).clip(0.0)
+    area_b = (b64[..., 2] - b64[..., 0]).clip(0.0) * (b64[..., 3] - b64[..., 1]).clip(0.0)
+    union = area_a + area_b - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)

@@ -1,0 +1,244 @@
+"""Target selection: the chosen face stays the swapped one when other faces enter, cross or leave.
+
+The real test drives the real MTCNN + tracker over two people from insightface's group photo sliding
+past each other (one hides behind the other at mid-clip). ArcFace weights are not available in CI,
+so "reference" mode uses a deterministic stand-in embedding: the ArcFace-aligned 112 px crop,
+shrunk to 16x16 grey and mean-removed. It tells these two people apart by a wide margin (cosine
+distance ~0.05 to the same person's photo, ~0.55 to the other), which is all the selector needs.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from models.align import norm_crop
+from models.mtcnn import MTCNN
+from models.types import ImageBGR
+from realtime.settings import TrackerSettings
+from realtime.targets import TargetSelector, cosine_distance
+from realtime.tracker import FaceTracker, TrackedFace
+from tests.real_faces import CrossingClip, composite_two_faces_crossing, group_photo_bgr, group_photo_faces
+
+FPS = 30.0
+F32 = npt.NDArray[np.float32]
+# face_ids[0] moves left -> right and passes BEHIND face_ids[1]: the hard case for a lock.
+FACE_IDS = (5, 2)
+REFERENCE_THRESHOLD = 0.3
+
+
+def stand_in_embedding(image: ImageBGR, kps: npt.ArrayLike) -> F32:
+    crop, _ = norm_crop(image, kps, 112)
+    inner = crop[16:104, 16:96]  # eyes to chin, little background or hair
+    small = cv2.resize(inner, (16, 16), interpolation=cv2.INTER_AREA)
+    grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY).astype(np.float32).ravel()
+    grey -= grey.mean()
+    return grey / np.float32(np.linalg.norm(grey))
+
+
+class CountingEmbedder:
+    """The per-frame embedder the selector is given; counts how often it really runs."""
+
+    def __init__(self, frame_ref: list[ImageBGR]) -> None:
+        self.frame_ref = frame_ref  # [current frame], set by the loop
+        self.calls = 0
+
+    def __call__(self, face: TrackedFace) -> F32:
+        self.calls += 1
+        return stand_in_embedding(self.frame_ref[0], face.kps)
+
+
+@pytest.fixture(scope="module")
+def crossing() -> CrossingClip:
+    return composite_two_faces_crossing(n_frames=30, face_ids=FACE_IDS)
+
+
+@pytest.fixture(scope="module")
+def tracked(crossing: CrossingClip) -> list[list[TrackedFace]]:
+    """The tracker's output for every frame of the crossing clip (K = 5, real MTCNN)."""
+    # The face behind is fully hidden for ~5 frames; max_missed 8 keeps its track alive across.
+    tracker = FaceTracker(MTCNN(min_face_size=40).detect, TrackerSettings(max_missed=8), interval=5)
+    return [tracker.update(frame, i / FPS) for i, frame in enumerate(crossing.frames)]
+
+
+def _identity(face: TrackedFace, clip: CrossingClip, i: int) -> int:
+    """Which person of the clip (0 or 1) a tracked face sits on, by the ground-truth landmarks."""
+    errs = [float(np.linalg.norm(face.kps - t.kps[i], axis=1).mean()) for t in clip.tracks]
+    # A half-hidden face's detection is off by up to ~10 px; the two faces are >= 90 px apart then.
+    ok = min(errs) < 15.0 and min(errs) < 0.5 * max(errs)
+    assert ok, f"frame {i}: track {face.track_id} is on neither face (errors {errs} px)"
+    return int(np.argmin(errs))
+
+
+def _run(
+    selector: TargetSelector, clip: CrossingClip, tracked: list[list[TrackedFace]]
+) -> tuple[list[list[TrackedFace]], CountingEmbedder]:
+    frame_ref: list[ImageBGR] = [clip.frames[0]]
+    embed = CountingEmbedder(frame_ref)
+    chosen = []
+    for i, faces in enumerate(tracked):
+        frame_ref[0] = clip.frames[i]
+        chosen.append(selector.select(faces, embed))
+    return chosen, embed
+
+
+def _assert_locked_on(person: int, chosen: list[list[TrackedFace]], clip: CrossingClip) -> set[int]:
+    ids: set[int] = set()
+    for i, picked in enumerate(chosen):
+        assert len(picked) <= 1
+        if clip.tracks[person].visible[i] >= 0.99:
+            assert picked, f"frame {i}: the target is in full view but not swapped"
+        for face in picked:
+            if face.lost_frames == 0:  # a coasting track is behind the other face: no truth to check
+                assert _identity(face, clip, i) == person, f"frame {i}: the swap jumped to the other face"
+            ids.add(face.track_id)
+    return ids
+
+
+def test_largest_locks_on_the_initial_largest_through_the_crossing(
+    crossing: CrossingClip, tracked: list[list[TrackedFace]]
+) -> None:
+    first = max(tracked[0], key=lambda f: f.area)
+    person = _identity(first, crossing, 0)
+    chosen, embed = _run(TargetSelector("largest", max_missed=8), crossing, tracked)
+    ids = _assert_locked_on(person, chosen, crossing)
+    assert ids == {first.track_id}, f"the target changed track id: {ids}"
+    assert embed.calls == 0  # "largest" never needs an identity
+    overtaken = 0
+    for faces in tracked:
+        areas = {f.track_id: f.area for f in faces}
+        if first.track_id in areas and any(a > areas[first.track_id] for a in areas.values()):
+            overtaken += 1
+    print(
+        f"\nlargest: locked on person {FACE_IDS[person]} (track {first.track_id}); "
+        f"the other face's box was the larger one on {overtaken}/{len(tracked)} frames"
+    )
+
+
+@pytest.mark.parametrize("person", [0, 1])
+def test_reference_locks_on_the_matching_person_through_the_crossing(
+    person: int, crossing: CrossingClip, tracked: list[list[TrackedFace]]
+) -> None:
+    face = group_photo_faces()[FACE_IDS[person]]
+    reference = stand_in_embedding(group_photo_bgr(), face.kps)
+    other = stand_in_embedding(group_photo_bgr(), group_photo_faces()[FACE_IDS[1 - person]].kps)
+    assert cosine_distance(reference, other) > REFERENCE_THRESHOLD + 0.2  # the stand-in separates them
+
+    selector = TargetSelector("reference", reference, REFERENCE_THRESHOLD, max_missed=8)
+    chosen, embed = _run(selector, crossing, tracked)
+    ids = _assert_locked_on(person, chosen, crossing)
+    assert len(ids) == 1, f"the reference person changed track id: {ids}"
+    assert selector.locked_id in ids
+    # Embedded once per new or re-detected track, never per frame (30 frames, 2 people).
+    n_tracks = len({f.track_id for faces in tracked for f in faces})
+    print(
+        f"\nreference person {FACE_IDS[person]}: embedder ran {embed.calls} times over "
+        f"{len(tracked)} frames ({n_tracks} tracks)"
+    )
+    assert embed.calls <= n_tracks + 2
+    # The embedding used is on the returned face, for the swapper's identity checks downstream.
+    assert all(f.embedding is not None for picked in chosen for f in picked)
+
+
+def test_all_swaps_both_faces(crossing: CrossingClip, tracked: list[list[TrackedFace]]) -> None:
+    chosen, embed = _run(TargetSelector("all"), crossing, tracked)
+    for i, picked in enumerate(chosen):
+        assert picked == tracked[i]
+        if min(t.visible[i] for t in crossing.tracks) >= 0.99:
+            assert {_identity(f, crossing, i) for f in picked} == {0, 1}, f"frame {i}"
+    assert embed.calls == 0
+
+
+# --------------------------------------------------------------------------- selector logic
+
+
+def _face(track_id: int, size: float, *, lost: int = 0, detected: bool = True, x: float = 0.0) -> TrackedFace:
+    box = np.array([x, 0.0, x + size, size], dtype=np.float32)
+    kps = np.tile(np.array([x + size / 2, size / 2], dtype=np.float32), (5, 1))
+    return TrackedFace(track_id, box, kps, kps.copy(), 0.99, 1.0, detected, 1.0, lost_frames=lost)
+
+
+def _never(face: TrackedFace) -> F32:
+    raise AssertionError("the embedder must not run in this mode")
+
+
+def test_largest_stays_locked_when_another_face_becomes_larger_or_enters() -> None:
+    sel = TargetSelector("largest", max_missed=3)
+    assert [f.track_id for f in sel.select([_face(1, 100), _face(2, 80)], _never)] == [1]
+    # Face 2 walks towards the camera and is now twice as large; a third face enters, larger still.
+    assert [f.track_id for f in sel.select([_face(1, 100), _face(2, 200)], _never)] == [1]
+    assert [f.track_id for f in sel.select([_face(3, 300), _face(1, 90), _face(2, 220)], _never)] == [1]
+    assert sel.locked_id == 1
+
+
+def test_largest_repicks_only_when_the_locked_track_is_gone_or_lost_too_long() -> None:
+    sel = TargetSelector("largest", max_missed=2)
+    sel.select([_face(1, 100), _face(2, 80)], _never)
+    # Lost (behind something) for up to max_missed frames: still the target, nobody else.
+    for lost in (1, 2):
+        assert [f.track_id for f in sel.select([_face(1, 100, lost=lost), _face(2, 150)], _never)] == [1]
+    # Lost for longer: the largest face in view is chosen and locked.
+    assert [f.track_id for f in sel.select([_face(1, 100, lost=3), _face(2, 150)], _never)] == [2]
+    assert [f.track_id for f in sel.select([_face(1, 100), _face(2, 150)], _never)] == [2]
+    # Gone (the tracker dropped it): re-pick among the faces the detector confirms.
+    assert [f.track_id for f in sel.select([_face(3, 50), _face(4, 70, lost=1)], _never)] == [3]
+
+
+def test_no_faces_no_target() -> None:
+    sel = TargetSelector("largest")
+    assert sel.select([], _never) == []
+    assert sel.locked_id is None
+
+
+class TableEmbedder:
+    """Embeddings looked up by track id; records which track ids it was asked for."""
+
+    def __init__(self, table: dict[int, list[float]]) -> None:
+        self.table = table
+        self.calls: list[int] = []
+
+    def __call__(self, face: TrackedFace) -> F32:
+        self.calls.append(face.track_id)
+        return np.array(self.table[face.track_id], dtype=np.float32)
+
+
+def test_reference_embeds_new_and_redetected_tracks_only() -> None:
+    me, other = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]
+    embed = TableEmbedder({1: other, 2: me})
+    sel = TargetSelector("reference", np.array(me), 0.3)
+    for _ in range(10):
+        picked = sel.select([_face(1, 100), _face(2, 90, detected=False)], embed)
+        # Track 2 was never seen by the detector yet (cannot happen with FaceTracker, but the
+        # selector must not embed a flow-carried crop as a first impression).
+    assert picked == [] and embed.calls == [1]
+    for _ in range(10):
+        picked = sel.select([_face(1, 100), _face(2, 90)], embed)
+        assert [f.track_id for f in picked] == [2]
+    assert embed.calls == [1, 2]
+    # Lost, then found again by the detector: embedded once more (the id may now be someone else).
+    sel.select([_face(1, 100), _face(2, 90, lost=1, detected=False)], embed)
+    sel.select([_face(1, 100), _face(2, 90)], embed)
+    assert embed.calls == [1, 2, 2]
+
+
+def test_reference_unlocks_when_a_redetected_track_turns_out_to_be_someone_else() -> None:
+    me, other = [1.0, 0.0], [0.0, 1.0]
+    embed = TableEmbedder({7: me})
+    sel = TargetSelector("reference", np.array(me), 0.3)
+    assert [f.track_id for f in sel.select([_face(7, 100)], embed)] == [7]
+    sel.select([_face(7, 100, lost=1, detected=False)], embed)
+    embed.table[7] = other  # the association put another person on track 7
+    assert sel.select([_face(7, 100)], embed) == []
+    assert sel.locked_id is None
+
+
+def test_reference_needs_an_embedding_and_a_matching_length() -> None:
+    with pytest.raises(ValueError, match="reference"):
+        TargetSelector("reference", None)
+    sel = TargetSelector("reference", np.ones(4), 0.3)
+    with pytest.raises(ValueError, match="length"):
+        sel.select([_face(1, 100)], lambda f: np.ones(3, dtype=np.float32))
+    with pytest.raises(ValueError, match="non-zero"):
+        TargetSelector("reference", np.zeros(4))
