@@ -120,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="check Python packages, ONNX Runtime providers, GPU, cameras, vcam"
     )
     doctor.add_argument("--no-cameras", action="store_true", help="skip camera probing")
+    doctor.add_argument(
+        "--gpu-bench",
+        action="store_true",
+        help="GPU self-check: stand-in models at 720p/1080p on CUDA and TensorRT fp16 (< 5 minutes)",
+    )
 
     bench = sub.add_parser("bench", help="benchmark the engine against the naive loop")
     bench.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -262,7 +267,12 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.doctor import run_doctor
 
-    return run_doctor(out, check_cameras=not args.no_cameras)
+    code = run_doctor(out, check_cameras=not args.no_cameras)
+    if args.gpu_bench:
+        from realtime.gpu_bench import run_gpu_bench
+
+        code = max(code, run_gpu_bench(out))
+    return code
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:

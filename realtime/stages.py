@@ -50,14 +50,14 @@ class FaceAnalyser:
         self._current_image: ImageBGR = np.zeros((1, 1, 3), dtype=np.uint8)
 
     def _new_tracker(self, settings: Settings) -> FaceTracker:
-        interval = settings.detector.interval if settings.tracker.enabled else 1
-        return FaceTracker(self._timed_detect, settings.tracker, interval=interval)
+        return FaceTracker.from_settings(self._timed_detect, settings)
 
     def _new_selector(self, settings: Settings) -> TargetSelector:
         return TargetSelector(
             settings.swap.target,
             reference_embedding=self._reference,
             threshold=settings.swap.reference_threshold,
+            max_missed=settings.tracker.max_missed,
         )
 
     def _timed_detect(self, image: ImageBGR) -> list[Detection]:
@@ -79,7 +79,8 @@ class FaceAnalyser:
         old = self._settings
         self._settings = settings
         if old.tracker != settings.tracker or old.detector.interval != settings.detector.interval:
-            self._tracker = self._new_tracker(settings)
+            # Keeps the tracks (ids, smoothing state): a slider move must not re-lock the target.
+            self._tracker.reconfigure(settings.tracker, settings.detector.interval)
         if old.swap != settings.swap:
             self._selector = self._new_selector(settings)
 
