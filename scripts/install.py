@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-MIN_PYTHON = (3, 10)
+MIN_PYTHON = (3, 11)  # tomllib
 ROOT = Path(__file__).resolve().parents[1]
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu")
 IMPORT_CHECK = "import onnxruntime, cv2, insightface.utils.face_align"

@@ -268,7 +268,7 @@ def test_python_too_old_is_refused_before_anything_runs(
 
     assert runner.streamed == [] and runner.captured == []
     err = capsys.readouterr().err
-    assert "needs Python 3.10 or newer; this is 3.9.18" in err
+    assert "needs Python 3.11 or newer; this is 3.9.18" in err
 
 
 def test_script_parses_on_old_pythons_so_they_get_the_message() -> None:
