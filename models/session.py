@@ -1,27 +1,48 @@
 """One factory for every ONNX Runtime session: providers, options, and honest fallback reports.
 
-ONNX Runtime does not raise when the CUDA or TensorRT provider cannot load (missing CUDA/cuDNN
-libraries): it logs and silently runs on the CPU. The factory therefore checks
-`session.get_providers()` after creation and records a visible fallback message.
+ONNX Runtime does not raise when the CUDA or TensorRT provider cannot load (missing CUDA/cuDNN or
+TensorRT libraries): it logs why on stderr (C++ logger) or prints an "EP Error" (Python), then runs on
+the CPU (GPU_API_NOTES.md §3-4). The factory therefore captures that output while a GPU session is
+created, checks `session.get_providers()` afterwards, and records a visible fallback message naming
+the provider, the reason and the fix in `factory.fallbacks`.
+
+GPU specifics handled here:
+- CUDA/cuDNN from pip are preloaded with `onnxruntime.preload_dlls()` once per process, and pip's
+  TensorRT 10 libraries (site-packages/tensorrt_libs) are loaded before the first TensorRT session.
+- TensorRT engines are cached per model SHA-256 + GPU + TensorRT + ORT version (models/trt_cache.py),
+  because the provider's own cache key ignores the weights. A first build can take minutes: it is
+  announced through `progress` and runs on a thread while a heartbeat reports that it is still going.
+- Each in-flight worker may run on its own CUDA stream (`cuda_stream`); 0 (the default stream) is
+  rejected, because ORT treats "0" as "no user stream" and the caller would silently share a stream.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import os
+import re
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TextIO, TypeVar, cast
 
 import onnxruntime as ort
 
+from models import trt_cache
 from models.errors import ModelContractError, ModelError, ModelMissingError
 
 log = logging.getLogger(__name__)
 
 ProviderName = Literal["cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"]
+ConvAlgoSearch = Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"]
+ArenaExtendStrategy = Literal["kNextPowerOfTwo", "kSameAsRequested"]
+ProgressCallback = Callable[[str], None]
+ProviderEntry = str | tuple[str, dict[str, Any]]
 
 ORT_PROVIDER = {
     "cpu": "CPUExecutionProvider",
@@ -31,6 +52,40 @@ ORT_PROVIDER = {
     "directml": "DmlExecutionProvider",
     "openvino": "OpenVINOExecutionProvider",
 }
+CPU, CUDA, TENSORRT = ORT_PROVIDER["cpu"], ORT_PROVIDER["cuda"], ORT_PROVIDER["tensorrt"]
+DIRECTML = ORT_PROVIDER["directml"]
+PROVIDER_LABEL = {
+    CPU: "CPU",
+    CUDA: "CUDA",
+    TENSORRT: "TensorRT",
+    ORT_PROVIDER["coreml"]: "CoreML",
+    DIRECTML: "DirectML",
+    ORT_PROVIDER["openvino"]: "OpenVINO",
+}
+# What to install when the onnxruntime package in use was built without a provider.
+_BUILD_HINT = {
+    CUDA: 'pip install "onnxruntime-gpu[cuda,cudnn]" (Linux x86_64 / Windows x64)',
+    TENSORRT: 'pip install "onnxruntime-gpu[cuda,cudnn]" "tensorrt-cu13-libs==10.*"',
+    ORT_PROVIDER["coreml"]: "use the standard onnxruntime package on macOS",
+    DIRECTML: "pip install onnxruntime-directml (Windows)",
+    ORT_PROVIDER["openvino"]: "pip install onnxruntime-openvino",
+}
+_TENSORRT_MAJOR = 10  # the 1.31 TensorRT provider links libnvinfer.so.10
+_DEFAULT_CUDNN_MAJOR = 9
+_MIN_DRIVER = {12: "R525+", 13: "R580+"}  # CUDA release notes: minimum driver per CUDA major
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ORT_LOG_LINE = re.compile(r"\[[VIWEF]:onnxruntime:")
+_MISSING_LIBRARY = (
+    re.compile(r"([\w.+-]+\.so(?:\.\d+)*): cannot open shared object file"),  # dlopen
+    re.compile(r"depends on \"(?:[^\"]*[\\/])?([^\"\\/]+)\" which is missing"),  # ORT on Windows
+    re.compile(r"Failed to load ([\w.+-]+\.(?:so[\w.]*|dll|dylib))"),  # preload_dlls
+)
+_CUDA_LIBRARY = re.compile(r"cublas|cudart|cudnn|curand|cufft|nvrtc|nvjitlink", re.IGNORECASE)
+_TENSORRT_LIBRARY = re.compile(r"nvinfer|nvonnxparser", re.IGNORECASE)
+_NO_DRIVER = re.compile(
+    r"libcuda\.so\.1|nvcuda\.dll|no CUDA-capable device|cudaErrorNoDevice|driver version is insufficient"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +95,33 @@ class SessionConfig:
     provider: ProviderName = "cpu"
     device_id: int = 0
     fp16: bool = True  # TensorRT only: build fp16 engines
-    cache_dir: Path | None = None  # TensorRT engine/timing caches
+    cache_dir: Path | None = None  # TensorRT engine/timing caches (one subfolder per model key)
     intra_op_threads: int = 0  # 0 = ONNX Runtime's default (all cores)
-    cuda_stream: int | None = None  # user compute stream (per in-flight worker)
+    # User compute stream (a cudaStream_t as int) for CUDA/TensorRT sessions; None = each session
+    # creates its own stream, which already keeps concurrent workers apart (GPU_API_NOTES.md §3).
+    cuda_stream: int | None = None
+    # EXHAUSTIVE benchmarks every cuDNN algorithm once per input shape: right for FaceCast's fixed
+    # shapes (128/512 px crops, 640 px detector); HEURISTIC when shapes change every run.
+    cudnn_conv_algo_search: ConvAlgoSearch = "EXHAUSTIVE"
+    # kSameAsRequested: several sessions share one GPU; power-of-two growth would strand memory.
+    arena_extend_strategy: ArenaExtendStrategy = "kSameAsRequested"
+    gpu_mem_limit: int | None = None  # bytes; caps the CUDA arena only (None = no cap)
+    heartbeat_s: float = 10.0  # TensorRT engine builds: seconds between "still building" notes
+
+    def __post_init__(self) -> None:
+        _check_stream(self.cuda_stream)
+        if self.heartbeat_s <= 0:
+            raise ValueError(f"heartbeat_s must be positive, got {self.heartbeat_s}")
+
+
+def _check_stream(stream: int | None) -> None:
+    if stream is not None and stream <= 0:
+        raise ValueError(
+            f"cuda_stream={stream} is not a stream ONNX Runtime can use: 0 is the default stream, which "
+            "the CUDA provider ignores (str(torch.cuda.current_stream().cuda_stream) is '0'). Pass a "
+            "handle from torch.cuda.Stream() / cupy.cuda.Stream(), or None to let each session make "
+            "its own."
+        )
 
 
 @dataclass
@@ -96,34 +175,61 @@ class SessionFactory:
     fallbacks: list[str] = field(default_factory=list)
     # When set, sessions are wrapped so their inference time is measured (benchmarks only).
     clock: InferenceClock | None = None
+    # Long operations (a first TensorRT engine build) report here; None = log at WARNING level.
+    progress: ProgressCallback | None = None
+    # Model hashes by (path, size, mtime): every worker opens the same 554 MB swapper.
+    _hashes: dict[tuple[str, int, int], str] = field(default_factory=dict, init=False, repr=False)
+    # Streams made by new_worker_stream(), kept alive as long as the sessions that use them.
+    _streams: list[object] = field(default_factory=list, init=False, repr=False)
 
-    def providers(self) -> list[str | tuple[str, dict[str, Any]]]:
-        """Provider list for ONNX Runtime, most preferred first, always ending with CPU."""
+    # ------------------------------------------------------------------------------ provider chain
+
+    def providers(
+        self, trt_cache_paths: trt_cache.TrtCachePaths | None = None, cuda_stream: int | None = None
+    ) -> list[ProviderEntry]:
+        """Provider list for ONNX Runtime, most preferred first, always ending with CPU.
+
+        Values are Python types; ORT turns them into its option strings with str(), so booleans must
+        be True/False (the TensorRT validator wants 'True'/'False') and the stream goes in as a string.
+        TensorRT engine caching is only switched on with `trt_cache_paths` (create() computes them per
+        model): one shared folder would reuse engines across retrained weights.
+        """
         cfg = self.config
-        chain: list[str | tuple[str, dict[str, Any]]] = []
+        stream = cfg.cuda_stream if cuda_stream is None else cuda_stream
+        _check_stream(stream)
+        chain: list[ProviderEntry] = []
         if cfg.provider == "tensorrt":
             trt: dict[str, Any] = {"device_id": cfg.device_id, "trt_fp16_enable": cfg.fp16}
-            if cfg.cache_dir is not None:
-                cache = str(cfg.cache_dir)
+            if trt_cache_paths is not None:
                 trt.update(
                     trt_engine_cache_enable=True,
-                    trt_engine_cache_path=cache,
+                    trt_engine_cache_path=str(trt_cache_paths.engine_dir),
+                    trt_engine_cache_prefix=trt_cache_paths.prefix,
                     trt_timing_cache_enable=True,
-                    trt_timing_cache_path=cache,
+                    trt_timing_cache_path=str(trt_cache_paths.timing_dir),
                 )
-            chain.append(("TensorrtExecutionProvider", trt))
+            if stream is not None:
+                trt["user_compute_stream"] = str(stream)
+            chain.append((TENSORRT, trt))
         if cfg.provider in ("tensorrt", "cuda"):
             cuda: dict[str, Any] = {
                 "device_id": cfg.device_id,
-                "cudnn_conv_algo_search": "EXHAUSTIVE",
-                "arena_extend_strategy": "kSameAsRequested",
+                "cudnn_conv_algo_search": cfg.cudnn_conv_algo_search,
+                "arena_extend_strategy": cfg.arena_extend_strategy,
             }
-            if cfg.cuda_stream:
-                cuda["user_compute_stream"] = str(cfg.cuda_stream)
-            chain.append(("CUDAExecutionProvider", cuda))
-        elif cfg.provider != "cpu":
-            chain.append(ORT_PROVIDER[cfg.provider])
-        chain.append("CPUExecutionProvider")
+            if cfg.gpu_mem_limit is not None:
+                cuda["gpu_mem_limit"] = int(cfg.gpu_mem_limit)
+            if stream is not None:
+                cuda["user_compute_stream"] = str(stream)
+            chain.append((CUDA, cuda))
+        elif cfg.provider == "coreml":
+            # ⚠️ Not run on a Mac here: option names from ORT's CoreML provider documentation.
+            chain.append((ORT_PROVIDER["coreml"], {"ModelFormat": "MLProgram", "MLComputeUnits": "ALL"}))
+        elif cfg.provider == "directml":
+            chain.append((DIRECTML, {"device_id": cfg.device_id}))
+        elif cfg.provider == "openvino":
+            chain.append(ORT_PROVIDER["openvino"])
+        chain.append(CPU)
         return chain
 
     def session_options(self) -> ort.SessionOptions:
@@ -131,11 +237,22 @@ class SessionFactory:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if self.config.intra_op_threads > 0:
             so.intra_op_num_threads = self.config.intra_op_threads
+        if self.config.provider == "directml":
+            # DirectML supports neither memory patterns nor parallel execution (ORT's DirectML docs).
+            so.enable_mem_pattern = False
+            so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = 3  # errors only: fallbacks are reported by us, not by log spam
         return so
 
-    def create(self, model: Path | bytes, label: str = "") -> ort.InferenceSession:
-        """Open a session; raise ModelError with a one-line reason for a missing/corrupt file."""
+    # ------------------------------------------------------------------------------------ sessions
+
+    def create(
+        self, model: Path | bytes, label: str = "", *, cuda_stream: int | None = None
+    ) -> ort.InferenceSession:
+        """Open a session; raise ModelError with a one-line reason for a missing/corrupt file.
+
+        `cuda_stream` overrides the config's stream for this session (one stream per worker).
+        """
         name = label or (model.name if isinstance(model, Path) else "in-memory model")
         if isinstance(model, Path):
             if not model.is_file():
@@ -143,34 +260,433 @@ class SessionFactory:
             if model.stat().st_size == 0:
                 raise ModelError(f"Model file {model} is empty (0 bytes).", hint="Download it again.")
         source: str | bytes = str(model) if isinstance(model, Path) else model
+        provider = self.config.provider
+        notes = ""
+        cache: trt_cache.TrtCachePaths | None = None
+        if provider in ("cuda", "tensorrt"):
+            notes += preload_cuda_libraries()
+        if provider == "tensorrt":
+            notes += trt_cache.load_tensorrt_libs() + "\n"
+            # Hashing a 554 MB model takes a second or two: not worth it when TensorRT cannot load.
+            if trt_cache.tensorrt_version() != "none":
+                cache = self.trt_cache_for(model, name)
+        providers = self.providers(cache, cuda_stream)
+        options = self.session_options()
+
+        def open_session() -> ort.InferenceSession:
+            return ort.InferenceSession(source, sess_options=options, providers=providers)
+
         try:
-            session = ort.InferenceSession(
-                source, sess_options=self.session_options(), providers=self.providers()
-            )
+            if provider == "cpu":
+                session, captured = open_session(), ""
+            else:
+                session, captured = self._open_gpu(open_session, name, cache)
         except Exception as exc:  # ORT raises several exception types for unreadable protobufs
             raise ModelContractError(
                 f"{name} is not a readable ONNX model ({type(exc).__name__}: {str(exc).splitlines()[0]}).",
                 hint="The file is corrupt or truncated: download it again "
                 "(python main.py models download NAME).",
             ) from exc
-        self._note_fallback(session, name)
+        self._note_fallback(session, name, providers, notes + captured)
         if self.clock is not None:
             return cast(ort.InferenceSession, TimedSession(session, self.clock))
         return session
 
-    def _note_fallback(self, session: ort.InferenceSession, name: str) -> None:
-        wanted = ORT_PROVIDER[self.config.provider]
-        got: Sequence[str] = session.get_providers()
-        if wanted not in got:
-            msg = (
-                f"{name}: {wanted} did not load, running on {got[0] if got else 'nothing'}. "
-                "Run `python main.py doctor` for the reason (CUDA 13 / cuDNN 9 needed for CUDA)."
-            )
-            if msg not in self.fallbacks:
-                self.fallbacks.append(msg)
-                log.warning(msg)
+    def trt_cache_for(self, model: Path | bytes, label: str) -> trt_cache.TrtCachePaths | None:
+        """Where this model's TensorRT engine lives for this GPU/TensorRT/ORT (None: no cache_dir)."""
+        cfg = self.config
+        if cfg.cache_dir is None:
+            return None
+        key = trt_cache.TrtCacheKey(
+            model_sha256=self._sha256(model),
+            gpu=trt_cache.gpu_identity(cfg.device_id),
+            tensorrt_version=trt_cache.tensorrt_version(),
+            ort_version=ort.__version__,
+            fp16=cfg.fp16,
+        )
+        paths = trt_cache.cache_paths(Path(cfg.cache_dir), label, key)
+        trt_cache.prepare(paths, key)
+        return paths
+
+    def new_worker_stream(self) -> int | None:
+        """A new non-default CUDA stream handle for one in-flight worker, or None.
+
+        Made with torch or CuPy only when the app has already imported one (importing torch just for a
+        stream would cost seconds and a CUDA context); the stream object is kept alive by the factory.
+        None means: leave `user_compute_stream` unset, each session then creates its own stream.
+        """
+        if self.config.provider not in ("cuda", "tensorrt"):
+            return None
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            stream = torch.cuda.Stream(device=self.config.device_id)
+            self._streams.append(stream)
+            return int(stream.cuda_stream)
+        cupy = sys.modules.get("cupy")
+        if cupy is not None:
+            with cupy.cuda.Device(self.config.device_id):
+                stream = cupy.cuda.Stream(non_blocking=True)
+            self._streams.append(stream)
+            return int(stream.ptr)
+        return None
 
     @property
     def device_type(self) -> str:
-        """The IOBinding device string for buffers of this factory's sessions."""
+        """The IOBinding device string this factory asks for (see device_type_of for the truth)."""
         return "cuda" if self.config.provider in ("cuda", "tensorrt") else "cpu"
+
+    @staticmethod
+    def device_type_of(session: Any) -> str:
+        """The IOBinding device string for buffers of this session: 'cuda' only when a CUDA-based
+        provider really loaded (binding 'cuda' buffers to a CPU session fails)."""
+        got = session.get_providers()
+        return "cuda" if CUDA in got or TENSORRT in got else "cpu"
+
+    # ------------------------------------------------------------------------------------- helpers
+
+    def _sha256(self, model: Path | bytes) -> str:
+        if isinstance(model, bytes):
+            return trt_cache.model_sha256(model)
+        st = model.stat()
+        key = (str(model.resolve()), st.st_size, st.st_mtime_ns)
+        digest = self._hashes.get(key)
+        if digest is None:
+            digest = self._hashes[key] = trt_cache.model_sha256(model)
+        return digest
+
+    def _report(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+        else:
+            log.warning("%s", message)
+
+    def _open_gpu(
+        self,
+        open_session: Callable[[], ort.InferenceSession],
+        name: str,
+        cache: trt_cache.TrtCachePaths | None,
+    ) -> tuple[ort.InferenceSession, str]:
+        """Create a GPU session while capturing what ORT prints about providers that fail to load."""
+        # No announcement when TensorRT is not installed at all: the session falls back at once.
+        building = (
+            self.config.provider == "tensorrt"
+            and TENSORRT in ort.get_available_providers()
+            and trt_cache.tensorrt_version() != "none"
+            and (cache is None or not cache.has_engine())
+        )
+        t0 = time.perf_counter()
+        with OutputCapture() as capture:
+            if building:
+                where = f"cached in {cache.engine_dir}" if cache else "not cached: no cache folder set"
+                self._report(f"building TensorRT engine for {name} (first run, can take minutes)… ({where})")
+                session = run_with_heartbeat(
+                    lambda: capture.run(open_session),
+                    lambda s: self._report(f"still building TensorRT engine for {name}… {s:.0f} s"),
+                    self.config.heartbeat_s,
+                )
+            else:
+                session = capture.run(open_session)
+        # The text is complete only after the capture ended (its fd reader drains the pipe then).
+        if building and TENSORRT in session.get_providers():
+            self._report(f"TensorRT engine for {name} ready after {time.perf_counter() - t0:.0f} s")
+        return session, capture.text()
+
+    def _note_fallback(
+        self, session: ort.InferenceSession, name: str, chain: Sequence[ProviderEntry], log_text: str
+    ) -> None:
+        got: Sequence[str] = session.get_providers()
+        wanted = [p if isinstance(p, str) else p[0] for p in chain]
+        missing = [p for p in wanted if p != CPU and p not in got]
+        if not missing:
+            return
+        available = ort.get_available_providers()
+        parts = []
+        for provider in missing:
+            reason, fix = explain_provider_failure(
+                provider, log_text, available, with_cuda=CUDA not in missing
+            )
+            parts.append(f"{_label(provider)} did not load: {reason}" + (f" — fix: {fix}" if fix else ""))
+        running = _label(got[0]) if got else "nothing"
+        msg = f"{name}: {'; '.join(parts)}. Running on {running}."
+        if msg not in self.fallbacks:
+            self.fallbacks.append(msg)
+            log.warning("%s", msg)
+        if log_text.strip():
+            log.debug("ONNX Runtime output while opening %s:\n%s", name, log_text)
+
+
+def _label(provider: str) -> str:
+    return PROVIDER_LABEL.get(provider, provider.removesuffix("ExecutionProvider"))
+
+
+# ------------------------------------------------------------------------------ failure explanation
+
+
+def explain_provider_failure(
+    provider: str, text: str, available: Sequence[str] = (), *, with_cuda: bool = True
+) -> tuple[str, str]:
+    """(reason, fix) for a provider that did not load, from what ORT printed while it tried.
+
+    with_cuda=False leaves the CUDA part out of a TensorRT explanation (when the CUDA provider's own
+    failure is reported next to it, saying it twice only buries the TensorRT part).
+    """
+    if available and provider not in available:
+        return f"this onnxruntime package has no {_label(provider)} provider", _BUILD_HINT.get(provider, "")
+    text = _ANSI.sub("", text)
+    missing = _missing_library(text)
+    if provider in (CUDA, TENSORRT):
+        cuda_major, cudnn_major = _required_cuda(text)
+        driver = _MIN_DRIVER.get(cuda_major, f"for CUDA {cuda_major}")
+        if _NO_DRIVER.search(text):
+            return "no NVIDIA GPU or driver found", f"install the NVIDIA driver ({driver})"
+        cuda_missing = "Require cuDNN" in text or (missing is not None and _CUDA_LIBRARY.search(missing))
+        cuda_reason = f"CUDA {cuda_major}.x and cuDNN {cudnn_major}.x needed"
+        if missing is not None and _CUDA_LIBRARY.search(missing):
+            cuda_reason += f" ({missing} not found)"
+        cuda_fix = (
+            f'pip install "onnxruntime-gpu[cuda,cudnn]=={ort.__version__}", or install CUDA {cuda_major}.x '
+            f"and cuDNN {cudnn_major}.x; NVIDIA driver {driver} needed"
+        )
+        trt_missing = provider == TENSORRT and (
+            "install TensorRT" in text or bool(re.search(r"(nvinfer|nvonnxparser)[\w.]*: cannot open", text))
+        )
+        if trt_missing:
+            reason = f"TensorRT {_TENSORRT_MAJOR} libraries not found"
+            fix = f'pip install "tensorrt-cu{cuda_major}-libs=={_TENSORRT_MAJOR}.*"'
+            if cuda_missing and with_cuda:
+                return f"{reason}; {cuda_reason}", f"{cuda_fix}; then {fix}"
+            return reason, fix
+        if cuda_missing:
+            return cuda_reason, cuda_fix
+    if missing is not None:
+        return f"{missing} not found", ""
+    first = _first_error_line(text)
+    if first:
+        return first, ""
+    return "ONNX Runtime gave no reason", "run `python main.py doctor` for details"
+
+
+def _required_cuda(text: str) -> tuple[int, int]:
+    """(CUDA major, cuDNN major) that this ORT build needs: from its log, else its build info."""
+    match = re.search(r"Require cuDNN (\d+)\.\* and CUDA (\d+)\.\*", text)
+    if match:
+        return int(match.group(2)), int(match.group(1))
+    try:
+        from onnxruntime.capi import build_and_package_info
+    except ImportError:
+        return 13, _DEFAULT_CUDNN_MAJOR
+    major = str(getattr(build_and_package_info, "cuda_version", "") or "").split(".")[0]
+    return (int(major) if major.isdigit() else 13), _DEFAULT_CUDNN_MAJOR
+
+
+def _missing_library(text: str) -> str | None:
+    hits = [(m.start(), m.group(1)) for pattern in _MISSING_LIBRARY for m in pattern.finditer(text)]
+    return min(hits)[1] if hits else None
+
+
+def _first_error_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "[E:" in line:
+            return re.sub(r"^.*?\[E:[^\]]*\]\s*", "", line)
+    return next((line for line in lines if line.startswith("EP Error")), "")
+
+
+# ----------------------------------------------------------------------------------- CUDA runtime
+
+
+@functools.cache
+def preload_cuda_libraries() -> str:
+    """onnxruntime.preload_dlls() once per process, before the first CUDA session; returns what it
+    printed (it names each CUDA/cuDNN library it could not load), for the fallback explanation.
+
+    Cached, so the flag lives in the cache rather than in a module global. Two threads racing here
+    at most preload twice, which is harmless (loading a loaded library is a no-op).
+    """
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:  # ORT < 1.21
+        return ""
+    with OutputCapture() as capture:
+        try:
+            capture.run(preload)
+        except (OSError, RuntimeError) as err:
+            # It raises for a bad `directory`; with the default search it only prints. Either way the
+            # session creation that follows reports the provider as not loaded, with this text.
+            return f"preload_dlls failed: {type(err).__name__}: {err}\n"
+    return capture.text()
+
+
+T = TypeVar("T")
+
+
+def run_with_heartbeat(work: Callable[[], T], beat: Callable[[float], None], interval_s: float) -> T:
+    """Run `work` on a thread and call beat(elapsed_s) every `interval_s` until it finishes.
+
+    ORT's session creation releases no progress information, so a heartbeat is all a user can get
+    during a multi-minute TensorRT build. The thread is a daemon: Ctrl-C still ends the process.
+    """
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # re-raised on the caller's thread below
+            error.append(exc)
+
+    worker = threading.Thread(target=target, name="session-build", daemon=True)
+    t0 = time.perf_counter()
+    worker.start()
+    while True:
+        worker.join(interval_s)
+        if not worker.is_alive():
+            break
+        beat(time.perf_counter() - t0)
+    if error:
+        raise error[0]
+    return result[0]
+
+
+# ---------------------------------------------------------------------------------- output capture
+
+
+@functools.cache
+def _capture_lock() -> threading.RLock:
+    # stdout/stderr and fd 2 are process-wide: one capture at a time (cached = created once).
+    return threading.RLock()
+
+
+class _ThreadTee:
+    """Stands in for sys.stdout/sys.stderr: writes from the watched threads are captured, the rest
+    pass through, so a heartbeat printed by another thread during a capture is still seen."""
+
+    def __init__(self, target: TextIO | None, sink: list[str], threads: set[int]) -> None:
+        self._target = target
+        self._sink = sink
+        self._threads = threads
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() in self._threads:
+            self._sink.append(text)
+            return len(text)
+        return self._target.write(text) if self._target is not None else len(text)
+
+    def flush(self) -> None:
+        if self._target is not None:
+            self._target.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+class OutputCapture:
+    """Collects what ONNX Runtime prints while a session is created (see run()).
+
+    Two channels: Python-level prints ("EP Error ... Falling back", preload_dlls' "Failed to load")
+    from the threads given to run(), and ORT's C++ logger on file descriptor 2. fd 2 is process-wide,
+    so a reader thread forwards every line that is not an ORT log record to the real stderr at once:
+    only ORT's own lines are withheld (they are summarised in factory.fallbacks instead).
+    """
+
+    def __init__(self) -> None:
+        self._python: list[str] = []
+        self._native: list[str] = []
+        self._threads: set[int] = set()
+        self._saved_streams: tuple[Any, Any] = (None, None)
+        self._tees: tuple[_ThreadTee, _ThreadTee] | None = None
+        self._saved_fd: int | None = None
+        self._reader: threading.Thread | None = None
+        self._read_fd: int | None = None
+        self._stack = contextlib.ExitStack()
+
+    def run(self, work: Callable[[], T]) -> T:
+        """Run `work` on the calling thread with its Python-level output captured."""
+        ident = threading.get_ident()
+        self._threads.add(ident)
+        try:
+            return work()
+        finally:
+            self._threads.discard(ident)
+
+    def text(self) -> str:
+        return "".join(self._python) + "".join(self._native)
+
+    def __enter__(self) -> OutputCapture:
+        self._stack.enter_context(_capture_lock())
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        self._saved_streams = (sys.stdout, sys.stderr)
+        out = _ThreadTee(sys.stdout, self._python, self._threads)
+        err = _ThreadTee(sys.stderr, self._python, self._threads)
+        self._tees = (out, err)
+        sys.stdout, sys.stderr = cast(TextIO, out), cast(TextIO, err)
+        try:
+            self._start_fd_capture()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._stop_fd_capture()
+            assert self._tees is not None
+            if sys.stdout is self._tees[0]:
+                sys.stdout = self._saved_streams[0]
+            if sys.stderr is self._tees[1]:
+                sys.stderr = self._saved_streams[1]
+        finally:
+            self._stack.close()
+
+    def _start_fd_capture(self) -> None:
+        try:
+            saved = os.dup(2)
+        except OSError as err:
+            # No fd 2 at all (pythonw on Windows): only Python-level output can be captured.
+            log.debug("stderr has no file descriptor to capture (%s)", err)
+            return
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError as err:
+            os.close(saved)
+            log.debug("no pipe for capturing stderr (%s)", err)
+            return
+        os.dup2(write_fd, 2)
+        os.close(write_fd)
+        self._saved_fd, self._read_fd = saved, read_fd
+        self._reader = threading.Thread(target=self._pump, name="ort-log-capture", daemon=True)
+        self._reader.start()
+
+    def _stop_fd_capture(self) -> None:
+        if self._saved_fd is None:
+            return
+        # Restoring fd 2 closes the pipe's last write end, so the reader sees EOF and ends.
+        os.dup2(self._saved_fd, 2)
+        if self._reader is not None:
+            self._reader.join(timeout=5.0)
+            if self._reader.is_alive():
+                log.warning("the ONNX Runtime log reader did not finish; some log lines may be lost")
+        if self._read_fd is not None:
+            os.close(self._read_fd)
+        os.close(self._saved_fd)
+        self._saved_fd = self._read_fd = None
+
+    def _pump(self) -> None:
+        assert self._read_fd is not None and self._saved_fd is not None
+        pending = b""
+        while chunk := os.read(self._read_fd, 65536):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self._route(line + b"\n")
+        if pending:
+            self._route(pending)
+
+    def _route(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", errors="replace")
+        self._native.append(line)
+        bare = _ANSI.sub("", line).strip()
+        if bare and not _ORT_LOG_LINE.search(bare):
+            assert self._saved_fd is not None
+            os.write(self._saved_fd, raw)
