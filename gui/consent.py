@@ -1,0 +1,61 @@
+"""First run: the models' licences and the user's confirmation that they have consent."""
+
+from __future__ import annotations
+
+from PyQt6.QtCore import Qt
+from PyQt6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
+
+from models.catalogue import get_entry
+
+LICENSED_MODELS = ("inswapper_128", "buffalo_l")
+
+CONSENT_TEXT = (
+    "I have the consent of every person whose face I use, and I will use the models only as their "
+    "licences allow."
+)
+
+
+def licence_lines() -> list[str]:
+    """One line per model the face swap needs: name, licence and where to read it."""
+    lines = []
+    for name in LICENSED_MODELS:
+        entry = get_entry(name)
+        lines.append(f"{entry.name} ({entry.description}): {entry.licence}. {entry.licence_url}")
+    return lines
+
+
+class ConsentDialog(QDialog):
+    """Continue is enabled only once the consent box is ticked."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Before you start — FaceCast")
+        self.setMinimumWidth(560)
+        intro = QLabel(
+            "FaceCast replaces a face in live video with the face from a photo you choose. "
+            "Used without consent it can deceive and harm people."
+        )
+        intro.setWordWrap(True)
+        listed = "\n• ".join(licence_lines())
+        licences = QLabel(f"The face models are licensed for non-commercial research only:\n• {listed}")
+        licences.setWordWrap(True)
+        licences.setTextFormat(Qt.TextFormat.PlainText)
+        licences.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        disclosure = QLabel(
+            'The output is marked "AI-modified" by default (Output tab). Tell the people who see it.'
+        )
+        disclosure.setWordWrap(True)
+        self.consent_check = QCheckBox(CONSENT_TEXT)
+        self.consent_check.setStyleSheet("font-weight:bold;")
+        buttons = QDialogButtonBox()
+        self.continue_button = buttons.addButton("Continue", QDialogButtonBox.ButtonRole.AcceptRole)
+        buttons.addButton("Quit", QDialogButtonBox.ButtonRole.RejectRole)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        assert self.continue_button is not None
+        self.continue_button.setEnabled(False)
+        self.consent_check.toggled.connect(self.continue_button.setEnabled)
+        layout = QVBoxLayout(self)
+        for widget in (intro, licences, disclosure, self.consent_check):
+            layout.addWidget(widget)
+        layout.addWidget(buttons)

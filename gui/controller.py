@@ -1,0 +1,305 @@
+"""Runs the engine for the window without ever blocking the GUI thread.
+
+Start and stop open and close devices, which can take seconds (a camera, the virtual camera), so
+they run one after another on a single control thread. Models load in the engine's background
+loader (load_in_background=True): the preview starts in passthrough at once. Everything the engine
+reports from its own threads reaches the GUI thread through queued signals.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from PyQt6.QtCore import QObject, Qt, QTimer, pyqtSignal
+
+from gui.config import InputConfig, OutputConfig, default_record_path
+from gui.preview import PreviewFeed, TappedSource
+from gui.swap_stages import ActiveFace, GalleryFaceSwap
+from gui.tee_sink import FanOutSink, OptionalSink
+from models.errors import FaceCastError, SourceError, VirtualCameraUnavailableError
+from realtime.app import ModelOptions
+from realtime.engine import Engine, EngineEvent, StageFactory, passthrough_stages
+from realtime.metrics import StatsSnapshot
+from realtime.settings import Settings
+from realtime.sinks import FrameSink, VideoFileSink, VirtualCameraSink
+from realtime.source_face import SourceIdentity
+from realtime.sources import CameraSource, FrameSource, VideoFileSource
+from realtime.test_pattern import TestPatternSource
+
+log = logging.getLogger(__name__)
+
+QUEUED = Qt.ConnectionType.QueuedConnection
+
+
+class RunState(StrEnum):
+    IDLE = "idle"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+
+
+class ModelsState(StrEnum):
+    NONE = "none"
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """Everything one start needs, captured on the GUI thread.
+
+    faces: the usable source faces (gallery order); the active one is picked per frame through the
+    controller's ActiveFace. None at all: the input passes through unchanged.
+    """
+
+    input: InputConfig
+    output: OutputConfig
+    settings: Settings
+    faces: tuple[SourceIdentity, ...] = ()
+
+
+def make_source(config: InputConfig) -> FrameSource:
+    if config.kind == "pattern":
+        return TestPatternSource(config.width, config.height, config.fps)
+    if config.kind == "camera":
+        return CameraSource(config.camera_index, width=config.width, height=config.height, fps=config.fps)
+    if not config.video_path:
+        raise SourceError("No video file chosen.", hint="Pick one under Input, or use the test pattern.")
+    return VideoFileSource(Path(config.video_path), realtime=True, loop=True)
+
+
+def make_sink(
+    config: OutputConfig,
+    on_vcam_unavailable: Callable[[VirtualCameraUnavailableError], None],
+    vcam_backend: str | None = None,
+) -> FanOutSink:
+    """Recording first (it never paces), then the virtual camera (it sleeps to its frame clock)."""
+    sinks: list[FrameSink] = []
+    if config.record:
+        sinks.append(VideoFileSink(Path(config.record_path) if config.record_path else default_record_path()))
+    if config.vcam:
+        vcam = VirtualCameraSink(config.vcam_width, config.vcam_height, config.vcam_fps, backend=vcam_backend)
+        sinks.append(OptionalSink(vcam, on_vcam_unavailable))
+    return FanOutSink(sinks)
+
+
+class EngineController(QObject):
+    """Owns at most one Engine. All public methods are for the GUI thread and return at once."""
+
+    state_changed = pyqtSignal(str)  # RunState value
+    models_changed = pyqtSignal(str, str)  # ModelsState value, label/message
+    message = pyqtSignal(str, str)  # level ("info"/"warning"/"error"), text
+    vcam_unavailable = pyqtSignal(str)  # the driver error, with its fix
+    described = pyqtSignal(str)  # "test pattern (...) -> virtual camera (...)" once started
+
+    _engine_event = pyqtSignal(int, object)
+    _started = pyqtSignal(int, object, str)
+    _start_failed = pyqtSignal(int, str)
+    _stopped = pyqtSignal(int)
+
+    def __init__(
+        self,
+        options: ModelOptions,
+        active: ActiveFace,
+        feed: PreviewFeed,
+        vcam_backend: str | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._options = options
+        self._active = active
+        self._feed = feed
+        self._vcam_backend = vcam_backend
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-control")
+        self._control_engine: Engine | None = None  # touched only on the control thread
+        self._engine: Engine | None = None  # touched only on the GUI thread
+        self._state = RunState.IDLE
+        self._models = ModelsState.NONE
+        self._generation = 0
+        self._settings: Settings | None = None
+        self._pending: RunPlan | None = None
+        self._engine_event.connect(self._on_engine_event, QUEUED)  # type: ignore[call-arg]
+        self._started.connect(self._on_started, QUEUED)  # type: ignore[call-arg]
+        self._start_failed.connect(self._on_start_failed, QUEUED)  # type: ignore[call-arg]
+        self._stopped.connect(self._on_stopped, QUEUED)  # type: ignore[call-arg]
+        self._watchdog = QTimer(self)
+        self._watchdog.setInterval(200)
+        self._watchdog.timeout.connect(self._check_engine)
+
+    # ---- state ---------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> RunState:
+        return self._state
+
+    @property
+    def models(self) -> ModelsState:
+        return self._models
+
+    @property
+    def stages_label(self) -> str:
+        return self._engine.stages_label if self._engine is not None else ""
+
+    @property
+    def engine_settings(self) -> Settings | None:
+        """The settings the running engine uses (None when idle)."""
+        return self._engine.settings if self._engine is not None else None
+
+    def stats(self) -> StatsSnapshot | None:
+        return self._engine.stats() if self._engine is not None else None
+
+    # ---- commands -------------------------------------------------------------------------------------
+
+    def start(self, plan: RunPlan) -> None:
+        if self._state != RunState.IDLE:
+            return
+        self._generation += 1
+        self._settings = plan.settings
+        self._models = ModelsState.NONE
+        self._set_state(RunState.STARTING)
+        self._executor.submit(self._control_start, plan, self._generation)
+
+    def stop(self) -> None:
+        if self._state in (RunState.IDLE, RunState.STOPPING):
+            return
+        self._set_state(RunState.STOPPING)
+        self._watchdog.stop()
+        self._engine = None
+        self._executor.submit(self._control_stop, self._generation)
+
+    def restart(self, plan: RunPlan) -> None:
+        """Stop (if running) and start again with `plan` (new input or output)."""
+        if self._state == RunState.IDLE:
+            self.start(plan)
+            return
+        self._pending = plan
+        self.stop()
+
+    def update_settings(self, settings: Settings) -> None:
+        """Applied live at the next frame; model changes reload in the background, no restart."""
+        self._settings = settings
+        if self._state == RunState.RUNNING and self._engine is not None:
+            try:
+                self._engine.update_settings(settings)
+            except FaceCastError as exc:
+                self.message.emit("error", exc.user_message())
+
+    def shutdown(self) -> None:
+        """At exit: stop the engine and wait for the control thread (the window is already closing;
+        Engine.stop is bounded, about a second)."""
+        self._pending = None
+        self.stop()
+        self._executor.shutdown(wait=True, cancel_futures=False)
+
+    # ---- control thread -------------------------------------------------------------------------------
+
+    def _control_start(self, plan: RunPlan, generation: int) -> None:
+        def on_vcam_unavailable(exc: VirtualCameraUnavailableError) -> None:
+            self.vcam_unavailable.emit(exc.user_message())
+
+        def on_note(note: str) -> None:
+            self.message.emit("warning", note)
+
+        def on_event(event: EngineEvent) -> None:
+            self._engine_event.emit(generation, event)
+
+        try:
+            source = TappedSource(make_source(plan.input), self._feed.tap)
+            sink = make_sink(plan.output, on_vcam_unavailable, self._vcam_backend)
+            factory: StageFactory = (
+                GalleryFaceSwap(self._options, plan.faces, self._active, on_note)
+                if plan.faces
+                else passthrough_stages
+            )
+            engine = Engine(source, sink, plan.settings, factory, on_event=on_event, load_in_background=True)
+            engine.subscribe_preview(self._feed.offer)
+            engine.start()
+        except FaceCastError as exc:
+            self._start_failed.emit(generation, exc.user_message())
+            return
+        except Exception as exc:
+            log.exception("starting the engine failed")
+            self._start_failed.emit(generation, f"Could not start: {exc}")
+            return
+        self._control_engine = engine
+        self._started.emit(generation, engine, f"{source.description} → {sink.description}")
+
+    def _control_stop(self, generation: int) -> None:
+        engine, self._control_engine = self._control_engine, None
+        if engine is not None:
+            try:
+                engine.stop(timeout=1.0)
+            except FaceCastError as exc:
+                self.message.emit("error", exc.user_message())
+            except Exception as exc:
+                log.exception("stopping the engine failed")
+                self.message.emit("error", f"Stopping failed: {exc}")
+        self._stopped.emit(generation)
+
+    # ---- GUI-thread slots -----------------------------------------------------------------------------
+
+    def _set_state(self, state: RunState) -> None:
+        self._state = state
+        self.state_changed.emit(state.value)
+
+    def _on_started(self, generation: int, engine: Engine, description: str) -> None:
+        if generation != self._generation or self._state != RunState.STARTING:
+            return  # a stop was asked for meanwhile; the queued stop releases this engine
+        self._engine = engine
+        self._set_state(RunState.RUNNING)
+        self.described.emit(description)
+        self._watchdog.start()
+        if self._settings is not None and self._settings != engine.settings:
+            self.update_settings(self._settings)  # changed while the devices were opening
+
+    def _on_start_failed(self, generation: int, text: str) -> None:
+        if generation != self._generation:
+            return
+        self.message.emit("error", text)
+        self._set_state(RunState.IDLE)
+        self._start_pending()
+
+    def _on_stopped(self, generation: int) -> None:
+        if generation != self._generation:
+            return
+        self._engine = None
+        self._models = ModelsState.NONE
+        self._set_state(RunState.IDLE)
+        self._start_pending()
+
+    def _start_pending(self) -> None:
+        plan, self._pending = self._pending, None
+        if plan is not None:
+            self.start(plan)
+
+    def _on_engine_event(self, generation: int, event: EngineEvent) -> None:
+        if generation != self._generation:
+            return
+        if event.kind == "models_loading":
+            self._models = ModelsState.LOADING
+            self.models_changed.emit(self._models.value, event.message)
+        elif event.kind == "models_ready":
+            self._models = ModelsState.READY
+            self.models_changed.emit(self._models.value, event.message)
+        elif event.kind == "error":
+            if self._models == ModelsState.LOADING:
+                self._models = ModelsState.FAILED
+                self.models_changed.emit(self._models.value, event.message)
+            self.message.emit("error", event.message)
+        elif event.kind == "warning":
+            self.message.emit("warning", event.message)
+
+    def _check_engine(self) -> None:
+        """The engine ends on its own when the input ends or a device fails: release it and say why."""
+        engine = self._engine
+        if self._state != RunState.RUNNING or engine is None or engine.running:
+            return
+        if engine.error is None:
+            self.message.emit("info", "The input ended; stopped.")
+        self.stop()

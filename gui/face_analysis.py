@@ -1,0 +1,167 @@
+"""Source photos for the gallery: find the face, crop a thumbnail, embed the identity — off the GUI thread.
+
+PhotoAnalyser is plain Python (one photo in, one FaceResult out); PhotoAnalysisService runs it on a
+single background thread and delivers results to the GUI thread through a queued signal.
+Without the model files the built-in MTCNN detector still finds the face for the thumbnail, and the
+result says which models are missing (the swap itself needs them).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+from PyQt6.QtCore import QObject, pyqtSignal
+
+from models.errors import FaceCastError, ModelError
+from models.mtcnn import MTCNN
+from models.session import SessionConfig, SessionFactory
+from models.types import Detection, ImageBGR
+from realtime.app import ModelOptions
+from realtime.face_models import AnalysisModels, FaceDetector, load_analysis_models
+from realtime.settings import Settings
+from realtime.source_face import SourceIdentity, load_identity, pick_face, read_image
+
+log = logging.getLogger(__name__)
+
+THUMB_SIZE = 112
+_CROP_MARGIN = 1.7  # the thumbnail shows the face box scaled by this, centred on it
+
+
+@dataclass(frozen=True, slots=True)
+class FaceResult:
+    """What the gallery shows for one photo.
+
+    thumbnail: a THUMB_SIZE square around the face (the whole photo, letterboxed, when no face).
+    identity: the embedding to swap in; None when the photo is unusable or models are missing.
+    error: why the photo cannot be used (shown inline under its thumbnail); "" when usable.
+    note: something worth knowing that does not stop it being used.
+    """
+
+    path: Path
+    thumbnail: ImageBGR | None
+    identity: SourceIdentity | None
+    error: str = ""
+    note: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return not self.error
+
+
+def face_thumbnail(image: ImageBGR, box: np.ndarray, size: int = THUMB_SIZE) -> ImageBGR:
+    """A square crop centred on `box` (x1, y1, x2, y2), padded with grey where it leaves the photo."""
+    x1, y1, x2, y2 = (float(v) for v in box[:4])
+    side = max(x2 - x1, y2 - y1) * _CROP_MARGIN
+    return _square_crop(image, (x1 + x2) / 2.0, (y1 + y2) / 2.0, side, size)
+
+
+def photo_thumbnail(image: ImageBGR, size: int = THUMB_SIZE) -> ImageBGR:
+    """The whole photo letterboxed into a square (for photos with no usable face)."""
+    h, w = image.shape[:2]
+    return _square_crop(image, w / 2.0, h / 2.0, float(max(w, h)), size)
+
+
+def _square_crop(image: ImageBGR, cx: float, cy: float, side: float, size: int) -> ImageBGR:
+    scale = size / max(side, 1.0)
+    m = np.array([[scale, 0.0, size / 2.0 - cx * scale], [0.0, scale, size / 2.0 - cy * scale]])
+    crop = cv2.warpAffine(image, m, (size, size), flags=cv2.INTER_AREA, borderValue=(64, 64, 64))
+    return np.asarray(crop, dtype=np.uint8)
+
+
+class PhotoAnalyser:
+    """Loads the detector and recogniser once (CPU: photos are analysed once each), then per photo:
+    detect, pick the largest face, embed it, crop the thumbnail."""
+
+    def __init__(self, options: ModelOptions, detector_model: str = "det_10g") -> None:
+        self._options = options
+        self._detector_model = detector_model
+        self._models: AnalysisModels | None = None
+        self._fallback: FaceDetector | None = None
+        self._models_problem = ""
+
+    @property
+    def detector_model(self) -> str:
+        return self._detector_model
+
+    def analyse(self, path: Path) -> FaceResult:
+        try:
+            image = read_image(path)
+        except FaceCastError as exc:
+            return FaceResult(path, None, None, error=exc.user_message())
+        self._ensure_models()
+        if self._models is not None:
+            try:
+                identity = load_identity([path], self._models.detector, self._models.recognizer)
+            except FaceCastError as exc:
+                return FaceResult(path, photo_thumbnail(image), None, error=exc.user_message())
+            detection = identity.photos[0].detection
+            note = " ".join(identity.notes)
+            return FaceResult(path, face_thumbnail(image, detection.box), identity, note=note)
+        return self._thumbnail_only(path, image)
+
+    def _thumbnail_only(self, path: Path, image: ImageBGR) -> FaceResult:
+        assert self._fallback is not None
+        faces: list[Detection] = self._fallback.detect(image)
+        try:
+            face, note = pick_face(path, faces)
+        except FaceCastError as exc:
+            return FaceResult(path, photo_thumbnail(image), None, error=exc.user_message())
+        missing = f"Face found; swapping needs the models: {self._models_problem}"
+        return FaceResult(path, face_thumbnail(image, face.box), None, note=f"{note or ''} {missing}".strip())
+
+    def _ensure_models(self) -> None:
+        if self._models is not None or self._fallback is not None:
+            return
+        settings = Settings().with_overrides({"detector.model": self._detector_model})
+        # One thread per session: a photo is analysed once, and the engine and GUI need the cores.
+        factory = SessionFactory(SessionConfig(provider="cpu", intra_op_threads=1))
+        try:
+            self._models = load_analysis_models(self._options.paths(), settings, factory)
+        except ModelError as exc:
+            log.info("photo analysis without models: %s", exc.user_message())
+            self._models_problem = exc.user_message()
+            self._fallback = MTCNN(factory=factory)
+
+
+class PhotoAnalysisService(QObject):
+    """Analyses photos one at a time on a background thread; `analysed(FaceResult)` on the GUI thread."""
+
+    analysed = pyqtSignal(object)
+
+    def __init__(self, options: ModelOptions, detector_model: str, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._options = options
+        self._lock = threading.Lock()
+        self._analyser = PhotoAnalyser(options, detector_model)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="photo-analysis")
+
+    def set_detector(self, detector_model: str) -> None:
+        """Later photos use this detector (the models load again, lazily, on the analysis thread)."""
+        with self._lock:
+            if detector_model != self._analyser.detector_model:
+                self._analyser = PhotoAnalyser(self._options, detector_model)
+
+    def submit(self, path: Path) -> None:
+        self._executor.submit(self._run, path)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self, path: Path) -> None:
+        with self._lock:
+            analyser = self._analyser
+        try:
+            result = analyser.analyse(path)
+        except Exception as exc:
+            log.exception("analysing %s failed", path)
+            result = FaceResult(path, None, None, error=f"Could not analyse this photo: {exc}")
+        try:
+            self.analysed.emit(result)
+        except RuntimeError as exc:  # the window closed while this photo was being analysed
+            log.debug("photo analysis result dropped: %s", exc)

@@ -1,0 +1,252 @@
+"""Input choice: a camera (by name, with the modes it really delivers once probed), a video file, or
+the built-in test pattern. Listing and probing cameras can take seconds, so both run off the GUI thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import cast
+
+from PyQt6.QtCore import pyqtSignal
+from PyQt6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QRadioButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui.background import run_in_background
+from gui.config import InputConfig, InputKind
+from realtime.cameras import CameraInfo, CameraMode
+
+COMMON_SIZES: tuple[tuple[int, int], ...] = ((640, 480), (1280, 720), (1920, 1080))
+VIDEO_FILTER = "Videos (*.mp4 *.mkv *.mov *.avi *.webm *.m4v);;All files (*)"
+
+
+def camera_label(info: CameraInfo) -> str:
+    """A camera's name as the user knows it; the index when the OS gives no name."""
+    if info.path:
+        return f"{info.name} ({info.path})"
+    return info.name if info.name else f"Camera {info.index}"
+
+
+class InputPanel(QWidget):
+    """Emits `changed` whenever the input the next Start would open changes."""
+
+    changed = pyqtSignal()
+
+    def __init__(
+        self,
+        list_cameras: Callable[[], Sequence[CameraInfo]],
+        probe_modes: Callable[[int], tuple[CameraMode, ...]],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._list_cameras = list_cameras
+        self._probe_modes = probe_modes
+        self._config = InputConfig()
+        self._cameras: list[CameraInfo] = []
+        self._modes: dict[int, tuple[CameraMode, ...]] = {}
+
+        self.pattern_radio = QRadioButton("Test pattern (no camera needed)")
+        self.camera_radio = QRadioButton("Camera")
+        self.video_radio = QRadioButton("Video file (loops)")
+        self._kinds = QButtonGroup(self)
+        for button in (self.pattern_radio, self.camera_radio, self.video_radio):
+            self._kinds.addButton(button)
+        self._kinds.buttonToggled.connect(self._on_kind)
+
+        self.camera_combo = QComboBox()
+        self.camera_combo.setPlaceholderText("Looking for cameras…")
+        self.camera_combo.currentIndexChanged.connect(self._on_camera)
+        refresh = QPushButton("Refresh")
+        refresh.clicked.connect(self.refresh_cameras)
+        self.probe_button = QPushButton("Probe modes")
+        self.probe_button.setToolTip("Open the camera briefly and ask which sizes and rates it delivers")
+        self.probe_button.clicked.connect(self.probe_current_camera)
+        camera_row = QHBoxLayout()
+        camera_row.addWidget(self.camera_combo, 1)
+        camera_row.addWidget(refresh)
+        camera_row.addWidget(self.probe_button)
+        self.camera_status = QLabel("")
+        self.camera_status.setWordWrap(True)
+        self.camera_status.setStyleSheet("color:#999;")
+
+        self.video_edit = QLineEdit()
+        self.video_edit.setPlaceholderText("Choose a video file…")
+        self.video_edit.editingFinished.connect(self._on_video_path)
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse_video)
+        video_row = QHBoxLayout()
+        video_row.addWidget(self.video_edit, 1)
+        video_row.addWidget(browse)
+
+        self.mode_combo = QComboBox()
+        self.mode_combo.currentIndexChanged.connect(self._on_mode)
+        self.fps_spin = QDoubleSpinBox()
+        self.fps_spin.setRange(1.0, 120.0)
+        self.fps_spin.setDecimals(0)
+        self.fps_spin.setSuffix(" fps")
+        self.fps_spin.valueChanged.connect(self._on_fps)
+        mode_form = QFormLayout()
+        mode_form.addRow("Size", self.mode_combo)
+        mode_form.addRow("Rate", self.fps_spin)
+        mode_note = QLabel("A camera may deliver another size; the preview shows what it really sends.")
+        mode_note.setWordWrap(True)
+        mode_note.setStyleSheet("color:#999;")
+
+        source_box = QGroupBox("Source")
+        source_layout = QVBoxLayout(source_box)
+        source_layout.addWidget(self.pattern_radio)
+        source_layout.addWidget(self.camera_radio)
+        source_layout.addLayout(camera_row)
+        source_layout.addWidget(self.camera_status)
+        source_layout.addWidget(self.video_radio)
+        source_layout.addLayout(video_row)
+        mode_box = QGroupBox("Camera / test pattern mode")
+        mode_layout = QVBoxLayout(mode_box)
+        mode_layout.addLayout(mode_form)
+        mode_layout.addWidget(mode_note)
+        layout = QVBoxLayout(self)
+        layout.addWidget(source_box)
+        layout.addWidget(mode_box)
+        layout.addStretch(1)
+        self.set_config(self._config)
+
+    # ---- config ----------------------------------------------------------------------------------------
+
+    def config(self) -> InputConfig:
+        return self._config
+
+    def set_config(self, config: InputConfig) -> None:
+        self._config = config
+        radio = {"pattern": self.pattern_radio, "camera": self.camera_radio, "video": self.video_radio}
+        for widget in (self._kinds, self.video_edit, self.fps_spin):
+            widget.blockSignals(True)
+        radio[config.kind].setChecked(True)
+        self.video_edit.setText(config.video_path)
+        self.fps_spin.setValue(config.fps)
+        for widget in (self._kinds, self.video_edit, self.fps_spin):
+            widget.blockSignals(False)
+        self._select_camera(config.camera_index)
+        self._fill_modes()
+
+    def _update(self, **changes: object) -> None:
+        new = replace(self._config, **changes)  # type: ignore[arg-type]
+        if new != self._config:
+            self._config = new
+            self.changed.emit()
+
+    # ---- cameras ---------------------------------------------------------------------------------------
+
+    def refresh_cameras(self) -> None:
+        self.camera_status.setText("Looking for cameras…")
+        run_in_background(self._list_cameras, self._on_cameras, self, "list-cameras")
+
+    def probe_current_camera(self) -> None:
+        index = self._config.camera_index
+        self.probe_button.setEnabled(False)
+        self.camera_status.setText(f"Asking camera {index} which modes it delivers…")
+
+        def done(modes: tuple[CameraMode, ...] | None, error: Exception | None) -> None:
+            self.probe_button.setEnabled(True)
+            if error is not None or modes is None:
+                self.camera_status.setText(f"Could not probe camera {index}: {error}")
+                return
+            self._modes[index] = tuple(modes)
+            shown = ", ".join(str(m) for m in modes) or "none reported"
+            self.camera_status.setText(f"Camera {index} delivers: {shown}")
+            self._fill_modes()
+
+        run_in_background(lambda: self._probe_modes(index), done, self, "probe-modes")
+
+    def _on_cameras(self, cameras: Sequence[CameraInfo] | None, error: Exception | None) -> None:
+        if error is not None or cameras is None:
+            self.camera_status.setText(f"Could not list cameras: {error}")
+            return
+        self._cameras = list(cameras)
+        for info in self._cameras:
+            if info.modes:
+                self._modes[info.index] = info.modes
+        self.camera_combo.blockSignals(True)
+        self.camera_combo.clear()
+        for info in self._cameras:
+            self.camera_combo.addItem(camera_label(info), info.index)
+        self.camera_combo.blockSignals(False)
+        if not self._cameras:
+            self.camera_combo.setPlaceholderText("No camera found")
+            self.camera_status.setText("No camera found. The test pattern works without one.")
+        else:
+            self.camera_status.setText(f"{len(self._cameras)} camera(s) found.")
+        self._select_camera(self._config.camera_index)
+
+    def _select_camera(self, index: int) -> None:
+        position = self.camera_combo.findData(index)
+        self.camera_combo.blockSignals(True)
+        self.camera_combo.setCurrentIndex(position)
+        self.camera_combo.blockSignals(False)
+
+    def _on_camera(self, position: int) -> None:
+        data = self.camera_combo.itemData(position)
+        if isinstance(data, int):
+            self._update(camera_index=data)
+            self._fill_modes()
+
+    # ---- modes -----------------------------------------------------------------------------------------
+
+    def _fill_modes(self) -> None:
+        """The probed modes of the chosen camera where known, else the common sizes."""
+        known = self._modes.get(self._config.camera_index, ()) if self._config.kind == "camera" else ()
+        sizes: list[tuple[int, int, str]] = [(m.width, m.height, str(m)) for m in known]
+        if not sizes:
+            sizes = [(w, h, f"{w}x{h}") for w, h in COMMON_SIZES]
+        wanted = (self._config.width, self._config.height)
+        if wanted not in [(w, h) for w, h, _ in sizes]:
+            sizes.append((wanted[0], wanted[1], f"{wanted[0]}x{wanted[1]}"))
+        self.mode_combo.blockSignals(True)
+        self.mode_combo.clear()
+        for w, h, text in sizes:
+            self.mode_combo.addItem(text, (w, h))
+        self.mode_combo.setCurrentIndex([(w, h) for w, h, _ in sizes].index(wanted))
+        self.mode_combo.blockSignals(False)
+
+    def _on_mode(self, position: int) -> None:
+        data = self.mode_combo.itemData(position)
+        if isinstance(data, tuple):
+            width, height = cast(tuple[int, int], data)
+            self._update(width=width, height=height)
+
+    def _on_fps(self, value: float) -> None:
+        self._update(fps=float(value))
+
+    # ---- kind / video ----------------------------------------------------------------------------------
+
+    def _on_kind(self) -> None:
+        kinds: dict[QRadioButton, InputKind] = {
+            self.pattern_radio: "pattern",
+            self.camera_radio: "camera",
+            self.video_radio: "video",
+        }
+        for button, kind in kinds.items():
+            if button.isChecked():
+                self._update(kind=kind)
+        self._fill_modes()
+
+    def _on_video_path(self) -> None:
+        self._update(video_path=self.video_edit.text().strip())
+
+    def _browse_video(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Choose a video", self._config.video_path, VIDEO_FILTER)
+        if name:
+            self.video_edit.setText(name)
+            self._update(video_path=name, kind="video")
+            self.video_radio.setChecked(True)

@@ -1,0 +1,411 @@
+"""The main window: wires the panels to the engine controller and keeps the config in step.
+
+Left: messages, the preview with its view mode and Start/Stop, the fps/latency graph.
+Right: tabs for source faces, input, output and the per-stage controls. Bottom: live numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import cast
+
+from PyQt6.QtCore import QByteArray, Qt, QTimer
+from PyQt6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PyQt6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui.composer import SettingsComposer
+from gui.config import ConfigStore, GuiConfig, ViewMode
+from gui.controller import EngineController, ModelsState, RunPlan, RunState
+from gui.face_analysis import PhotoAnalysisService
+from gui.gallery import FaceGallery
+from gui.graph import FpsLatencyGraph
+from gui.input_panel import InputPanel
+from gui.messages import Level, MessageBar
+from gui.output_panel import OutputPanel
+from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
+from gui.services import AppServices
+from gui.stage_panel import StagePanel
+from gui.swap_stages import ActiveFace
+from models.errors import FaceCastError
+from realtime.sinks import virtual_camera_fix
+
+VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
+    ("side_by_side", "Side by side"),
+    ("swapped", "Output"),
+    ("original", "Original"),
+)
+STATS_INTERVAL_MS = 250
+APPLY_DELAY_MS = 150  # spin boxes fire per step: settle before asking the engine
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        services: AppServices,
+        store: ConfigStore,
+        config: GuiConfig,
+        load_message: str = "",
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle("FaceCast")
+        self._services = services
+        self._store = store
+        self._config = config
+        self._composer = SettingsComposer(config.preset, config.disclosure_label)
+        override_problems = self._composer.restore_overrides(config.overrides)
+
+        self._active = ActiveFace(None)
+        self._run_faces: tuple[Path, ...] = ()  # the usable faces the current run was started with
+        self._tap = OriginalTap()
+        self._feed = PreviewFeed(self._tap, self)
+        self.photos = PhotoAnalysisService(
+            services.model_options, self._composer.effective().detector.model, self
+        )
+        self.controller = EngineController(
+            services.model_options, self._active, self._feed, services.vcam_backend, self
+        )
+
+        self.messages = MessageBar()
+        self.preview = PreviewWidget()
+        self.graph = FpsLatencyGraph()
+        self.view_combo = QComboBox()
+        for mode, text in VIEW_MODES:
+            self.view_combo.addItem(text, mode)
+        self.start_button = QPushButton("Start")
+        self.start_button.setMinimumWidth(110)
+        self.start_button.setToolTip("Start or stop (Ctrl+Return)")
+        self.state_label = QLabel("Stopped")
+        self.gallery = FaceGallery(self.photos)
+        self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
+        self.output_panel = OutputPanel()
+        self.stage_panel = StagePanel()
+        self.fps_label = QLabel("– fps")
+        self.latency_label = QLabel("latency –")
+        self.dropped_label = QLabel("dropped –")
+        self.stages_label = QLabel("")
+        self._build_layout()
+
+        self._apply_timer = QTimer(self)
+        self._apply_timer.setSingleShot(True)
+        self._apply_timer.setInterval(APPLY_DELAY_MS)
+        self._apply_timer.timeout.connect(self._apply_settings)
+        self._stats_timer = QTimer(self)
+        self._stats_timer.setInterval(STATS_INTERVAL_MS)
+        self._stats_timer.timeout.connect(self._refresh_stats)
+        self._connect()
+        self._restore(config)
+        if load_message:
+            self.messages.show_message("warning", load_message)
+        for problem in override_problems:
+            self.messages.show_message("warning", f"A saved stage setting was dropped: {problem}")
+        if self._composer.preset != config.preset:
+            self.messages.show_message(
+                "warning",
+                f"The saved preset '{config.preset}' no longer exists; using '{self._composer.preset}'.",
+            )
+        self.input_panel.refresh_cameras()
+
+    # ---- construction ------------------------------------------------------------------------------------
+
+    def _build_layout(self) -> None:
+        toolbar = QHBoxLayout()
+        toolbar.addWidget(self.start_button)
+        toolbar.addWidget(self.state_label, 1)
+        toolbar.addWidget(QLabel("View"))
+        toolbar.addWidget(self.view_combo)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(6, 6, 6, 6)
+        left_layout.addWidget(self.messages)
+        left_layout.addLayout(toolbar)
+        left_layout.addWidget(self.preview, 1)
+        left_layout.addWidget(self.graph)
+
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.gallery, "Faces")
+        self.tabs.addTab(_scrolled(self.input_panel), "Input")
+        self.tabs.addTab(_scrolled(self.output_panel), "Output")
+        self.tabs.addTab(_scrolled(self.stage_panel), "Stages")
+        self.tabs.setMinimumWidth(360)
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        splitter.addWidget(self.tabs)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 0)
+        splitter.setSizes([900, 400])
+        self.setCentralWidget(splitter)
+
+        status = self.statusBar()
+        assert status is not None
+        for label in (self.fps_label, self.latency_label, self.dropped_label):
+            label.setMinimumWidth(90)
+            status.addPermanentWidget(label)
+        status.addPermanentWidget(self.stages_label)
+        self.resize(1320, 800)
+
+    def _connect(self) -> None:
+        queued = Qt.ConnectionType.QueuedConnection
+        self._feed.frame_ready.connect(self._show_preview, queued)  # type: ignore[call-arg]
+        self.start_button.clicked.connect(self.toggle_running)
+        self.view_combo.currentIndexChanged.connect(self._on_view)
+        c = self.controller
+        c.state_changed.connect(self._on_state)
+        c.models_changed.connect(lambda _state, _text: self._update_badge())
+        c.message.connect(self._on_message)
+        c.vcam_unavailable.connect(self._on_vcam_unavailable)
+        c.described.connect(lambda text: self._status_message(f"Running: {text}"))
+        self.gallery.active_changed.connect(self._on_active_face)
+        self.gallery.faces_changed.connect(self._on_faces_changed)
+        self.input_panel.changed.connect(self._on_io_changed)
+        self.output_panel.changed.connect(self._on_io_changed)
+        self.output_panel.disclosure_changed.connect(self._on_disclosure)
+        self.output_panel.help_panel.retry_requested.connect(self._retry_output)
+        self.stage_panel.preset_requested.connect(self.set_preset)
+        self.stage_panel.override_requested.connect(self.set_override)
+        self.stage_panel.reset_requested.connect(self.reset_to_preset)
+        shortcuts = (
+            ("F2", self.gallery.cycle),
+            ("Ctrl+Tab", self.gallery.cycle),
+            ("Ctrl+Shift+Tab", lambda: self.gallery.cycle(-1)),
+            ("Ctrl+Return", self.toggle_running),
+        )
+        for keys, action in shortcuts:
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(action)
+
+    def _restore(self, config: GuiConfig) -> None:
+        if config.window_geometry:
+            self.restoreGeometry(QByteArray.fromBase64(config.window_geometry.encode("ascii")))
+        self.view_combo.setCurrentIndex(max(self.view_combo.findData(config.view), 0))
+        self._on_view()
+        self.input_panel.set_config(config.input)
+        self.output_panel.set_config(config.output, config.disclosure_label)
+        self._refresh_stage_panel()
+        self.gallery.add_photos(Path(p) for p in config.photos)
+        if config.active_face:
+            self.gallery.set_active(Path(config.active_face))
+
+    # ---- what is saved ---------------------------------------------------------------------------------
+
+    def current_config(self) -> GuiConfig:
+        return replace(
+            self._config,
+            preset=self._composer.preset,
+            overrides=self._composer.overrides,
+            disclosure_label=self._composer.disclosure_label,
+            photos=tuple(str(p) for p in self.gallery.photos),
+            active_face=str(self.gallery.active) if self.gallery.active else "",
+            view=self.preview.mode,
+            input=self.input_panel.config(),
+            output=self.output_panel.config(),
+            window_geometry=bytes(self.saveGeometry().toBase64().data()).decode("ascii"),
+        )
+
+    def save_config(self) -> None:
+        try:
+            self._store.save(self.current_config())
+        except OSError as exc:
+            self.messages.show_message("error", f"Could not save settings to {self._store.path}: {exc}")
+
+    def closeEvent(self, event: QCloseEvent | None) -> None:
+        self._stats_timer.stop()
+        self.save_config()
+        self.controller.shutdown()
+        self.photos.shutdown()
+        super().closeEvent(event)
+
+    # ---- run ---------------------------------------------------------------------------------------------
+
+    def plan(self) -> RunPlan:
+        """What Start opens now; the usable faces are snapshotted for the run (see _on_faces_changed)."""
+        faces = self.gallery.usable_faces()
+        self._run_faces = tuple(path for path, _ in faces)
+        self._sync_active_face()
+        return RunPlan(
+            self.input_panel.config(),
+            self.output_panel.config(),
+            self._composer.effective(),
+            tuple(identity for _, identity in faces),
+        )
+
+    def toggle_running(self) -> None:
+        if self.controller.state == RunState.IDLE:
+            self.output_panel.help_panel.hide()
+            self.graph.clear()
+            self.controller.start(self.plan())
+        else:
+            self.controller.stop()
+
+    def _on_io_changed(self) -> None:
+        if self.controller.state in (RunState.STARTING, RunState.RUNNING):
+            self._status_message("Input/output changed: restarting…")
+            self.controller.restart(self.plan())
+
+    def _retry_output(self) -> None:
+        self.output_panel.help_panel.hide()
+        if self.controller.state != RunState.IDLE:
+            self.controller.restart(self.plan())
+
+    def _on_state(self, value: str) -> None:
+        state = RunState(value)
+        text = {
+            RunState.IDLE: "Stopped",
+            RunState.STARTING: "Starting…",
+            RunState.RUNNING: "Running",
+            RunState.STOPPING: "Stopping…",
+        }[state]
+        self.state_label.setText(text)
+        self.start_button.setText("Start" if state == RunState.IDLE else "Stop")
+        self.start_button.setEnabled(state != RunState.STOPPING)
+        if state == RunState.RUNNING:
+            self._stats_timer.start()
+        elif state == RunState.IDLE:
+            self._stats_timer.stop()
+            self._refresh_stats()
+            self.preview.clear()
+        self._update_badge()
+
+    def _show_preview(self) -> None:
+        item = self._feed.take()
+        if item is not None and self.controller.state != RunState.IDLE:
+            self.preview.show_frame(item)
+
+    def _on_view(self) -> None:
+        mode = cast(ViewMode, self.view_combo.currentData())
+        self.preview.set_mode(mode)
+        self._tap.set_enabled(mode != "swapped")
+
+    def _update_badge(self) -> None:
+        state, models = self.controller.state, self.controller.models
+        badge = ""
+        if state == RunState.RUNNING:
+            if models in (ModelsState.NONE, ModelsState.LOADING):
+                badge = "Passthrough: loading models…"
+            elif models == ModelsState.FAILED:
+                badge = "Passthrough: the models did not load (see the message above)"
+            elif self._active.get() is None:
+                badge = "Passthrough: no usable source face chosen (Faces tab)"
+        self.preview.set_badge(badge)
+
+    def _refresh_stats(self) -> None:
+        stats = self.controller.stats()
+        if stats is None:
+            self.fps_label.setText("– fps")
+            self.latency_label.setText("latency –")
+            self.dropped_label.setText("dropped –")
+            self.stages_label.setText("")
+            self.output_panel.set_latency(None)
+            return
+        lat = stats.latency_ms
+        self.fps_label.setText(f"{stats.fps_out:.1f} fps")
+        self.latency_label.setText(f"latency p50 {lat.p50:.0f} / p99 {lat.p99:.0f} ms")
+        self.dropped_label.setText(f"dropped {stats.frames_dropped}")
+        self.stages_label.setText(self.controller.stages_label)
+        self.graph.add_sample(stats.fps_out, lat.p50)
+        self.stage_panel.set_stage_ms(stats.stages_ms)
+        self.output_panel.set_latency(lat.p50 if lat.count else None, lat.p99 if lat.count else None)
+
+    # ---- settings ----------------------------------------------------------------------------------------
+
+    def set_preset(self, name: str) -> None:
+        try:
+            self._composer.set_preset(name)
+        except FaceCastError as exc:
+            self.stage_panel.show_error(exc.user_message())
+            return
+        self.stage_panel.show_error("")
+        self._settings_changed()
+
+    def reset_to_preset(self) -> None:
+        self._composer.reset()
+        self.stage_panel.show_error("")
+        self._settings_changed()
+
+    def set_override(self, key: str, value: object) -> None:
+        try:
+            self._composer.set_override(key, value)
+        except FaceCastError as exc:
+            self.stage_panel.show_error(exc.user_message())
+            self._refresh_stage_panel()  # put the control back to the value in effect
+            return
+        self.stage_panel.show_error("")
+        self._settings_changed()
+
+    def _on_disclosure(self, on: bool) -> None:
+        self._composer.set_disclosure_label(on)
+        self._settings_changed()
+
+    def _settings_changed(self) -> None:
+        self._refresh_stage_panel()
+        self.photos.set_detector(self._composer.effective().detector.model)
+        self._apply_timer.start()
+
+    def _apply_settings(self) -> None:
+        self.controller.update_settings(self._composer.effective())
+
+    def _refresh_stage_panel(self) -> None:
+        self.stage_panel.set_settings(
+            self._composer.preset, self._composer.effective(), set(self._composer.overrides)
+        )
+
+    # ---- faces and messages ------------------------------------------------------------------------------
+
+    def _sync_active_face(self) -> None:
+        """Point the running swap at the active photo (an index into the run's faces)."""
+        active = self.gallery.active
+        self._active.set(self._run_faces.index(active) if active in self._run_faces else None)
+        self._update_badge()
+
+    def _on_active_face(self, path: Path | None) -> None:
+        self._sync_active_face()
+        if path is not None:
+            self._status_message(f"Active face: {path.name}")
+
+    def _on_faces_changed(self) -> None:
+        """A usable face was added or removed: a running swap reloads with the new set."""
+        usable = tuple(path for path, _ in self.gallery.usable_faces())
+        running = self.controller.state in (RunState.STARTING, RunState.RUNNING)
+        if running and usable != self._run_faces:
+            self._status_message("Source faces changed: reloading…")
+            self.controller.restart(self.plan())
+        else:
+            self._sync_active_face()
+
+    def _on_message(self, level: str, text: str) -> None:
+        known = level if level in ("info", "warning", "error") else "info"
+        self.messages.show_message(cast(Level, known), text)
+        self._update_badge()
+
+    def _on_vcam_unavailable(self, error_text: str) -> None:
+        fix = virtual_camera_fix(self._services.platform, error_text)
+        self.output_panel.show_vcam_help(fix)
+        self.messages.show_message(
+            "warning",
+            "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it.",
+        )
+
+    def _status_message(self, text: str) -> None:
+        status = self.statusBar()
+        if status is not None:
+            status.showMessage(text, 8000)
+
+
+def _scrolled(widget: QWidget) -> QScrollArea:
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setWidget(widget)
+    return area

@@ -1,0 +1,92 @@
+"""Non-modal messages at the top of the window: errors, warnings and notes, never a blocking dialog.
+
+A repeated message (e.g. the same per-frame warning thirty times a second) is shown once with a count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from PyQt6.QtCore import Qt
+from PyQt6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+
+Level = Literal["info", "warning", "error"]
+
+_STYLE: dict[Level, str] = {
+    "info": "background:#1f3a5a; color:#e8f0ff; border:1px solid #2f5a8a;",
+    "warning": "background:#5a4410; color:#fff3d6; border:1px solid #8a6a1a;",
+    "error": "background:#5a1f1f; color:#ffe3e3; border:1px solid #8a2f2f;",
+}
+_ICON: dict[Level, str] = {"info": "ℹ", "warning": "⚠", "error": "✖"}
+
+
+@dataclass
+class _Entry:
+    level: Level
+    text: str
+    count: int
+    row: QFrame
+    label: QLabel
+
+
+class MessageBar(QWidget):
+    """A stack of dismissible one-line banners, newest on top, at most `limit` at once."""
+
+    def __init__(self, limit: int = 4, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._limit = limit
+        self._entries: list[_Entry] = []
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self._layout = layout
+        self.setVisible(False)
+
+    def show_message(self, level: Level, text: str) -> None:
+        for entry in self._entries:
+            if entry.text == text and entry.level == level:
+                entry.count += 1
+                entry.label.setText(self._format(entry.level, text, entry.count))
+                return
+        row = QFrame(self)
+        row.setStyleSheet(f"QFrame {{ {_STYLE[level]} border-radius:4px; }} QLabel {{ border:none; }}")
+        hbox = QHBoxLayout(row)
+        hbox.setContentsMargins(8, 4, 4, 4)
+        label = QLabel(self._format(level, text, 1), row)
+        label.setWordWrap(True)
+        label.setTextFormat(Qt.TextFormat.PlainText)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        close = QToolButton(row)
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.setToolTip("Dismiss")
+        hbox.addWidget(label, 1)
+        hbox.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
+        entry = _Entry(level, text, 1, row, label)
+        close.clicked.connect(lambda: self._remove(entry))
+        self._entries.insert(0, entry)
+        self._layout.insertWidget(0, row)
+        while len(self._entries) > self._limit:
+            self._remove(self._entries[-1])
+        self.setVisible(True)
+
+    def clear(self) -> None:
+        for entry in list(self._entries):
+            self._remove(entry)
+
+    def texts(self) -> list[str]:
+        """The messages shown, newest first (for tests and the screenshot script)."""
+        return [e.text for e in self._entries]
+
+    def _remove(self, entry: _Entry) -> None:
+        if entry in self._entries:
+            self._entries.remove(entry)
+            self._layout.removeWidget(entry.row)
+            entry.row.deleteLater()
+        self.setVisible(bool(self._entries))
+
+    @staticmethod
+    def _format(level: Level, text: str, count: int) -> str:
+        suffix = f"  (×{count})" if count > 1 else ""
+        return f"{_ICON[level]}  {text}{suffix}"

@@ -1,0 +1,270 @@
+"""The live preview: newest frame only, converted on the GUI thread, never slowing the pipeline.
+
+- OriginalTap / TappedSource keep a copy of each captured frame (only while the view needs the
+  original), so "original" and "side by side" show the very frame that was swapped.
+- PreviewFeed is handed to Engine.subscribe_preview: on the sink thread it only swaps one slot and
+  emits a signal when none is pending, so a busy GUI skips stale frames instead of queueing them.
+- PreviewWidget scales the newest frame with OpenCV at paint time (one conversion per repaint).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from PyQt6.QtCore import QObject, QRect, QSize, Qt, pyqtSignal
+from PyQt6.QtGui import QColor, QFont, QImage, QPainter, QPaintEvent
+from PyQt6.QtWidgets import QSizePolicy, QWidget
+
+from gui.config import ViewMode
+from models.types import ImageBGR
+from realtime.frames import VideoFrame
+from realtime.sources import FrameSource
+
+
+class OriginalTap:
+    """Copies of recently captured frames by index (bounded; oldest evicted). Thread-safe."""
+
+    def __init__(self, capacity: int = 16) -> None:
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._frames: OrderedDict[int, ImageBGR] = OrderedDict()
+        self._enabled = False
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def set_enabled(self, on: bool) -> None:
+        with self._lock:
+            self._enabled = on
+            if not on:
+                self._frames.clear()
+
+    def put(self, frame: VideoFrame) -> None:
+        """Capture thread: remember a copy (the engine swaps the frame's own image in place)."""
+        if not self._enabled:
+            return
+        copy = frame.image.copy()
+        with self._lock:
+            self._frames[frame.index] = copy
+            while len(self._frames) > self._capacity:
+                self._frames.popitem(last=False)
+
+    def take(self, index: int) -> ImageBGR | None:
+        """Sink thread: the original of frame `index`; older entries (dropped frames) are discarded."""
+        with self._lock:
+            while self._frames:
+                first = next(iter(self._frames))
+                if first > index:
+                    return None
+                image = self._frames.pop(first)
+                if first == index:
+                    return image
+            return None
+
+
+class TappedSource:
+    """A FrameSource that hands each frame to an OriginalTap on the way through."""
+
+    def __init__(self, source: FrameSource, tap: OriginalTap) -> None:
+        self.inner = source
+        self._tap = tap
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.inner.size
+
+    @property
+    def fps(self) -> float:
+        return self.inner.fps
+
+    @property
+    def is_live(self) -> bool:
+        return self.inner.is_live
+
+    @property
+    def description(self) -> str:
+        return self.inner.description
+
+    def open(self) -> None:
+        self.inner.open()
+
+    def read(self) -> VideoFrame | None:
+        frame = self.inner.read()
+        if frame is not None:
+            self._tap.put(frame)
+        return frame
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewFrame:
+    output: ImageBGR
+    original: ImageBGR | None
+    index: int
+
+
+class PreviewFeed(QObject):
+    """Engine preview subscriber: one pending frame, latest wins; `frame_ready` tells the GUI thread."""
+
+    frame_ready = pyqtSignal()
+
+    def __init__(self, tap: OriginalTap, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.tap = tap
+        self._lock = threading.Lock()
+        self._pending: PreviewFrame | None = None
+        self.offered = 0
+        self.skipped = 0
+
+    def offer(self, frame: VideoFrame) -> None:
+        """Sink thread. Must return quickly: no conversion, no allocation beyond the record."""
+        original = self.tap.take(frame.index) if self.tap.enabled else None
+        item = PreviewFrame(frame.image, original, frame.index)
+        with self._lock:
+            signal_in_flight = self._pending is not None
+            if signal_in_flight:
+                self.skipped += 1
+            self._pending = item
+            self.offered += 1
+        if not signal_in_flight:
+            self.frame_ready.emit()
+
+    def take(self) -> PreviewFrame | None:
+        with self._lock:
+            item, self._pending = self._pending, None
+        return item
+
+
+def _qimage(image: ImageBGR) -> QImage:
+    """A QImage over the array's memory (the caller keeps the array alive while the image is used)."""
+    h, w = image.shape[:2]
+    return QImage(image.data, w, h, image.strides[0], QImage.Format.Format_BGR888)  # type: ignore[call-overload]
+
+
+def _fit(src: QSize, box: QRect) -> QRect:
+    """The largest rect with src's aspect ratio centred in box."""
+    if src.width() <= 0 or src.height() <= 0 or box.width() <= 0 or box.height() <= 0:
+        return QRect(box.topLeft(), QSize(0, 0))
+    scale = min(box.width() / src.width(), box.height() / src.height())
+    w, h = max(int(src.width() * scale), 1), max(int(src.height() * scale), 1)
+    return QRect(box.x() + (box.width() - w) // 2, box.y() + (box.height() - h) // 2, w, h)
+
+
+class PreviewWidget(QWidget):
+    """Shows the newest frame as swapped, original, or both side by side, with an optional badge."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMinimumSize(320, 180)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+        self._mode: ViewMode = "side_by_side"
+        self._frame: PreviewFrame | None = None
+        self._badge = ""
+        self._placeholder = "Press Start (Ctrl+Return). No camera needed: the test pattern is under Input."
+        self._scaled: list[tuple[QRect, ImageBGR, str]] = []
+        self._scaled_for: QSize | None = None
+        self.frames_shown = 0
+
+    @property
+    def mode(self) -> ViewMode:
+        return self._mode
+
+    @property
+    def last_frame(self) -> PreviewFrame | None:
+        """The frame on screen (None before the first)."""
+        return self._frame
+
+    @property
+    def badge(self) -> str:
+        return self._badge
+
+    def set_mode(self, mode: ViewMode) -> None:
+        self._mode = mode
+        self._invalidate()
+
+    def set_badge(self, text: str) -> None:
+        if text != self._badge:
+            self._badge = text
+            self.update()
+
+    def show_frame(self, frame: PreviewFrame) -> None:
+        self._frame = frame
+        self.frames_shown += 1
+        self._invalidate()
+
+    def clear(self) -> None:
+        self._frame = None
+        self._invalidate()
+
+    def sizeHint(self) -> QSize:
+        return QSize(960, 540)
+
+    def _invalidate(self) -> None:
+        self._scaled_for = None
+        self.update()
+
+    def _panes(self) -> list[tuple[ImageBGR, str]]:
+        frame = self._frame
+        if frame is None:
+            return []
+        if self._mode == "swapped":
+            return [(frame.output, "")]
+        if self._mode == "original":
+            return [(frame.original if frame.original is not None else frame.output, "")]
+        original = frame.original if frame.original is not None else frame.output
+        return [(original, "Original"), (frame.output, "Output")]
+
+    def _layout(self) -> list[tuple[QRect, ImageBGR, str]]:
+        """Scale each pane into its box with OpenCV (fast, off the paint engine), once per size/frame."""
+        if self._scaled_for == self.size():
+            return self._scaled
+        panes = self._panes()
+        ratio = self.devicePixelRatioF()
+        out: list[tuple[QRect, ImageBGR, str]] = []
+        if panes:
+            gap = 6 if len(panes) > 1 else 0
+            pane_w = (self.width() - gap * (len(panes) - 1)) // len(panes)
+            for i, (image, title) in enumerate(panes):
+                box = QRect(i * (pane_w + gap), 0, pane_w, self.height())
+                rect = _fit(QSize(image.shape[1], image.shape[0]), box)
+                w, h = max(int(rect.width() * ratio), 1), max(int(rect.height() * ratio), 1)
+                shrink = w < image.shape[1]
+                scaled = cv2.resize(
+                    image, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+                )
+                out.append((rect, np.ascontiguousarray(scaled), title))
+        self._scaled, self._scaled_for = out, self.size()
+        return out
+
+    def paintEvent(self, event: QPaintEvent | None) -> None:
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), QColor(18, 18, 20))
+        panes = self._layout()
+        if not panes:
+            painter.setPen(QColor(170, 170, 170))
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self._placeholder)
+        for rect, image, title in panes:
+            painter.drawImage(rect, _qimage(image))
+            if title:
+                self._draw_tag(painter, rect.topLeft().x() + 8, rect.topLeft().y() + 8, title)
+        if self._badge:
+            self._draw_tag(painter, 8, self.height() - 32, self._badge, QColor(150, 90, 0, 220))
+        painter.end()
+
+    def _draw_tag(self, painter: QPainter, x: int, y: int, text: str, bg: QColor | None = None) -> None:
+        font = QFont(self.font())
+        font.setBold(True)
+        painter.setFont(font)
+        metrics = painter.fontMetrics()
+        rect = QRect(x, y, metrics.horizontalAdvance(text) + 14, metrics.height() + 8)
+        painter.fillRect(rect, bg or QColor(0, 0, 0, 160))
+        painter.setPen(QColor(255, 255, 255))
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)

@@ -1,0 +1,42 @@
+"""What the window gets from the outside world, in one place so tests can substitute each part."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gui.config import default_config_path
+from realtime.app import ModelOptions
+from realtime.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
+
+ALLOW_UNVERIFIED_ENV = "FACECAST_ALLOW_UNVERIFIED"
+
+
+def _list_cameras() -> Sequence[CameraInfo]:
+    return list_cameras()
+
+
+def _probe_modes(index: int) -> tuple[CameraMode, ...]:
+    return probe_modes(index)
+
+
+@dataclass(frozen=True)
+class AppServices:
+    """config_path: the settings file. model_options: where the models are. vcam_backend: a pyvirtualcam
+    backend name (None tries each installed one). platform: which OS's driver instructions to show."""
+
+    config_path: Path = field(default_factory=default_config_path)
+    model_options: ModelOptions = field(default_factory=ModelOptions)
+    vcam_backend: str | None = None
+    platform: str = sys.platform
+    list_cameras: Callable[[], Sequence[CameraInfo]] = _list_cameras
+    probe_modes: Callable[[int], tuple[CameraMode, ...]] = _probe_modes
+
+    @staticmethod
+    def from_environment() -> AppServices:
+        """Defaults, plus $FACECAST_CONFIG, $FACECAST_MODELS_DIR and $FACECAST_ALLOW_UNVERIFIED=1."""
+        allow = os.environ.get(ALLOW_UNVERIFIED_ENV, "").strip().lower() in ("1", "true", "yes")
+        return AppServices(model_options=ModelOptions(allow_unverified=allow))

@@ -1,0 +1,318 @@
+"""Preset dropdown and one advanced box per pipeline stage, each with its live ms, applied live.
+
+Controls never change settings themselves: they emit `override_requested(key, value)`; the window
+validates it (SettingsComposer) and calls back set_settings() with what is now in effect, or
+show_error() with the reason a value was refused.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from PyQt6.QtCore import Qt, pyqtSignal
+from PyQt6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from realtime.metrics import Summary
+from realtime.settings import PRESETS_DIR, Settings, available_presets
+
+Kind = Literal["int", "float", "bool", "choice"]
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    key: str  # "section.field"
+    label: str
+    kind: Kind
+    minimum: float = 0.0
+    maximum: float = 1.0
+    step: float = 1.0
+    decimals: int = 2
+    choices: tuple[str, ...] = ()
+    tooltip: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    title: str
+    timings: tuple[str, ...]  # StatsSnapshot.stages_ms keys summed for this stage's ms
+    controls: tuple[Control, ...]
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        "Detector",
+        ("detect",),
+        (
+            Control("detector.model", "Model", "choice"),
+            Control("detector.size", "Input size", "int", 128, 1280, 32, tooltip="Smaller is faster"),
+            Control("detector.threshold", "Threshold", "float", 0.05, 0.95, 0.05),
+            Control(
+                "detector.interval",
+                "Detect every",
+                "int",
+                1,
+                120,
+                1,
+                tooltip="Full detection every N frames; tracking carries the faces in between",
+            ),
+            Control("detector.max_faces", "Max faces", "int", 0, 20, 1, tooltip="0 = no limit"),
+        ),
+    ),
+    Stage(
+        "Tracking & smoothing",
+        ("track", "select"),
+        (
+            Control("tracker.enabled", "Tracking", "bool"),
+            Control(
+                "tracker.min_cutoff",
+                "Min cutoff",
+                "float",
+                0.05,
+                10.0,
+                0.05,
+                tooltip="Lower = steadier face when still (One-Euro filter)",
+            ),
+            Control(
+                "tracker.beta", "Beta", "float", 0.0, 2.0, 0.01, 3, tooltip="Higher = less lag when moving"
+            ),
+            Control("tracker.min_quality", "Min quality", "float", 0.0, 1.0, 0.05),
+        ),
+    ),
+    Stage(
+        "Face swap",
+        ("swap",),
+        (
+            Control("swap.model", "Model", "choice"),
+            # "reference" and "mapped" need reference photos, which only the command line takes.
+            Control("swap.target", "Swap", "choice", choices=("largest", "all")),
+        ),
+    ),
+    Stage(
+        "Merge (mask & colour)",
+        ("paste",),
+        (
+            Control("composite.erode_ratio", "Mask erode", "float", 0.0, 0.4, 0.01),
+            Control("composite.blur_ratio", "Mask blur", "float", 0.0, 0.3, 0.01),
+            Control("composite.colour_match", "Colour match", "bool"),
+            Control("composite.opacity", "Opacity", "float", 0.0, 1.0, 0.05),
+            Control("composite.sharpen", "Sharpen", "float", 0.0, 3.0, 0.1, tooltip="0 = off"),
+        ),
+    ),
+    Stage(
+        "Enhancer",
+        ("enhance",),
+        (
+            Control("enhancer.model", "Model", "choice", tooltip="Face restoration of the swapped face"),
+            Control("enhancer.blend", "Blend", "float", 0.0, 1.0, 0.05),
+            Control("enhancer.every_n", "Run every", "int", 1, 30, 1, tooltip="Frames between restorer runs"),
+        ),
+    ),
+    Stage(
+        "Pipeline",
+        ("sink",),
+        (
+            Control(
+                "pipeline.frames_in_flight",
+                "Frames in flight",
+                "int",
+                1,
+                8,
+                1,
+                tooltip="More = higher fps on a fast GPU, more latency; takes effect at the next Start",
+            ),
+            Control("pipeline.provider", "Execution provider", "choice"),
+            Control("pipeline.fp16", "fp16 (TensorRT)", "bool"),
+        ),
+    ),
+)
+
+
+def preset_description(name: str) -> str:
+    try:
+        data = tomllib.loads((PRESETS_DIR / f"{name}.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return ""
+    text = data.get("description", "")
+    return text if isinstance(text, str) else ""
+
+
+def _value(settings: Settings, key: str) -> Any:
+    section, name = key.split(".", 1)
+    return getattr(getattr(settings, section), name)
+
+
+def setting_exists(key: str) -> bool:
+    """Whether this engine version has the setting (controls for others are left out)."""
+    section, name = key.split(".", 1)
+    part = getattr(Settings(), section, None)
+    return part is not None and name in {f.name for f in fields(part)}
+
+
+def choices_for(control: Control) -> tuple[str, ...]:
+    """The control's own choices, else every value the setting's Literal type allows."""
+    if control.choices:
+        return control.choices
+    section, name = control.key.split(".", 1)
+    hint = get_type_hints(type(getattr(Settings(), section)))[name]
+    return tuple(str(v) for v in get_args(hint)) if get_origin(hint) is Literal else ()
+
+
+class StageBox(QGroupBox):
+    """One stage: its controls and its measured ms."""
+
+    edited = pyqtSignal(str, object)
+
+    def __init__(self, stage: Stage, parent: QWidget | None = None) -> None:
+        super().__init__(stage.title.replace("&", "&&"), parent)  # "&" would be a mnemonic
+        self.stage = stage
+        self.ms_label = QLabel("– ms")
+        self.ms_label.setAlignment(Qt.AlignmentFlag.AlignRight)
+        self.ms_label.setStyleSheet("color:#8fd08f; font-family:monospace;")
+        self.ms_label.setToolTip("Mean time per frame in this stage (" + " + ".join(stage.timings) + ")")
+        self.widgets: dict[str, QWidget] = {}
+        self._labels: dict[str, QLabel] = {}
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        for control in stage.controls:
+            if not setting_exists(control.key):
+                continue
+            widget = self._make(control)
+            label = QLabel(control.label)
+            label.setToolTip(control.tooltip)
+            widget.setToolTip(control.tooltip)
+            self.widgets[control.key] = widget
+            self._labels[control.key] = label
+            form.addRow(label, widget)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.ms_label)
+        layout.addLayout(form)
+
+    def _make(self, control: Control) -> QWidget:
+        key = control.key
+        if control.kind == "bool":
+            check = QCheckBox()
+            check.toggled.connect(lambda on, k=key: self.edited.emit(k, bool(on)))
+            return check
+        if control.kind == "choice":
+            combo = QComboBox()
+            combo.addItems(choices_for(control))
+            combo.currentTextChanged.connect(lambda text, k=key: self.edited.emit(k, text))
+            return combo
+        if control.kind == "int":
+            spin = QSpinBox()
+            spin.setRange(int(control.minimum), int(control.maximum))
+            spin.setSingleStep(int(control.step))
+            spin.setKeyboardTracking(False)
+            spin.valueChanged.connect(lambda v, k=key: self.edited.emit(k, int(v)))
+            return spin
+        dspin = QDoubleSpinBox()
+        dspin.setRange(control.minimum, control.maximum)
+        dspin.setSingleStep(control.step)
+        dspin.setDecimals(control.decimals)
+        dspin.setKeyboardTracking(False)
+        dspin.valueChanged.connect(lambda v, k=key: self.edited.emit(k, float(v)))
+        return dspin
+
+    def set_values(self, settings: Settings, overridden: set[str]) -> None:
+        for key, widget in self.widgets.items():
+            value = _value(settings, key)
+            widget.blockSignals(True)
+            if isinstance(widget, QCheckBox):
+                widget.setChecked(bool(value))
+            elif isinstance(widget, QComboBox):
+                widget.setCurrentText(str(value))
+            elif isinstance(widget, QSpinBox):
+                widget.setValue(int(value))
+            elif isinstance(widget, QDoubleSpinBox):
+                widget.setValue(float(value))
+            widget.blockSignals(False)
+            font = self._labels[key].font()
+            font.setItalic(key in overridden)
+            self._labels[key].setFont(font)
+            tip = "changed from the preset" if key in overridden else ""
+            self._labels[key].setStatusTip(tip)
+
+    def set_ms(self, stages_ms: Mapping[str, Summary]) -> None:
+        parts = [stages_ms[k].mean for k in self.stage.timings if k in stages_ms]
+        self.ms_label.setText(f"{sum(parts):.1f} ms" if parts else "– ms")
+
+
+class StagePanel(QWidget):
+    preset_requested = pyqtSignal(str)
+    override_requested = pyqtSignal(str, object)  # key, value
+    reset_requested = pyqtSignal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        presets = available_presets()
+        self._descriptions = {name: preset_description(name) for name in presets}  # read once
+        self.preset_combo = QComboBox()
+        self.preset_combo.addItems(presets)
+        self.preset_combo.currentTextChanged.connect(self.preset_requested)
+        reset = QPushButton("Reset to preset")
+        reset.clicked.connect(self.reset_requested)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Preset"))
+        row.addWidget(self.preset_combo, 1)
+        row.addWidget(reset)
+        self.description = QLabel()
+        self.description.setWordWrap(True)
+        self.description.setStyleSheet("color:#aaa;")
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.error_label.setStyleSheet("color:#ff8080;")
+        self.error_label.hide()
+        note = QLabel("Changes apply live. Italic = changed from the preset.")
+        note.setStyleSheet("color:#888;")
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addWidget(self.description)
+        layout.addWidget(note)
+        layout.addWidget(self.error_label)
+        self.boxes: list[StageBox] = []
+        for stage in STAGES:
+            if not any(setting_exists(c.key) for c in stage.controls):
+                continue
+            box = StageBox(stage, self)
+            box.edited.connect(self.override_requested)
+            self.boxes.append(box)
+            layout.addWidget(box)
+        layout.addStretch(1)
+
+    def widget_for(self, key: str) -> QWidget:
+        for box in self.boxes:
+            if key in box.widgets:
+                return box.widgets[key]
+        raise KeyError(key)
+
+    def set_settings(self, preset: str, settings: Settings, overridden: set[str]) -> None:
+        self.preset_combo.blockSignals(True)
+        self.preset_combo.setCurrentText(preset)
+        self.preset_combo.blockSignals(False)
+        self.description.setText(self._descriptions.get(preset, ""))
+        for box in self.boxes:
+            box.set_values(settings, overridden)
+
+    def set_stage_ms(self, stages_ms: Mapping[str, Summary]) -> None:
+        for box in self.boxes:
+            box.set_ms(stages_ms)
+
+    def show_error(self, text: str) -> None:
+        self.error_label.setText(text)
+        self.error_label.setVisible(bool(text))

@@ -1,0 +1,172 @@
+"""Render screenshots of the control panel's main states into docs/screenshots/.
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" python scripts/screenshots.py
+
+Runs fully offline: the models are the contract-exact test doubles (tests/doubles.py), so the "swap"
+is the doubles' tint over the detected face, not a real face swap; the input is the built-in test
+pattern. Without a display it falls back to Qt's offscreen platform.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+if not os.environ.get("DISPLAY") and "QT_QPA_PLATFORM" not in os.environ:
+    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+import pyvirtualcam  # noqa: E402
+import pyvirtualcam.camera  # noqa: E402
+from PyQt6.QtCore import QEventLoop, QTimer  # noqa: E402
+from PyQt6.QtWidgets import QApplication, QWidget  # noqa: E402
+
+from gui.config import ConfigStore, GuiConfig, InputConfig, OutputConfig  # noqa: E402
+from gui.consent import ConsentDialog  # noqa: E402
+from gui.controller import ModelsState, RunState  # noqa: E402
+from gui.main_window import MainWindow  # noqa: E402
+from gui.services import AppServices  # noqa: E402
+from gui.theme import apply_dark_theme  # noqa: E402
+from realtime.app import ModelOptions  # noqa: E402
+from realtime.bench import astronaut_bgr  # noqa: E402
+from tests.doubles import write_all  # noqa: E402
+from tests.vcam_recorder import recording_backend  # noqa: E402
+
+WINDOW_SIZE = (1440, 880)
+PATTERN = (640, 360)
+
+
+def pump(seconds: float, until: Callable[[], bool] | None = None) -> bool:
+    """Run the event loop for up to `seconds`, or until `until()` is true."""
+    loop = QEventLoop()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if until is not None and until():
+            return True
+        QTimer.singleShot(15, loop.quit)
+        loop.exec()
+    return until is None or until()
+
+
+def save(widget: QWidget, path: Path) -> None:
+    pump(0.3)
+    if not widget.grab().save(str(path)):
+        raise SystemExit(f"could not write {path}")
+    print(f"wrote {path}")
+
+
+def write_inputs(folder: Path) -> tuple[Path, Path, Path]:
+    models = folder / "models"
+    models.mkdir()
+    write_all(models)
+    face = folder / "eileen.png"
+    cv2.imwrite(str(face), astronaut_bgr()[:, ::-1].copy())
+    from skimage import data
+
+    no_face = folder / "coffee.png"
+    cv2.imwrite(str(no_face), cv2.cvtColor(np.asarray(data.coffee()), cv2.COLOR_RGB2BGR))
+    return models, face, no_face
+
+
+@contextmanager
+def missing_driver_backend() -> Iterator[str]:
+    """A pyvirtualcam backend failing exactly as v4l2loopback does when its module is not loaded."""
+
+    class MissingDriver:
+        def __init__(self, **kwargs: Any) -> None:
+            raise RuntimeError(
+                "No v4l2 loopback device found at /dev/video[0-99]. Did you run 'modprobe v4l2loopback'? "
+                "See also pyvirtualcam's documentation."
+            )
+
+    name = "screenshots-missing-driver"
+    pyvirtualcam.register_backend(name, MissingDriver)
+    try:
+        yield name
+    finally:
+        pyvirtualcam.camera.BACKENDS.pop(name, None)
+
+
+def open_window(folder: Path, models: Path, photos: Sequence[Path], vcam_backend: str) -> MainWindow:
+    services = AppServices(
+        config_path=folder / "settings.toml",
+        model_options=ModelOptions(models, allow_unverified=True),
+        vcam_backend=vcam_backend,
+        platform="linux",
+        list_cameras=list,
+    )
+    config = GuiConfig(
+        consent_accepted=True,
+        overrides={"detector.model": "mtcnn"},
+        photos=tuple(str(p) for p in photos),
+        active_face=str(photos[0]),
+        input=InputConfig(kind="pattern", width=PATTERN[0], height=PATTERN[1], fps=30.0),
+        output=OutputConfig(vcam=True, vcam_width=1280, vcam_height=720, vcam_fps=30.0),
+    )
+    window = MainWindow(services, ConfigStore(services.config_path), config)
+    window.resize(*WINDOW_SIZE)
+    window.show()
+    return window
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--seconds", type=float, default=6.0, help="how long to run before the running shots")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    app = QApplication(sys.argv[:1])
+    app.setApplicationName("FaceCast")
+    apply_dark_theme(app)
+
+    with tempfile.TemporaryDirectory() as tmp, recording_backend() as recorder:
+        folder = Path(tmp)
+        models, face, no_face = write_inputs(folder)
+        window = open_window(folder, models, (face, no_face), recorder.name)
+        pump(20, lambda: all(window.gallery.card(p).result is not None for p in (face, no_face)))
+        window.tabs.setCurrentIndex(0)
+        save(window, args.out / "idle.png")
+
+        window.toggle_running()
+        pump(30, lambda: window.controller.models == ModelsState.READY)
+        pump(args.seconds)
+        window.tabs.setCurrentIndex(2)  # Output: where the latency to set as audio delay is shown
+        save(window, args.out / "running_side_by_side.png")
+        window.tabs.setCurrentIndex(3)  # Stages: preset and the per-stage controls, with their ms
+        save(window, args.out / "stages.png")
+        window.toggle_running()
+        pump(10, lambda: window.controller.state == RunState.IDLE)
+        window.close()
+
+        with missing_driver_backend() as backend:
+            window = open_window(folder, models, (face,), backend)
+            pump(20, lambda: window.gallery.active_identity() is not None)
+            window.toggle_running()
+            pump(20, lambda: not window.output_panel.help_panel.isHidden())
+            pump(2.0)
+            window.tabs.setCurrentIndex(2)
+            save(window, args.out / "vcam_missing.png")
+            window.toggle_running()
+            pump(10, lambda: window.controller.state == RunState.IDLE)
+            window.close()
+
+    dialog = ConsentDialog()
+    dialog.show()
+    save(dialog, args.out / "consent.png")
+    dialog.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
