@@ -39,6 +39,7 @@ from realtime.stage_api import (
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often blocked threads re-check the stop flag
+REPEAT_REPORT_S = 10.0  # a per-frame failure with the same reason is reported again after this
 
 EventKind = Literal["started", "models_loading", "models_ready", "error", "warning", "finished"]
 
@@ -131,6 +132,7 @@ class Engine:
         self._preview: list[Callable[[VideoFrame], None]] = []
         self.error: FaceCastError | None = None
         self._lock = threading.Lock()
+        self._reported: dict[str, float] = {}  # per-frame failure message -> when last reported
 
     # ---- public API ----------------------------------------------------------------------------
 
@@ -330,13 +332,10 @@ class Engine:
             stages = self._current_stages()
             try:
                 plan = stages.analyser.analyse(frame.image, frame.capture_ts, settings)
-            except FaceCastError:
-                raise
             except Exception as exc:
-                # One bad frame must not end the stream: pass it through and say why.
-                log.exception("analysis failed on frame %d", frame.index)
-                self.metrics.error()
-                self._emit(EngineEvent("warning", f"face analysis failed on a frame: {exc}"))
+                # A bad frame (or a model that rejects this input) must not end the stream:
+                # the frame passes through unswapped and the user is told why.
+                self._frame_failed("face analysis", frame.index, exc)
                 plan = FramePlan()
             self.metrics.stages(plan.timings.items())
             with pipes.cond:
@@ -361,12 +360,8 @@ class Engine:
             try:
                 timings = worker.apply(job.frame.image, job.plan, settings)
                 self.metrics.faces(len(job.plan.targets), job.plan.passthrough)
-            except FaceCastError:
-                raise
             except Exception as exc:
-                log.exception("swap failed on frame %d", job.frame.index)
-                self.metrics.error()
-                self._emit(EngineEvent("warning", f"face swap failed on a frame: {exc}"))
+                self._frame_failed("face swap", job.frame.index, exc)
                 timings = {}
             self.metrics.stages(timings.items())
             self.metrics.stage("worker", (time.perf_counter() - t0) * 1000.0)
@@ -402,6 +397,20 @@ class Engine:
                     pipes.cond.notify_all()
         finally:
             self._finished.set()
+
+    def _frame_failed(self, stage: str, index: int, exc: Exception) -> None:
+        """Count a per-frame failure; say so once per distinct reason (not 30 times a second)."""
+        self.metrics.error()
+        text = exc.user_message() if isinstance(exc, FaceCastError) else f"{type(exc).__name__}: {exc}"
+        message = f"{stage} failed, frames pass through unswapped: {text}"
+        now = time.monotonic()
+        with self._lock:
+            last = self._reported.get(message)
+            if last is not None and now - last < REPEAT_REPORT_S:
+                return
+            self._reported[message] = now
+        log.warning("%s (frame %d)", message, index, exc_info=not isinstance(exc, FaceCastError))
+        self._emit(EngineEvent("warning", message))
 
     # ---- shutdown ------------------------------------------------------------------------------
 

@@ -204,3 +204,24 @@ def test_disclosure_label_marks_every_output_frame_when_on() -> None:
     engine.start()
     assert engine.wait(10)
     assert not (np.stack([f[-40:, -200:] for f in frames]) > 200).any()
+
+
+def test_a_model_that_rejects_every_frame_passes_frames_through_and_says_so_once() -> None:
+    from models.errors import ModelContractError
+
+    class Rejecting:
+        def analyse(self, image, ts, s):  # type: ignore[no-untyped-def]
+            raise ModelContractError("det_10g.onnx takes 640x640 input only.")
+
+    def factory(s: Settings) -> StageSet:
+        return StageSet(Rejecting(), passthrough_stages(s).workers, "rejecting")
+
+    events = []
+    sink = RecordingSink()
+    engine = Engine(FakeSource(frames=30), sink, settings(2), factory, on_event=events.append)
+    engine.start()
+    assert engine.wait(10)
+    assert engine.error is None and sink.indices == list(range(30))  # the stream kept going
+    warnings = [e for e in events if e.kind == "warning"]
+    assert len(warnings) == 1 and "640x640" in warnings[0].message
+    assert engine.stats().errors == 30
