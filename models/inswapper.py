@@ -8,6 +8,8 @@ the file once at load time.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -17,11 +19,14 @@ import numpy as np
 import numpy.typing as npt
 import onnx
 import onnxruntime as ort
+import platformdirs
 from onnx import numpy_helper
 
 from models.errors import ModelContractError
 from models.session import SessionFactory
 from models.types import FloatArray, ImageBGR
+
+log = logging.getLogger(__name__)
 
 TARGET_NAME = "target"
 SOURCE_NAME = "source"
@@ -43,6 +48,45 @@ CONTRACT_TEXT = (
 
 def _fmt_shape(shape: Sequence[Any] | None) -> str:
     return "[" + ",".join(str(d) if isinstance(d, int) else "?" for d in (shape or [])) + "]"
+
+
+EMAP_CACHE_MIN_BYTES = 50_000_000  # only real models are worth caching (parsing one takes seconds)
+
+
+def emap_cache_path(path: Path, cache_dir: Path) -> Path:
+    """Where the emap of `path` is cached: keyed by name, size and mtime, so a replaced file misses."""
+    st = path.stat()
+    return cache_dir / f"{path.name}-{st.st_size}-{st.st_mtime_ns}.emap.npy"
+
+
+def read_emap_cached(path: Path | str, cache_dir: Path | None = None) -> FloatArray:
+    """read_emap, cached as a 1 MB .npy beside the user cache for large model files.
+
+    Parsing the 554 MB inswapper protobuf holds the GIL for about a second and briefly doubles
+    memory; it used to happen once per swap worker at every start and model reload.
+    """
+    p = Path(path)
+    if p.stat().st_size < EMAP_CACHE_MIN_BYTES:
+        return read_emap(p)
+    folder = cache_dir or Path(platformdirs.user_cache_dir("FaceCast")) / "emap"
+    cached = emap_cache_path(p, folder)
+    if cached.is_file():
+        try:
+            emap = np.load(cached, allow_pickle=False)
+            if emap.shape == (LATENT_SIZE, LATENT_SIZE) and emap.dtype == np.float32:
+                return np.ascontiguousarray(emap)
+        except (OSError, ValueError) as exc:
+            log.warning("Ignoring unreadable emap cache %s (%s)", cached, exc)
+    emap = read_emap(p)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp.npy")
+        np.save(tmp, emap)
+        os.replace(tmp, cached)
+    except OSError as exc:
+        # A read-only cache only costs the parse next time.
+        log.warning("Cannot cache the emap in %s (%s)", folder, exc)
+    return emap
 
 
 def read_emap(path: Path | str) -> FloatArray:
@@ -104,7 +148,7 @@ class InSwapper:
             cls.check_contract(session.get_inputs(), session.get_outputs())
         except ModelContractError as err:
             raise ModelContractError(f"{p.name}: {err.message}", hint=err.hint) from err
-        return cls(session, read_emap(p))
+        return cls(session, read_emap_cached(p))
 
     @staticmethod
     def check_contract(inputs: Sequence[Any], outputs: Sequence[Any]) -> None:

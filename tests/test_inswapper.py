@@ -167,3 +167,24 @@ def test_detector_file_is_not_a_swapper(paths: dict[str, Path]) -> None:
 def test_wrong_signature_rejected(inputs: list[FakeArg], outputs: list[FakeArg]) -> None:
     with pytest.raises(ModelContractError):
         InSwapper(FakeSession(inputs, outputs), np.zeros((512, 512), np.float32))
+
+
+def test_large_model_emap_is_cached_and_a_replaced_file_misses(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import onnx
+
+    from models import inswapper as mod
+    from tests.doubles import build_inswapper
+
+    path = tmp_path / "inswapper_128.onnx"
+    onnx.save(build_inswapper(seed=0), str(path))
+    monkeypatch.setattr(mod, "EMAP_CACHE_MIN_BYTES", 1)
+    calls = []
+    real = mod.read_emap
+    monkeypatch.setattr(mod, "read_emap", lambda p: calls.append(p) or real(p))
+    cache = tmp_path / "cache"
+    first = mod.read_emap_cached(path, cache)
+    second = mod.read_emap_cached(path, cache)
+    assert len(calls) == 1 and np.array_equal(first, second)
+    onnx.save(build_inswapper(seed=1), str(path))  # a different file under the same name
+    third = mod.read_emap_cached(path, cache)
+    assert len(calls) == 2 and not np.array_equal(first, third)
