@@ -48,9 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--source",
         nargs="+",
         type=Path,
-        required=True,
+        default=None,
         metavar="PHOTO",
         help="photo(s) of the face to swap in; several photos of one person are averaged",
+    )
+    run.add_argument(
+        "--map",
+        dest="maps",
+        action="append",
+        default=[],
+        metavar="REF_PHOTO=SOURCE_PHOTO",
+        help="instead of --source: the person in REF_PHOTO becomes the person in SOURCE_PHOTO "
+        "(repeatable: face A becomes X, face B becomes Y; other faces are left alone)",
     )
     run.add_argument("--input", required=True, metavar="CAMERA_INDEX|VIDEO|IMAGE")
     run.add_argument("--output", required=True, metavar="vcam|window|null|FILE")
@@ -160,9 +169,37 @@ def _settings_for_run(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         overrides["swap.model"] = args.swapper
     if args.reference:
         overrides["swap.target"] = "reference"
+    if args.maps:
+        overrides["swap.target"] = "mapped"
     if args.label:
         overrides["composite.disclosure_label"] = True
     return settings.with_overrides(overrides)
+
+
+def _parse_maps(args: argparse.Namespace) -> list[tuple[Path, Path]]:
+    """`--map REF=SOURCE` pairs; exactly one of --source and --map picks who is swapped in."""
+    from models.errors import SourceError
+
+    if args.source and args.maps:
+        raise SourceError(
+            "--source and --map cannot be combined.",
+            hint="With --map each mapping names its own source photo: --map REF_PHOTO=SOURCE_PHOTO.",
+        )
+    if args.maps and args.reference:
+        raise SourceError(
+            "--reference and --map cannot be combined.", hint="--map already names who to find."
+        )
+    if not args.source and not args.maps:
+        raise SourceError(
+            "No source photo given.", hint="Pass --source PHOTO or --map REF_PHOTO=SOURCE_PHOTO."
+        )
+    pairs: list[tuple[Path, Path]] = []
+    for text in args.maps:
+        ref, sep, src = text.partition("=")
+        if not sep or not ref.strip() or not src.strip():
+            raise SourceError(f"--map {text!r} must look like REF_PHOTO=SOURCE_PHOTO.")
+        pairs.append((Path(ref.strip()), Path(src.strip())))
+    return pairs
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
@@ -171,9 +208,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.sinks import open_sink
     from realtime.sources import open_source
 
+    mappings = _parse_maps(args)
     settings = _settings_for_run(args)
     options = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
-    stages = prepare_face_swap(args.source, settings, options, args.reference)
+    stages = prepare_face_swap(args.source or [], settings, options, args.reference, mappings)
     for note in stages.identity.notes:
         print(f"note: {note}", file=out)
     for note in stages.fallbacks:

@@ -215,6 +215,17 @@ CATALOGUE: tuple[ModelEntry, ...] = (
         default=False,
     ),
     ModelEntry(
+        name="codeformer",
+        role="enhancer",
+        files=(ModelFile("codeformer.onnx", None, None),),
+        urls=(f"{_FF_ASSETS}/models-3.0.0/codeformer.onnx",),
+        archive=None,
+        licence="S-Lab License 1.0: non-commercial use only (CodeFormer, NTU S-Lab)",
+        licence_url="https://github.com/sczhou/CodeFormer/blob/master/LICENSE",
+        description="CodeFormer face restorer, 512 px, fidelity weight (heaviest: 404.9 GMACs)",
+        default=False,
+    ),
+    ModelEntry(
         name="xseg_1",
         role="occluder",
         files=(ModelFile("xseg_1.onnx", None, 70_324_286),),

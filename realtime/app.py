@@ -12,17 +12,19 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from models.errors import SourceError
 from models.session import InferenceClock, SessionConfig, SessionFactory
 from models.store import ModelStore, default_models_dir
 from realtime.engine import StageSet
 from realtime.face_models import (
     AnalysisModels,
     ModelPaths,
+    StoreQualityModels,
     check_models_present,
     load_analysis_models,
     load_swapper_model,
 )
-from realtime.settings import Settings
+from realtime.settings import Settings, SettingsError
 from realtime.source_face import SourceIdentity, load_identity
 from realtime.stages import FaceAnalyser, FaceSwapWorker
 
@@ -49,12 +51,25 @@ def session_factory(settings: Settings, options: ModelOptions) -> SessionFactory
     )
 
 
+@dataclass(frozen=True, slots=True)
+class IdentityMapping:
+    """`--map REF=SOURCE`: the person in the reference photo becomes the source identity."""
+
+    reference: npt.NDArray[np.float32]  # embedding of the person to find in the video
+    identity: SourceIdentity  # who they become
+    reference_photo: Path | None = None
+
+
 @dataclass
 class FaceSwapStages:
     """A StageFactory for the engine: builds the analyser and one swap worker per frame in flight.
 
     The analysis models loaded for the source photos are reused by the first stage set, so
-    starting a run loads each model once.
+    starting a run loads each model once. Each worker gets its own swapper, enhancer and mask
+    sessions (the ones the settings switch on), loaded here once.
+
+    identities (SwapTarget.identity indexes them): 0 = `identity` (the --source person; the first
+    mapping's when only --map was given), k >= 1 = mappings[k - 1].identity.
     """
 
     options: ModelOptions
@@ -62,6 +77,11 @@ class FaceSwapStages:
     reference: npt.NDArray[np.float32] | None = None
     _warm: tuple[Settings, AnalysisModels] | None = field(default=None, repr=False)
     fallbacks: list[str] = field(default_factory=list)
+    mappings: tuple[IdentityMapping, ...] = ()
+
+    @property
+    def identities(self) -> tuple[SourceIdentity, ...]:
+        return (self.identity, *(m.identity for m in self.mappings))
 
     def __call__(self, settings: Settings) -> StageSet:
         paths = self.options.paths()
@@ -70,12 +90,21 @@ class FaceSwapStages:
         if analysis is None:
             analysis = load_analysis_models(paths, settings, factory)
         workers = tuple(
-            FaceSwapWorker(load_swapper_model(paths, settings, factory), self.identity, settings)
+            FaceSwapWorker(
+                load_swapper_model(paths, settings, factory),
+                self.identities,
+                settings,
+                StoreQualityModels(paths, factory),
+            )
             for _ in range(settings.pipeline.frames_in_flight)
         )
         self.fallbacks.extend(m for m in factory.fallbacks if m not in self.fallbacks)
-        label = f"{settings.detector.model} + {settings.swap.model} on {settings.pipeline.provider}"
-        return StageSet(FaceAnalyser(analysis, settings, self.reference), workers, label)
+        label = f"{settings.detector.model} + {settings.swap.model}"
+        if settings.enhancer.model != "none":
+            label += f" + {settings.enhancer.model}"
+        label += f" on {settings.pipeline.provider}"
+        analyser = FaceAnalyser(analysis, settings, self.reference, [m.reference for m in self.mappings])
+        return StageSet(analyser, workers, label)
 
     def _reuse_analysis(self, settings: Settings) -> AnalysisModels | None:
         warm, self._warm = self._warm, None
@@ -94,20 +123,43 @@ def prepare_face_swap(
     settings: Settings,
     options: ModelOptions,
     reference_photo: Path | None = None,
+    mappings: Sequence[tuple[Path, Path]] = (),
 ) -> FaceSwapStages:
     """Check models, embed the source identity (and the reference face), return the stage factory.
 
+    mappings: (reference photo, source photo) pairs for swap.target "mapped": the person in each
+    reference photo becomes the person in its source photo. `source_photos` may then be empty.
     Fails with a one-line FaceCastError before any camera or output is opened.
     """
+    if settings.swap.target == "mapped" and not mappings:
+        raise SettingsError(
+            "Setting 'swap.target' is 'mapped' but no identity mapping was given.",
+            hint="Pass --map REF_PHOTO=SOURCE_PHOTO (repeatable).",
+        )
+    if not source_photos and not mappings:
+        raise SourceError(
+            "No source photo given.", hint="Pass --source PHOTO or --map REF_PHOTO=SOURCE_PHOTO."
+        )
     paths = options.paths()
     check_models_present(paths, settings)
     factory = session_factory(settings, options)
     analysis = load_analysis_models(paths, settings, factory)
-    identity = load_identity(list(source_photos), analysis.detector, analysis.recognizer)
+    mapped = tuple(
+        IdentityMapping(
+            load_identity([ref], analysis.detector, analysis.recognizer).embedding,
+            load_identity([src], analysis.detector, analysis.recognizer),
+            ref,
+        )
+        for ref, src in mappings
+    )
+    if source_photos:
+        identity = load_identity(list(source_photos), analysis.detector, analysis.recognizer)
+    else:
+        identity = mapped[0].identity
     reference = None
     if reference_photo is not None:
         reference = load_identity([reference_photo], analysis.detector, analysis.recognizer).embedding
-    stages = FaceSwapStages(options, identity, reference)
+    stages = FaceSwapStages(options, identity, reference, mappings=mapped)
     stages._warm = (settings, analysis)
     stages.fallbacks.extend(factory.fallbacks)
     return stages

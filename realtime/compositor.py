@@ -52,6 +52,24 @@ def crop_scale(m: Matrix2x3) -> float:
     return float(math.sqrt(abs(np.linalg.det(m[:, :2]))))
 
 
+def compose_affine(outer: Matrix2x3, inner: Matrix2x3) -> Matrix2x3:
+    """outer ∘ inner: the 2x3 matrix that applies `inner` first, then `outer`."""
+    m = np.empty((2, 3), dtype=np.float64)
+    m[:, :2] = outer[:, :2] @ inner[:, :2]
+    m[:, 2] = outer[:, :2] @ inner[:, 2] + outer[:, 2]
+    return m
+
+
+def scale_crop_matrix(m: Matrix2x3, factor: float) -> Matrix2x3:
+    """The same aligned crop at `factor` times the resolution.
+
+    Pixel centres stay put (x' = f*x + (f-1)/2, OpenCV's resize convention), so a model output at
+    the larger size resized back with cv2.resize lines up with the original crop exactly.
+    """
+    scale = np.array([[factor, 0.0, (factor - 1.0) / 2.0], [0.0, factor, (factor - 1.0) / 2.0]])
+    return compose_affine(scale, m)
+
+
 def paste_region(frame_shape: tuple[int, ...], crop_size: int, m: Matrix2x3) -> Region:
     """The part of the frame the pasted crop can touch (its warped corners' bounding box)."""
     im = invert_affine(m)
@@ -106,21 +124,67 @@ def build_crop_mask(crop_size: int, inset_x8: int, sigma_x8: int) -> MaskArray:
     return np.asarray(mask, dtype=np.float32)
 
 
-def colour_transfer(crop: ImageBGR, reference: ImageBGR) -> ImageBGR:
+def colour_transfer(crop: ImageBGR, reference: ImageBGR, mask: MaskArray | None = None) -> ImageBGR:
     """Reinhard colour transfer in LAB: give `crop` the mean/std of `reference` (same size).
 
-    Only the central part of both crops is measured so hair and background do not bias the skin.
+    The statistics of both crops are measured where the face is: weighted by `mask` (crop space,
+    0..1, e.g. the parser's skin with occluders and the mouth cut out) when given, else over the
+    central half of the crop, so hair and background do not bias the skin. With a mask that holds
+    too little face to measure (under 16 px of weight) the crop is returned unchanged.
     """
-    c = crop.shape[0]
-    lo, hi = c // 4, c - c // 4
     src = cv2.cvtColor(crop, cv2.COLOR_BGR2LAB).astype(np.float32)
     ref = cv2.cvtColor(reference, cv2.COLOR_BGR2LAB).astype(np.float32)
-    s_c, r_c = src[lo:hi, lo:hi], ref[lo:hi, lo:hi]
-    s_mean, s_std = s_c.mean(axis=(0, 1)), s_c.std(axis=(0, 1)) + 1e-3
-    r_mean, r_std = r_c.mean(axis=(0, 1)), r_c.std(axis=(0, 1)) + 1e-3
+    if mask is None:
+        c = crop.shape[0]
+        lo, hi = c // 4, c - c // 4
+        weights = np.zeros(crop.shape[:2], dtype=np.float32)
+        weights[lo:hi, lo:hi] = 1.0
+    else:
+        if mask.shape != crop.shape[:2]:
+            raise ValueError(f"mask {mask.shape} does not match the crop {crop.shape[:2]}")
+        weights = np.asarray(mask, dtype=np.float32)
+    total = float(weights.sum())
+    if total < 16.0:
+        return crop.copy()
+    s_mean, s_std = _weighted_stats(src, weights, total)
+    r_mean, r_std = _weighted_stats(ref, weights, total)
     out = (src - s_mean) * (r_std / s_std) + r_mean
     lab = np.clip(out, 0, 255).astype(np.uint8)
     return np.asarray(cv2.cvtColor(lab, cv2.COLOR_LAB2BGR), dtype=np.uint8)
+
+
+def _weighted_stats(
+    lab: npt.NDArray[np.float32], weights: MaskArray, total: float
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Per-channel weighted mean and standard deviation (+1e-3 so a flat patch cannot divide by 0)."""
+    flat = lab.reshape(-1, 3)
+    w = weights.reshape(-1)
+    mean = (w @ flat) / np.float32(total)
+    var = (w @ np.square(flat - mean)) / np.float32(total)
+    return mean.astype(np.float32), (np.sqrt(var) + np.float32(1e-3)).astype(np.float32)
+
+
+def unsharp_mask(
+    image: ImageBGR,
+    amount: float,
+    sigma: float = 1.0,
+    *,
+    out: ImageBGR | None = None,
+    blurred: ImageBGR | None = None,
+) -> ImageBGR:
+    """image + amount * (image - GaussianBlur(image, sigma)), rounded and saturated to uint8.
+
+    `out` may be `image` itself (in place); `blurred` is an optional same-shape scratch buffer.
+    """
+    dst = np.empty_like(image) if out is None else out
+    if amount <= 0.0:
+        if dst is not image:
+            np.copyto(dst, image)
+        return dst
+    soft = cv2.GaussianBlur(image, (0, 0), sigma, dst=blurred, borderType=cv2.BORDER_REFLECT_101)
+    # addWeighted computes in float and rounds once: (1 + a) * x - a * blur.
+    cv2.addWeighted(image, 1.0 + amount, soft, -amount, 0.0, dst=dst)
+    return dst
 
 
 @dataclass
@@ -153,14 +217,27 @@ class Compositor:
         colour_match: bool = False,
         opacity: float = 1.0,
         inplace: bool = False,
+        mask: MaskArray | None = None,
+        region: Region | None = None,
     ) -> ImageBGR:
         """Blend `crop` (aligned by `m`: frame -> crop) into `frame`; return the result.
 
         A new array unless `inplace`. Pixels outside `paste_region(...)` are never written.
+        `mask`: the crop-space alpha to use (e.g. realtime.masks' combined mask) instead of the
+        cached feathered box. `region`: a smaller part of the frame to limit the blend to, when the
+        mask is known to be zero beyond it (the enhancer's crop is larger than the face it pastes).
         """
         out = frame if inplace else frame.copy()
         size = int(crop.shape[0])
-        region = paste_region(frame.shape, size, m)
+        full = paste_region(frame.shape, size, m)
+        if region is not None:
+            full = Region(
+                max(full.x0, region.x0),
+                max(full.y0, region.y0),
+                min(full.x1, region.x1),
+                min(full.y1, region.y1),
+            )
+        region = full
         if region.empty or opacity <= 0.0:
             return out
         if colour_match:
@@ -171,10 +248,15 @@ class Compositor:
         im_roi[0, 2] -= region.x0
         im_roi[1, 2] -= region.y0
         fake = cv2.warpAffine(crop, im_roi, (roi_w, roi_h), borderValue=0.0)
-        mask = self.crop_mask(size, m)
-        if opacity < 1.0:
-            mask = mask * np.float32(opacity)
+        if mask is None:
+            mask = self.crop_mask(size, m)
+        elif mask.shape != (size, size):
+            raise ValueError(f"mask {mask.shape} does not match the crop ({size}, {size})")
         alpha = cv2.warpAffine(mask, im_roi, (roi_w, roi_h), borderValue=0.0)
+        if opacity < 1.0:
+            # Scaled after the warp (it is linear): the ROI-sized alpha is a fresh array anyway,
+            # whereas scaling first would copy the cached crop mask.
+            np.multiply(alpha, np.float32(opacity), out=alpha)
         roi = out[region.y0 : region.y1, region.x0 : region.x1]
         # OpenCV's blend is ~20x faster than the same numpy float maths.
         roi[:] = cv2.blendLinear(fake, roi, alpha, 1.0 - alpha)

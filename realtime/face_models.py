@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from models.arcface import ArcFace
+from models.enhancers import FaceRestorer, RestorerName, load_restorer
 from models.errors import ModelError
 from models.inswapper import InSwapper
+from models.maskers import FaceParser, Occluder
 from models.mtcnn import MTCNN
 from models.router import load_detector, load_recognizer, load_swapper
 from models.session import SessionFactory
@@ -24,7 +26,17 @@ CATALOGUE_FILE = {
     "w600k_r50": "w600k_r50.onnx",
     "inswapper_128": "inswapper_128.onnx",
     "inswapper_128_fp16": "inswapper_128_fp16.onnx",
+    # enhancer.model values
+    "gpen_256": "GPEN-BFR-256.onnx",
+    "gpen_512": "GPEN-BFR-512.onnx",
+    "gfpgan_1.4": "gfpgan_1.4.onnx",
+    "codeformer": "codeformer.onnx",
+    # mask models
+    "xseg_1": "xseg_1.onnx",
+    "bisenet_resnet_34": "bisenet_resnet_34.onnx",
 }
+OCCLUDER_MODEL = "xseg_1"
+PARSER_MODEL = "bisenet_resnet_34"
 
 
 class FaceDetector(Protocol):
@@ -77,9 +89,59 @@ def load_swapper_model(paths: ModelPaths, settings: Settings, factory: SessionFa
     return load_swapper(paths.path(settings.swap.model), factory)
 
 
+class QualityModels(Protocol):
+    """Where a swap worker gets its enhancer and mask models (each loaded once, then cached)."""
+
+    def restorer(self, name: RestorerName) -> FaceRestorer: ...
+
+    def occluder(self) -> Occluder: ...
+
+    def parser(self) -> FaceParser: ...
+
+
+@dataclass
+class StoreQualityModels:
+    """QualityModels from the store through a session factory. One per worker: each worker owns
+    its sessions and their reused input buffers, like its swapper."""
+
+    paths: ModelPaths
+    factory: SessionFactory
+    _restorers: dict[str, FaceRestorer] = field(default_factory=dict, repr=False)
+    _occluder: Occluder | None = field(default=None, repr=False)
+    _parser: FaceParser | None = field(default=None, repr=False)
+
+    def restorer(self, name: RestorerName) -> FaceRestorer:
+        loaded = self._restorers.get(name)
+        if loaded is None:
+            loaded = self._restorers[name] = load_restorer(name, self.paths.path(name), self.factory)
+        return loaded
+
+    def occluder(self) -> Occluder:
+        if self._occluder is None:
+            self._occluder = Occluder.from_file(self.paths.path(OCCLUDER_MODEL), self.factory)
+        return self._occluder
+
+    def parser(self) -> FaceParser:
+        if self._parser is None:
+            self._parser = FaceParser.from_file(self.paths.path(PARSER_MODEL), self.factory)
+        return self._parser
+
+
+def quality_model_names(settings: Settings) -> list[str]:
+    """The enhancer and mask models (CATALOGUE_FILE keys) that `settings` switch on."""
+    names: list[str] = []
+    if settings.enhancer.model != "none":
+        names.append(settings.enhancer.model)
+    if settings.masks.occlusion:
+        names.append(OCCLUDER_MODEL)
+    if settings.masks.regions:
+        names.append(PARSER_MODEL)
+    return names
+
+
 def check_models_present(paths: ModelPaths, settings: Settings) -> None:
     """Fail fast (before opening cameras) with the store's one-line message for the first problem."""
-    names = [settings.swap.model, "w600k_r50"]
+    names = [settings.swap.model, "w600k_r50", *quality_model_names(settings)]
     if settings.detector.model != "mtcnn":
         names.insert(0, settings.detector.model)
     for name in names:
@@ -97,9 +159,12 @@ __all__ = [
     "FaceDetector",
     "ModelError",
     "ModelPaths",
+    "QualityModels",
+    "StoreQualityModels",
     "check_models_present",
     "embedding_distance",
     "load_analysis_models",
     "load_detector_for",
     "load_swapper_model",
+    "quality_model_names",
 ]

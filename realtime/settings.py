@@ -10,6 +10,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from models.errors import FaceCastError
@@ -65,8 +66,10 @@ class TrackerSettings:
 @dataclass(frozen=True, slots=True)
 class SwapSettings:
     model: Literal["inswapper_128", "inswapper_128_fp16"] = "inswapper_128"
-    # Which faces get swapped: the largest, all, or the one matching the reference photo.
-    target: Literal["largest", "all", "reference"] = "largest"
+    # Which faces get swapped: the largest, all, the one matching the reference photo, or
+    # "mapped": each reference photo's person gets its own source identity (`run --map REF=SRC`),
+    # faces matching no reference are left alone.
+    target: Literal["largest", "all", "reference", "mapped"] = "largest"
     reference_threshold: float = 0.6  # max cosine distance to the reference embedding
 
     def validate(self) -> None:
@@ -80,11 +83,59 @@ class CompositeSettings:
     colour_match: bool = False
     opacity: float = 1.0
     disclosure_label: bool = False  # small "AI-modified" mark on the output
+    # Unsharp-mask amount on the pasted face (0 = off): the 128 px swap is soft when upscaled
+    # onto a large face; 0.3-0.8 restores edges without ringing.
+    sharpen: float = 0.0
 
     def validate(self) -> None:
         _check(0.0 <= self.erode_ratio <= 0.4, "composite.erode_ratio", "0-0.4")
         _check(0.0 <= self.blur_ratio <= 0.3, "composite.blur_ratio", "0-0.3")
         _check(0.0 <= self.opacity <= 1.0, "composite.opacity", "0-1")
+        _check(0.0 <= self.sharpen <= 3.0, "composite.sharpen", "0 (off) to 3")
+
+
+EnhancerModel = Literal["none", "gpen_256", "gpen_512", "gfpgan_1.4", "codeformer"]
+
+
+@dataclass(frozen=True, slots=True)
+class EnhancerSettings:
+    """Face restoration of the swapped face, in FFHQ-aligned space (realtime/enhance.py)."""
+
+    model: EnhancerModel = "none"
+    blend: float = 0.8  # 0 = the plain swap, 1 = the restorer's output only
+    # Run the restorer on every Nth frame of a face; in between its last correction (kept in
+    # aligned space) is re-applied at the face's current position.
+    every_n: int = 1
+    fidelity: float = 0.5  # CodeFormer only: its `weight` input (0 = more restoration, 1 = more fidelity)
+
+    def validate(self) -> None:
+        _check(0.0 <= self.blend <= 1.0, "enhancer.blend", "0-1")
+        _check(1 <= self.every_n <= 30, "enhancer.every_n", "1-30 frames")
+        _check(0.0 <= self.fidelity <= 1.0, "enhancer.fidelity", "0-1")
+
+
+# BiSeNet face-parsing classes (MODEL_CONTRACTS.md, "Masks").
+PARSER_CLASSES = 19
+DEFAULT_REGION_CLASSES = (1, 2, 3, 4, 5, 10, 11, 12, 13)  # skin, brows, eyes, nose, mouth, lips
+
+
+@dataclass(frozen=True, slots=True)
+class MasksSettings:
+    """Which masks limit the pasted face; all are combined by taking the minimum (realtime/masks.py).
+
+    The feathered box (composite.erode_ratio / blur_ratio) is always on.
+    """
+
+    occlusion: bool = False  # xseg: hands, hair, microphones in front of the face stay visible
+    regions: bool = False  # BiSeNet: only the classes in `region_classes` are swapped
+    region_classes: tuple[int, ...] = DEFAULT_REGION_CLASSES
+    mouth: bool = False  # keep the target's own mouth (from the landmarks)
+    mouth_scale: float = 1.0  # size of the kept mouth area, relative to the default
+
+    def validate(self) -> None:
+        ok = len(self.region_classes) > 0 and all(0 <= c < PARSER_CLASSES for c in self.region_classes)
+        _check(ok, "masks.region_classes", f"a non-empty list of face-parser classes 0-{PARSER_CLASSES - 1}")
+        _check(0.5 <= self.mouth_scale <= 2.0, "masks.mouth_scale", "0.5-2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +145,6 @@ class PipelineSettings:
     frames_in_flight: int = 2
     # Longest side of the frame the face stages see; 0 = the source's own size.
     processing_size: int = 0
-    enhancer: bool = False
 
     def validate(self) -> None:
         _check(1 <= self.frames_in_flight <= 8, "pipeline.frames_in_flight", "1-8")
@@ -112,6 +162,8 @@ class Settings:
     swap: SwapSettings = field(default_factory=SwapSettings)
     composite: CompositeSettings = field(default_factory=CompositeSettings)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
+    enhancer: EnhancerSettings = field(default_factory=EnhancerSettings)
+    masks: MasksSettings = field(default_factory=MasksSettings)
 
     def validate(self) -> Settings:
         for f in fields(self):
@@ -124,6 +176,12 @@ class Settings:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {f.name: dataclasses.asdict(getattr(self, f.name)) for f in fields(self)}
+
+
+# Keys that were renamed: a file that still uses one gets told where it went.
+_MOVED: Mapping[str, str] = MappingProxyType(
+    {"pipeline.enhancer": "enhancer.model (none, gpen_256, gpen_512, gfpgan_1.4, codeformer)"}
+)
 
 
 def _check(ok: bool, key: str, expected: str) -> None:
@@ -157,6 +215,8 @@ def _apply(obj: T, values: Mapping[str, Any], prefix: str) -> T:
     for key, value in values.items():
         path = f"{prefix}{key}"
         if key not in names:
+            if path in _MOVED:
+                raise SettingsError(f"Setting '{path}' has moved: use {_MOVED[path]}.")
             known = ", ".join(sorted(names))
             raise SettingsError(f"Unknown setting '{path}'. Known here: {known}.")
         current = getattr(obj, key)
@@ -171,6 +231,8 @@ def _apply(obj: T, values: Mapping[str, Any], prefix: str) -> T:
 
 def _coerce(value: Any, hint: Any, path: str) -> Any:
     origin = get_origin(hint)
+    if origin is tuple:
+        return _coerce_int_tuple(value, hint, path)
     if origin is Literal:
         allowed = get_args(hint)
         if value not in allowed:
@@ -199,6 +261,27 @@ def _coerce(value: Any, hint: Any, path: str) -> Any:
         except ValueError:
             raise SettingsError(f"Bad value for setting '{path}': {value!r} is not a number.") from None
     return value
+
+
+def _coerce_int_tuple(value: Any, hint: Any, path: str) -> tuple[int, ...]:
+    """A TOML array (or "1,2,3" from the command line) of whole numbers."""
+    if get_args(hint) != (int, Ellipsis):
+        raise TypeError(f"unsupported setting type {hint} for '{path}'")
+    if isinstance(value, str):
+        items: list[Any] = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise SettingsError(f"Bad value for setting '{path}': {value!r} is not a list of whole numbers.")
+    out: list[int] = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int | str):
+            raise SettingsError(f"Bad value for setting '{path}': {item!r} is not a whole number.")
+        try:
+            out.append(int(item))
+        except ValueError:
+            raise SettingsError(f"Bad value for setting '{path}': {item!r} is not a whole number.") from None
+    return tuple(out)
 
 
 def available_presets(presets_dir: Path = PRESETS_DIR) -> list[str]:

@@ -11,17 +11,24 @@ from realtime.settings import Settings
 
 @dataclass(frozen=True, slots=True)
 class SwapTarget:
-    """One face to swap in one frame: its (smoothed) landmarks and how strongly to blend it."""
+    """One face to swap in one frame: its (smoothed) landmarks, how strongly to blend it and who
+    it becomes.
+
+    identity: index into the run's source identities (FaceSwapStages.identities): 0 is the
+    `--source` person, k >= 1 the k-th `--map REF=SOURCE` entry.
+    """
 
     kps: FloatArray
     weight: float  # 0..1; below 1 while fading in or out
     track_id: int = -1
+    identity: int = 0
 
 
 @dataclass(slots=True)
 class FramePlan:
     targets: list[SwapTarget] = field(default_factory=list)
     passthrough: int = 0  # faces seen but left unswapped (low confidence / quality)
+    # Per-stage ms of the analysis; the worker returns its own (swap, mask.*, enhance, paste ...).
     timings: dict[str, float] = field(default_factory=dict)
 
 

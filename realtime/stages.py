@@ -2,32 +2,50 @@
 
 Analysis — detection, tracking, smoothing, target choice — needs frames in order and carries state
 from one frame to the next, so one analyser sees every frame. Swapping and paste-back are
-stateless per frame and expensive, so several workers (each with its own swapper session) run
-them on consecutive frames at once.
+stateless per frame and expensive, so several workers (each with its own swapper, enhancer and
+mask sessions) run them on consecutive frames at once.
+
+Per face, a worker runs: crop -> swap -> masks (box ∧ occlusion ∧ regions ∧ not-mouth) -> colour
+match -> [enhance in FFHQ space] -> sharpen -> one region-limited paste. Each step that runs
+reports its own ms ("swap", "mask.occlusion", "mask.regions", "mask.mouth", "colour", "enhance" /
+"enhance.reuse", "sharpen", "paste"), summed over the frame's faces.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
+from typing import TypeVar
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
 from models.align import estimate_norm
+from models.enhancers import CodeFormer
+from models.errors import ModelError
 from models.inswapper import InSwapper
 from models.types import Detection, ImageBGR
-from realtime.compositor import Compositor, MaskSettings
-from realtime.face_models import AnalysisModels, FaceDetector, embedding_distance
-from realtime.settings import Settings
+from realtime.compositor import Compositor, MaskSettings, colour_transfer, paste_region, unsharp_mask
+from realtime.enhance import FaceEnhanceStage
+from realtime.face_models import AnalysisModels, FaceDetector, QualityModels, embedding_distance
+from realtime.masks import FaceMasks
+from realtime.settings import MasksSettings, Settings, SettingsError
 from realtime.source_face import SourceIdentity
 from realtime.stage_api import FramePlan, SwapTarget
-from realtime.targets import TargetSelector
+from realtime.targets import IdentityMapSelector, TargetSelector
 from realtime.tracker import FaceTracker, TrackedFace
 
+T = TypeVar("T")
 
-def _ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1000.0
+
+class StageUnavailableError(RuntimeError):
+    """A quality stage switched on live could not load its model; the stage stays off.
+
+    Deliberately not a FaceCastError: the engine reports it as a warning for the frame it
+    happened on and keeps streaming, instead of stopping the run over an optional stage.
+    """
 
 
 class FaceAnalyser:
@@ -38,9 +56,13 @@ class FaceAnalyser:
         models: AnalysisModels,
         settings: Settings,
         reference_embedding: npt.NDArray[np.float32] | None = None,
+        mapped_references: Sequence[npt.NDArray[np.float32]] = (),
     ) -> None:
+        """mapped_references: for swap.target "mapped", the embedding of each `--map` reference
+        photo; the face matching reference k (0-based) is swapped with identity k + 1."""
         self._models = models
         self._reference = reference_embedding
+        self._mapped = tuple(mapped_references)
         self._settings = settings
         self._detector: FaceDetector = models.detector
         self._tracker = self._new_tracker(settings)
@@ -52,7 +74,16 @@ class FaceAnalyser:
     def _new_tracker(self, settings: Settings) -> FaceTracker:
         return FaceTracker.from_settings(self._timed_detect, settings)
 
-    def _new_selector(self, settings: Settings) -> TargetSelector:
+    def _new_selector(self, settings: Settings) -> TargetSelector | IdentityMapSelector:
+        if settings.swap.target == "mapped":
+            if not self._mapped:
+                raise SettingsError(
+                    "Setting 'swap.target' is 'mapped' but no identity mapping was given.",
+                    hint="Pass --map REF_PHOTO=SOURCE_PHOTO (repeatable).",
+                )
+            return IdentityMapSelector(
+                self._mapped, settings.swap.reference_threshold, max_missed=settings.tracker.max_missed
+            )
         return TargetSelector(
             settings.swap.target,
             reference_embedding=self._reference,
@@ -93,60 +124,218 @@ class FaceAnalyser:
         faces = self._tracker.update(image, timestamp)
         track_ms = _ms(t0) - self._timings.get("detect", 0.0)
         t1 = time.perf_counter()
-        chosen = self._selector.select(faces, self._embed)
+        if isinstance(self._selector, IdentityMapSelector):
+            chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed)]
+        else:
+            chosen = [(face, 0) for face in self._selector.select(faces, self._embed)]
         live_ids = {f.track_id for f in faces}
         for stale in [k for k in self._embeddings if k not in live_ids]:
             del self._embeddings[stale]
         plan = FramePlan(timings=dict(self._timings))
         plan.timings["track"] = track_ms
         plan.timings["select"] = _ms(t1)
-        for face in chosen:
+        for face, identity in chosen:
             if face.swap_weight > 0.0:
-                plan.targets.append(SwapTarget(face.kps, face.swap_weight, face.track_id))
+                plan.targets.append(SwapTarget(face.kps, face.swap_weight, face.track_id, identity))
             else:
                 plan.passthrough += 1
         return plan
 
 
 class FaceSwapWorker:
-    """Swap each planned face and paste it back, in place, inside the face's region only."""
+    """Swap each planned face, finish it and paste it back, in place, inside the face's region only.
 
-    def __init__(self, swapper: InSwapper, identity: SourceIdentity, settings: Settings) -> None:
+    identity: the source identity, or the run's identities in order (SwapTarget.identity indexes
+    them: one latent each, computed once here). quality: where the enhancer and mask models come
+    from; those the settings switch on are loaded when the worker is built, and a model switched
+    on later is loaded once, at the first frame that needs it.
+    """
+
+    def __init__(
+        self,
+        swapper: InSwapper,
+        identity: SourceIdentity | Sequence[SourceIdentity],
+        settings: Settings,
+        quality: QualityModels | None = None,
+    ) -> None:
+        identities = (identity,) if isinstance(identity, SourceIdentity) else tuple(identity)
+        if not identities:
+            raise ValueError("a swap worker needs at least one source identity")
         self._swapper = swapper
-        self._latent = self._swapper.latent(identity.embedding)
+        self._latents = tuple(swapper.latent(i.embedding) for i in identities)
         size = self._swapper.input_size
         self._size = size
         self._crop = np.zeros((size, size, 3), dtype=np.uint8)  # reused every face
+        self._swapped = np.zeros((size, size, 3), dtype=np.uint8)
+        self._blurred: dict[int, ImageBGR] = {}  # sharpening scratch, per crop size
         self._mask_settings = _mask_settings(settings)
         self._compositor = Compositor(self._mask_settings)
+        self._quality = quality
+        self._masks = FaceMasks(size)
+        self._enhancer: FaceEnhanceStage | None = None
+        self._enhancer_name = "none"
+        self._unavailable: dict[str, str] = {}  # model -> why it could not be loaded
+        if quality is not None:
+            # Load what the settings ask for now, where a failure stops the run with the store's
+            # message. Without a loader the first frame that needs one reports it (see _load).
+            self._sync_models(settings, live=False)
+
+    @property
+    def identities(self) -> int:
+        return len(self._latents)
+
+    @property
+    def enhancer(self) -> FaceEnhanceStage | None:
+        """The enhance stage in use (None when enhancer.model is "none")."""
+        return self._enhancer
 
     def apply(self, image: ImageBGR, plan: FramePlan, settings: Settings) -> dict[str, float]:
         mask_settings = _mask_settings(settings)
         if mask_settings != self._mask_settings:
             self._mask_settings = mask_settings
             self._compositor = Compositor(mask_settings)
+        self._sync_models(settings, live=True)
+        mask_config = self._mask_config(settings.masks)
+        enhancer = self._enhancer
+        comp = settings.composite
         timings = {"swap": 0.0, "paste": 0.0}
+        keys: list[Hashable] = []
         for target in plan.targets:
             t0 = time.perf_counter()
             m = estimate_norm(target.kps, self._size)
             cv2.warpAffine(image, m, (self._size, self._size), dst=self._crop, borderValue=0.0)
-            swapped = self._swapper.swap(self._crop, self._latent)
-            t1 = time.perf_counter()
+            swapped = self._swapper.swap(self._crop, self._latent(target), out=self._swapped)
+            timings["swap"] += _ms(t0)
+
+            face = self._masks.build(
+                image,
+                m,
+                target.kps,
+                self._compositor.crop_mask(self._size, m),
+                mask_config,
+                timings,
+                want_skin=comp.colour_match,
+            )
+            if comp.colour_match:
+                t0 = time.perf_counter()
+                np.copyto(swapped, colour_transfer(swapped, self._crop, face.skin))
+                _add_ms(timings, "colour", t0)
+
+            crop, m_paste, alpha, region = swapped, m, face.alpha, None
+            if enhancer is not None:
+                t0 = time.perf_counter()
+                key = (target.track_id, target.identity) if target.track_id >= 0 else None
+                if key is not None:
+                    keys.append(key)
+                done = enhancer.enhance(
+                    image,
+                    target.kps,
+                    swapped,
+                    m,
+                    face.alpha,
+                    blend=settings.enhancer.blend,
+                    every_n=settings.enhancer.every_n,
+                    key=key,
+                )
+                crop, m_paste, alpha = done.crop, done.m, done.mask
+                # The FFHQ crop is larger than the face; the mask is zero beyond the swap's square.
+                region = paste_region(image.shape, self._size, m)
+                _add_ms(timings, "enhance" if done.ran_model else "enhance.reuse", t0)
+
+            if comp.sharpen > 0.0:
+                t0 = time.perf_counter()
+                unsharp_mask(crop, comp.sharpen, out=crop, blurred=self._blur_buffer(crop))
+                _add_ms(timings, "sharpen", t0)
+
+            t0 = time.perf_counter()
             self._compositor.paste(
                 image,
-                swapped,
-                m,
-                colour_match=settings.composite.colour_match,
-                opacity=settings.composite.opacity * target.weight,
+                crop,
+                m_paste,
+                opacity=comp.opacity * target.weight,
                 inplace=True,
+                mask=alpha,
+                region=region,
             )
-            timings["swap"] += (t1 - t0) * 1000.0
-            timings["paste"] += _ms(t1)
+            timings["paste"] += _ms(t0)
+        if enhancer is not None:
+            enhancer.forget_except(keys)
         return timings
+
+    # ----------------------------------------------------------------------------- internals
+
+    def _latent(self, target: SwapTarget) -> npt.NDArray[np.float32]:
+        if not 0 <= target.identity < len(self._latents):
+            raise ValueError(
+                f"swap target asks for identity {target.identity}; this run has {len(self._latents)}"
+            )
+        return self._latents[target.identity]
+
+    def _blur_buffer(self, crop: ImageBGR) -> ImageBGR:
+        size = int(crop.shape[0])
+        buf = self._blurred.get(size)
+        if buf is None:
+            buf = self._blurred[size] = np.zeros_like(crop)
+        return buf
+
+    def _sync_models(self, settings: Settings, *, live: bool) -> None:
+        """Make the loaded quality models match the settings (a no-op on an unchanged frame)."""
+        want = settings.enhancer.model
+        if want != self._enhancer_name:
+            self._enhancer = None
+            self._enhancer_name = want
+            if want != "none":
+                restorer = self._load(want, lambda: self._need_quality().restorer(want), live)
+                self._enhancer = None if restorer is None else FaceEnhanceStage(restorer)
+        restorer = None if self._enhancer is None else self._enhancer.restorer
+        if isinstance(restorer, CodeFormer) and restorer.fidelity != settings.enhancer.fidelity:
+            restorer.set_fidelity(settings.enhancer.fidelity)
+        masks = settings.masks
+        if masks.occlusion and self._masks.occluder is None:
+            self._masks.occluder = self._load("xseg_1", lambda: self._need_quality().occluder(), live)
+        if masks.regions and self._masks.parser is None:
+            self._masks.parser = self._load("bisenet_resnet_34", lambda: self._need_quality().parser(), live)
+
+    def _mask_config(self, masks: MasksSettings) -> MasksSettings:
+        """The masks this worker can run: one whose model failed to load (already reported) is off."""
+        occlusion = masks.occlusion and self._masks.occluder is not None
+        regions = masks.regions and self._masks.parser is not None
+        if (occlusion, regions) == (masks.occlusion, masks.regions):
+            return masks
+        return replace(masks, occlusion=occlusion, regions=regions)
+
+    def _need_quality(self) -> QualityModels:
+        if self._quality is None:
+            raise ModelError(
+                "This swap worker was built without enhancer/mask models.",
+                hint="Build it with a QualityModels loader (realtime.app does).",
+            )
+        return self._quality
+
+    def _load(self, name: str, load: Callable[[], T], live: bool) -> T | None:
+        """Load a quality model. At build time a failure is fatal (as for the swapper); during a
+        run it turns that stage off with one warning rather than ending the stream."""
+        if name in self._unavailable:
+            return None
+        try:
+            return load()
+        except ModelError as err:
+            if not live:
+                raise
+            self._unavailable[name] = err.user_message()
+            raise StageUnavailableError(f"{name} is off for this run: {err.user_message()}") from err
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def _add_ms(timings: dict[str, float], key: str, t0: float) -> None:
+    timings[key] = timings.get(key, 0.0) + _ms(t0)
 
 
 def _mask_settings(settings: Settings) -> MaskSettings:
     return MaskSettings(erode_ratio=settings.composite.erode_ratio, blur_ratio=settings.composite.blur_ratio)
 
 
-__all__ = ["FaceAnalyser", "FaceSwapWorker", "embedding_distance"]
+__all__ = ["FaceAnalyser", "FaceSwapWorker", "StageUnavailableError", "embedding_distance"]

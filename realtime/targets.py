@@ -11,13 +11,15 @@ that realtime/tracker.py keeps stable through motion and short occlusions:
   reference photo's. Embeddings are computed only when a track is new or re-detected after being
   lost, and cached per track id: never on every frame (ArcFace costs 6.3 GMACs a face).
 * "all": every face.
+* identity map (IdentityMapSelector, swap.target "mapped"): several references at once, each
+  locked to its own track like "reference"; face A becomes X, face B becomes Y, others untouched.
 
 Faces that are not selected are left alone (passed through unswapped) by the caller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -92,25 +94,27 @@ class TargetSelector:
         is called only in "reference" mode, once per new or re-detected track. The embedding is also
         stored on `face.embedding` for every face the selector knows it for.
         """
-        present = {face.track_id for face in faces}
-        for gone in [tid for tid in self._known if tid not in present]:
-            del self._known[gone]  # ids are never reused: nothing to remember them for
-
+        self.observe(faces, embed)
         if self.mode == "all":
             return list(faces)
-        if self.mode == "reference":
-            self._embed_where_needed(faces, embed)
-
-        locked = self._locked_face(faces)
+        locked = self.locked_face(faces)
         if locked is None:
             locked = self._choose(faces)
             self._locked = None if locked is None else locked.track_id
         return [] if locked is None else [locked]
 
-    # ----------------------------------------------------------------------------- internals
+    # ------------------------------------------------- steps, public for IdentityMapSelector
 
-    def _locked_face(self, faces: list[TrackedFace]) -> TrackedFace | None:
-        """The locked target if it is still worth keeping."""
+    def observe(self, faces: list[TrackedFace], embed: EmbedFn) -> None:
+        """Forget tracks that are gone; in "reference" mode embed new or re-detected tracks."""
+        present = {face.track_id for face in faces}
+        for gone in [tid for tid in self._known if tid not in present]:
+            del self._known[gone]  # ids are never reused: nothing to remember them for
+        if self.mode == "reference":
+            self._embed_where_needed(faces, embed)
+
+    def locked_face(self, faces: list[TrackedFace]) -> TrackedFace | None:
+        """The locked target if it is still worth keeping (call after `observe`)."""
         if self._locked is None:
             return None
         face = next((f for f in faces if f.track_id == self._locked), None)
@@ -120,13 +124,30 @@ class TargetSelector:
             return None  # re-embedded after a re-detection and found to be someone else
         return face
 
-    def _choose(self, faces: list[TrackedFace]) -> TrackedFace | None:
-        # Only faces the detector currently confirms: a coasting, unconfirmed track is no target.
+    def candidates(self, faces: list[TrackedFace]) -> list[TrackedFace]:
+        """Faces that may be chosen now: confirmed by the detector, and in "reference" mode within
+        the threshold of the reference (call after `observe`)."""
         seen = [f for f in faces if f.lost_frames == 0]
+        if self.mode != "reference":
+            return seen
+        return [f for f in seen if self._known[f.track_id].distance <= self.threshold]
+
+    def distance(self, track_id: int) -> float:
+        """Cosine distance of a track's embedding to the reference (inf when not embedded yet)."""
+        known = self._known.get(track_id)
+        return float("inf") if known is None else known.distance
+
+    def lock(self, track_id: int) -> None:
+        """Lock onto a track chosen from `candidates` (by a caller arbitrating several selectors)."""
+        self._locked = track_id
+
+    # ----------------------------------------------------------------------------- internals
+
+    def _choose(self, faces: list[TrackedFace]) -> TrackedFace | None:
+        candidates = self.candidates(faces)
         if self.mode == "largest":
-            return max(seen, key=lambda f: f.area, default=None)
-        matching = [f for f in seen if self._known[f.track_id].distance <= self.threshold]
-        return min(matching, key=lambda f: self._known[f.track_id].distance, default=None)
+            return max(candidates, key=lambda f: f.area, default=None)
+        return min(candidates, key=lambda f: self._known[f.track_id].distance, default=None)
 
     def _embed_where_needed(self, faces: list[TrackedFace], embed: EmbedFn) -> None:
         assert self._reference is not None
@@ -152,6 +173,74 @@ class TargetSelector:
             known.lost_frames = face.lost_frames
             if known.embedding is not None:
                 face.embedding = known.embedding
+
+
+class IdentityMapSelector:
+    """Several people at once: the face of reference i becomes identity i ("face A becomes X,
+    face B becomes Y"); faces that match no reference are left alone.
+
+    One "reference" TargetSelector per identity, so each mapped person is locked to their track
+    exactly as the single-reference mode locks one (kept through crossings and short losses,
+    dropped when a re-detection shows someone else). On top of that, one track serves at most one
+    identity: held locks win, then free identities take the globally closest unclaimed
+    (identity, face) pairs first, so two look-alikes cannot both grab the nearer face.
+
+    Each face is embedded at most once per frame however many identities look at it.
+    """
+
+    def __init__(
+        self, references: Sequence[npt.ArrayLike], threshold: float = 0.6, *, max_missed: int = 5
+    ) -> None:
+        if not references:
+            raise ValueError("identity mapping needs at least one reference embedding (--map REF=SOURCE)")
+        self._selectors = tuple(
+            TargetSelector("reference", r, threshold, max_missed=max_missed) for r in references
+        )
+        self.embed_calls = 0
+
+    @property
+    def locked_ids(self) -> tuple[int | None, ...]:
+        """Per identity, the track id it is locked to (None = not in view / not found yet)."""
+        return tuple(s.locked_id for s in self._selectors)
+
+    def select(self, faces: list[TrackedFace], embed: EmbedFn) -> list[tuple[TrackedFace, int]]:
+        """(face, identity index) for each face to swap, in the order of `faces`."""
+        memo: dict[int, Embedding] = {}
+
+        def embed_once(face: TrackedFace) -> Embedding:
+            got = memo.get(face.track_id)
+            if got is None:
+                self.embed_calls += 1
+                got = memo[face.track_id] = _unit(embed(face))
+            return got
+
+        for sel in self._selectors:
+            sel.observe(faces, embed_once)
+        claimed: dict[int, int] = {}  # track id -> identity index
+        # Held locks first: they are what keeps A on X when B walks in or crosses. (Locks are
+        # handed out below to unclaimed tracks only, so two never share a track.)
+        for i, sel in enumerate(self._selectors):
+            face = sel.locked_face(faces)
+            if face is None or face.track_id in claimed:
+                sel.unlock()
+                continue
+            claimed[face.track_id] = i
+        # Then free identities, closest pair first.
+        free = [i for i, sel in enumerate(self._selectors) if sel.locked_id is None]
+        pairs = sorted(
+            (
+                (self._selectors[i].distance(f.track_id), i, f.track_id)
+                for i in free
+                for f in self._selectors[i].candidates(faces)
+                if f.track_id not in claimed
+            ),
+        )
+        for _dist, i, track_id in pairs:
+            if track_id in claimed or self._selectors[i].locked_id is not None:
+                continue
+            self._selectors[i].lock(track_id)
+            claimed[track_id] = i
+        return [(f, claimed[f.track_id]) for f in faces if f.track_id in claimed]
 
 
 def cosine_distance(a: npt.ArrayLike, b: npt.ArrayLike) -> float:

@@ -7,6 +7,12 @@ deterministic graph whose outputs are easy to predict:
 * ArcFace (w600k_r50): 14x14 average pool -> flatten -> fixed random projection to 512-d.
 * inswapper (fp32 / fp16): output = 0.5 * target + 0.5 * colour(source), colour = (tanh(source @ W) + 1) / 2
   per channel, plus a real 512x512 `buff2fs` emap as the last initializer.
+* restorers (GPEN-BFR-256/512, GFPGAN 1.4, CodeFormer): a 1x1 colour mix in the normalised RGB space,
+  out = RESTORER_MIX @ x + RESTORER_BIAS (+ CODEFORMER_WEIGHT_GAIN * weight for CodeFormer).
+* xseg occluder: visibility = clip(XSEG_BGR_WEIGHTS . x + XSEG_BIAS, 0, 1) on BGR x/255 = clip(2 + 4(R - G)):
+  1 on grey and skin (red >= green), 0 on saturated green (the tests' "hand").
+* BiSeNet parser: a nearest-colour classifier, logit_k = 2 p_k . x - |p_k|^2 with p_k the normalised
+  PARSER_PALETTE colour of class k, so a pixel painted in class k's colour is labelled k.
 
 `python -m tests.doubles DIR` writes them under the real file names.
 """
@@ -275,6 +281,134 @@ def build_landmark_2d106() -> onnx.ModelProto:
     return _finish(graph)
 
 
+# Restorer doubles: a 1x1 colour mix in the restorers' normalised RGB space (rows: out R, G, B).
+# Irregular values on purpose: with round ones (0.5, 0.3) many outputs land exactly on a .5 rounding
+# tie, which float32 and a float64 reference would then break differently.
+RESTORER_MIX = np.array(
+    [[0.5137, 0.2963, 0.0112], [0.0291, 0.6071, 0.2873], [0.3117, 0.0219, 0.4889]], dtype=np.float32
+)
+RESTORER_BIAS = np.array([0.0931, -0.0517, 0.0073], dtype=np.float32)
+CODEFORMER_WEIGHT_GAIN = np.array([0.2113, 0.0, -0.1979], dtype=np.float32)  # per RGB channel, x weight
+
+
+def build_restorer(
+    size: int,
+    *,
+    input_name: str = "input",
+    with_weight: bool = False,
+    weight_type: int = TensorProto.DOUBLE,
+) -> onnx.ModelProto:
+    """Restorer double: `input_name` [1,3,size,size] (+ `weight` [1] for CodeFormer) -> `output`
+    [1,3,size,size]: out = RESTORER_MIX @ x + RESTORER_BIAS per pixel (+ CODEFORMER_WEIGHT_GAIN * weight)."""
+    nodes = [helper.make_node("Conv", [input_name, "mix_w", "mix_b"], ["mixed"], kernel_shape=[1, 1])]
+    inits = [
+        numpy_helper.from_array(RESTORER_MIX.reshape(3, 3, 1, 1), "mix_w"),
+        numpy_helper.from_array(RESTORER_BIAS, "mix_b"),
+    ]
+    inputs = [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [1, 3, size, size])]
+    if with_weight:
+        inputs.append(helper.make_tensor_value_info("weight", weight_type, [1]))
+        inits.append(numpy_helper.from_array(CODEFORMER_WEIGHT_GAIN.reshape(1, 3, 1, 1), "gain"))
+        nodes += [
+            helper.make_node("Cast", ["weight"], ["weight_f"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["weight_f", "gain"], ["shift"]),
+            helper.make_node("Add", ["mixed", "shift"], ["output"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Identity", ["mixed"], ["output"]))
+    graph = helper.make_graph(
+        nodes,
+        "restorer_double",
+        inputs,
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
+        initializer=inits,
+    )
+    return _finish(graph)
+
+
+def restorer_reference(crop_bgr: npt.NDArray[np.uint8], weight: float | None = None) -> npt.NDArray[np.uint8]:
+    """What a restorer double + FaceRestorer return for `crop_bgr`, in numpy (the contract's maths)."""
+    x = crop_bgr[:, :, ::-1].astype(np.float64) / 255.0
+    x = (x - 0.5) / 0.5
+    y = x @ RESTORER_MIX.astype(np.float64).T + RESTORER_BIAS
+    if weight is not None:
+        y = y + CODEFORMER_WEIGHT_GAIN * weight
+    y = (np.clip(y, -1.0, 1.0) + 1.0) / 2.0 * 255.0
+    return np.rint(y)[:, :, ::-1].astype(np.uint8)
+
+
+XSEG_BGR_WEIGHTS = np.array([0.0, -4.0, 4.0], dtype=np.float32)
+XSEG_BIAS = 2.0
+
+
+def build_xseg() -> onnx.ModelProto:
+    """xseg double: `input` [1,256,256,3] NHWC BGR x/255 -> `output` [1,256,256,1] =
+    clip(x . XSEG_BGR_WEIGHTS + XSEG_BIAS, 0, 1)."""
+    nodes = [
+        helper.make_node("MatMul", ["input", "w"], ["lin"]),
+        helper.make_node("Add", ["lin", "one"], ["shifted"]),
+        helper.make_node("Clip", ["shifted", "zero", "one_s"], ["output"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "xseg_double",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 256, 256, 3])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 256, 256, 1])],
+        initializer=[
+            numpy_helper.from_array(XSEG_BGR_WEIGHTS.reshape(3, 1), "w"),
+            numpy_helper.from_array(np.array([XSEG_BIAS], dtype=np.float32), "one"),
+            numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"),
+            numpy_helper.from_array(np.array(1.0, dtype=np.float32), "one_s"),
+        ],
+    )
+    return _finish(graph)
+
+
+# One RGB colour per BiSeNet class: paint a region in PARSER_PALETTE[k] and the double labels it k.
+PARSER_PALETTE = np.array(
+    [
+        (0, 0, 0),  # 0 background
+        (230, 180, 150),  # 1 skin
+        (120, 80, 40),  # 2 left brow
+        (120, 40, 80),  # 3 right brow
+        (255, 255, 255),  # 4 left eye
+        (190, 255, 255),  # 5 right eye
+        (0, 255, 255),  # 6 glasses
+        (255, 0, 255),  # 7 left ear
+        (255, 128, 255),  # 8 right ear
+        (255, 255, 0),  # 9 earring
+        (250, 120, 100),  # 10 nose
+        (120, 0, 0),  # 11 mouth
+        (200, 40, 60),  # 12 upper lip
+        (160, 20, 40),  # 13 lower lip
+        (0, 128, 0),  # 14 neck
+        (0, 255, 0),  # 15 necklace
+        (0, 0, 255),  # 16 cloth
+        (60, 40, 20),  # 17 hair
+        (128, 128, 128),  # 18 hat
+    ],
+    dtype=np.float64,
+)
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406])
+IMAGENET_STD = np.array([0.229, 0.224, 0.225])
+
+
+def build_bisenet() -> onnx.ModelProto:
+    """BiSeNet double: `input` [N,3,512,512] (RGB, ImageNet mean/std) -> `output` [N,19,512,512]:
+    logit_k = 2 p_k . x - |p_k|^2, p_k = PARSER_PALETTE[k] normalised the same way (nearest colour)."""
+    protos = (PARSER_PALETTE / 255.0 - IMAGENET_MEAN) / IMAGENET_STD  # (19, 3)
+    w = (2.0 * protos).astype(np.float32).reshape(19, 3, 1, 1)
+    b = (-np.square(protos).sum(axis=1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w", "b"], ["output"], kernel_shape=[1, 1])],
+        "bisenet_double",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 512, 512])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 19, 512, 512])],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    return _finish(graph)
+
+
 def _finish(graph: onnx.GraphProto) -> onnx.ModelProto:
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="facecast-doubles"
@@ -294,6 +428,12 @@ def write_all(dirpath: Path | str) -> dict[str, Path]:
         "w600k_r50.onnx": build_arcface(seed=0),
         "inswapper_128.onnx": build_inswapper(seed=0),
         "inswapper_128_fp16.onnx": build_inswapper(seed=0, fp16=True),
+        "GPEN-BFR-256.onnx": build_restorer(256),
+        "GPEN-BFR-512.onnx": build_restorer(512),
+        "gfpgan_1.4.onnx": build_restorer(512),
+        "codeformer.onnx": build_restorer(512, with_weight=True),
+        "xseg_1.onnx": build_xseg(),
+        "bisenet_resnet_34.onnx": build_bisenet(),
     }
     written: dict[str, Path] = {}
     for name, model in models.items():

@@ -1,0 +1,325 @@
+"""Several faces: each mapped person keeps their own identity (face A becomes X, face B becomes Y),
+locked to their track through a crossing; faces that match no reference are left untouched; the
+worker swaps each face with its own latent; `main.py run --map REF=SOURCE` end to end.
+
+The video is insightface's group photo: two of its people slide past each other (tests/real_faces.py),
+detected by the real MTCNN; identities come from the ArcFace double (an average-pooled projection of
+the aligned crop), which tells these two people apart by a wide margin (cosine distance ~0.005 to
+their own reference photo, ~0.6 to the other's), so the threshold here is 0.3.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import main
+from models.arcface import ArcFace
+from models.inswapper import InSwapper
+from models.mtcnn import MTCNN
+from models.router import load_recognizer
+from models.session import SessionConfig, SessionFactory
+from realtime.face_models import AnalysisModels
+from realtime.settings import Settings, SettingsError
+from realtime.source_face import SourceIdentity
+from realtime.stage_api import FramePlan, SwapTarget
+from realtime.stages import FaceAnalyser, FaceSwapWorker
+from realtime.targets import IdentityMapSelector
+from realtime.tracker import TrackedFace
+from tests.doubles import write_all
+from tests.real_faces import (
+    CrossingClip,
+    astronaut_bgr,
+    composite_two_faces_crossing,
+    group_photo_bgr,
+    group_photo_faces,
+)
+
+FACTORY = SessionFactory(SessionConfig(provider="cpu"))
+FACE_IDS = (5, 2)  # person 0 moves left -> right behind person 1
+THRESHOLD = 0.3
+F32 = npt.NDArray[np.float32]
+
+
+@pytest.fixture(scope="module")
+def doubles(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = Path(tmp_path_factory.mktemp("multi"))
+    write_all(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def recognizer(doubles: Path) -> ArcFace:
+    return load_recognizer(doubles / "w600k_r50.onnx", FACTORY)
+
+
+@pytest.fixture(scope="module")
+def crossing() -> CrossingClip:
+    return composite_two_faces_crossing(n_frames=30, face_ids=FACE_IDS)
+
+
+def reference_photo(face_id: int) -> np.ndarray:
+    """A photo of one person of the group: their face cut out with some margin, enlarged."""
+    x1, y1, x2, y2 = (float(v) for v in group_photo_faces()[face_id].box)
+    cx, cy, half = (x1 + x2) / 2, (y1 + y2) / 2, 1.3 * max(x2 - x1, y2 - y1)
+    crop = group_photo_bgr()[int(cy - half) : int(cy + half), int(cx - half) : int(cx + half)]
+    return np.asarray(cv2.resize(crop, None, fx=1.5, fy=1.5), dtype=np.uint8)
+
+
+@pytest.fixture(scope="module")
+def references(recognizer: ArcFace) -> dict[int, F32]:
+    detector = MTCNN()
+    out = {}
+    for fid in FACE_IDS:
+        photo = reference_photo(fid)
+        face = max(detector.detect(photo), key=lambda d: d.area)
+        out[fid] = recognizer.embed(photo, face.kps)
+    return out
+
+
+def person_of(kps: np.ndarray, clip: CrossingClip, i: int) -> int:
+    errs = [float(np.linalg.norm(kps - t.kps[i], axis=1).mean()) for t in clip.tracks]
+    assert min(errs) < 15.0 and min(errs) < 0.5 * max(errs), f"frame {i}: a target on neither face {errs}"
+    return int(np.argmin(errs))
+
+
+def mapped_settings(**extra: object) -> Settings:
+    return Settings().with_overrides(
+        {
+            "swap.target": "mapped",
+            "swap.reference_threshold": THRESHOLD,
+            "detector.interval": 5,
+            "tracker.max_missed": 8,
+            **extra,
+        }
+    )
+
+
+def run_analyser(
+    recognizer: ArcFace, clip: CrossingClip, refs: list[F32]
+) -> tuple[list[FramePlan], FaceAnalyser]:
+    models = AnalysisModels(MTCNN(min_face_size=40), recognizer, "mtcnn")
+    s = mapped_settings()
+    analyser = FaceAnalyser(models, s, mapped_references=refs)
+    return [analyser.analyse(frame, i / 30.0, s) for i, frame in enumerate(clip.frames)], analyser
+
+
+# ------------------------------------------------------------------- analyser + selector, real clip
+
+
+def test_each_mapped_person_keeps_their_identity_through_the_crossing(
+    recognizer: ArcFace, crossing: CrossingClip, references: dict[int, F32]
+) -> None:
+    plans, _ = run_analyser(recognizer, crossing, [references[FACE_IDS[0]], references[FACE_IDS[1]]])
+    tracks_of: dict[int, set[int]] = {1: set(), 2: set()}
+    for i, plan in enumerate(plans):
+        for target in plan.targets:
+            person = person_of(target.kps, crossing, i) if target.weight >= 1.0 else None
+            if person is not None:  # (a fading, coasting track behind the other face has no truth)
+                assert target.identity == person + 1, (
+                    f"frame {i}: person {person} got identity {target.identity}"
+                )
+            tracks_of[target.identity].add(target.track_id)
+        both_visible = min(t.visible[i] for t in crossing.tracks) >= 0.99
+        if both_visible and i >= 5:  # after the fade-in
+            assert sorted(t.identity for t in plan.targets) == [1, 2], f"frame {i}"
+    # Each identity stayed on one track: no swapping of identities when they crossed.
+    assert all(len(ids) == 1 for ids in tracks_of.values()), tracks_of
+    assert tracks_of[1] != tracks_of[2]
+
+
+def test_a_face_that_matches_no_reference_is_left_alone(
+    recognizer: ArcFace, crossing: CrossingClip, references: dict[int, F32]
+) -> None:
+    plans, _ = run_analyser(recognizer, crossing, [references[FACE_IDS[0]]])
+    seen = 0
+    for i, plan in enumerate(plans):
+        for target in plan.targets:
+            assert target.identity == 1
+            if target.weight >= 1.0:
+                assert person_of(target.kps, crossing, i) == 0, f"frame {i}: the unmapped person was swapped"
+                seen += 1
+    assert seen >= 15
+
+
+def test_mapped_mode_without_references_is_a_settings_error(recognizer: ArcFace) -> None:
+    with pytest.raises(SettingsError, match="no identity mapping") as err:
+        FaceAnalyser(AnalysisModels(MTCNN(), recognizer, "mtcnn"), mapped_settings())
+    assert "--map REF_PHOTO=SOURCE_PHOTO" in err.value.hint
+
+
+# ------------------------------------------------------------------------ selector arbitration
+
+
+def _face(track_id: int, *, lost: int = 0, detected: bool = True) -> TrackedFace:
+    box = np.array([track_id * 100.0, 0.0, track_id * 100.0 + 80.0, 80.0], dtype=np.float32)
+    kps = np.tile(box[:2] + 40.0, (5, 1)).astype(np.float32)
+    return TrackedFace(track_id, box, kps, kps.copy(), 0.99, 1.0, detected, 1.0, lost_frames=lost)
+
+
+class Table:
+    def __init__(self, table: dict[int, list[float]]) -> None:
+        self.table = table
+        self.calls: list[int] = []
+
+    def __call__(self, face: TrackedFace) -> F32:
+        self.calls.append(face.track_id)
+        return np.array(self.table[face.track_id], dtype=np.float32)
+
+
+def ids(picked: list[tuple[TrackedFace, int]]) -> dict[int, int]:
+    return {f.track_id: k for f, k in picked}
+
+
+def test_one_track_per_identity_closest_pair_first_and_embedded_once() -> None:
+    x, y = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]
+    sel = IdentityMapSelector([np.array(x), np.array(y)], 0.3)
+    near_x, nearer_x, near_y = [1.0, 0.15, 0.0], [1.0, 0.05, 0.0], [0.1, 1.0, 0.0]
+    embed = Table({1: near_x, 2: nearer_x, 3: near_y, 4: [0.0, 0.0, 1.0]})
+    # Tracks 1 and 2 both look like X: the closer (2) gets X; 3 is Y; 4 matches nobody.
+    assert ids(sel.select([_face(1), _face(2), _face(3), _face(4)], embed)) == {2: 0, 3: 1}
+    assert sorted(embed.calls) == [1, 2, 3, 4]  # each face embedded once, not once per identity
+    assert sel.locked_ids == (2, 3)
+
+
+def test_a_held_lock_beats_a_closer_newcomer_and_is_released_when_lost_too_long() -> None:
+    sel = IdentityMapSelector([np.array([1.0, 0.0])], 0.3, max_missed=2)
+    embed = Table({1: [1.0, 0.2], 2: [1.0, 0.0]})
+    assert ids(sel.select([_face(1)], embed)) == {1: 0}
+    # A closer match walks in: the identity stays on its track (no jumping between people).
+    assert ids(sel.select([_face(1), _face(2)], embed)) == {1: 0}
+    for lost in (1, 2):
+        assert ids(sel.select([_face(1, lost=lost, detected=False), _face(2)], embed)) == {1: 0}
+    # Lost for longer than max_missed: the identity moves to the best face in view.
+    assert ids(sel.select([_face(1, lost=3, detected=False), _face(2)], embed)) == {2: 0}
+
+
+def test_a_redetected_track_that_is_someone_else_releases_the_identity() -> None:
+    sel = IdentityMapSelector([np.array([1.0, 0.0]), np.array([0.0, 1.0])], 0.3)
+    embed = Table({1: [1.0, 0.0], 2: [0.0, 1.0], 3: [1.0, 0.1]})
+    assert ids(sel.select([_face(1), _face(2)], embed)) == {1: 0, 2: 1}
+    # Track 1 is lost behind track 2 and found again, but the association put a stranger on it.
+    sel.select([_face(1, lost=1, detected=False), _face(2)], embed)
+    embed.table[1] = [-1.0, 0.2]
+    assert ids(sel.select([_face(1), _face(2)], embed)) == {2: 1}
+    assert sel.locked_ids == (None, 2)
+    # The real person 0 walks back in on a new track: identity 0 follows them, 1 stays put.
+    assert ids(sel.select([_face(1), _face(2), _face(3)], embed)) == {2: 1, 3: 0}
+
+
+# ------------------------------------------------------------------------------- worker
+
+
+def identity(seed: int) -> SourceIdentity:
+    v = np.random.default_rng(seed).standard_normal(512).astype(np.float32)
+    return SourceIdentity(v / np.linalg.norm(v), ())
+
+
+def test_the_worker_gives_each_face_its_own_identity(doubles: Path, crossing: CrossingClip) -> None:
+    swapper = InSwapper.from_file(doubles / "inswapper_128.onnx", FACTORY)
+    frame = crossing.frames[0]  # the two faces far apart
+    kps = [t.kps[0] for t in crossing.tracks]
+    s = Settings()
+    people = [identity(1), identity(2), identity(3)]  # 0 = --source, 1 and 2 = two --map entries
+    both = frame.copy()
+    FaceSwapWorker(swapper, people, s).apply(
+        both, FramePlan([SwapTarget(kps[0], 1.0, 1, identity=1), SwapTarget(kps[1], 1.0, 2, identity=2)]), s
+    )
+    for k, who in ((0, 1), (1, 2)):
+        alone = frame.copy()
+        FaceSwapWorker(swapper, people[who], s).apply(alone, FramePlan([SwapTarget(kps[k], 1.0, 1)]), s)
+        region = (alone != frame).any(axis=2)
+        assert region.sum() > 1000
+        np.testing.assert_array_equal(both[region], alone[region])  # this face got identity `who` ...
+        other = frame.copy()
+        FaceSwapWorker(swapper, people[3 - who], s).apply(other, FramePlan([SwapTarget(kps[k], 1.0, 1)]), s)
+        assert np.abs(both[region].astype(int) - other[region]).mean() > 5  # ... not the other one
+    with pytest.raises(ValueError, match="identity 3"):
+        FaceSwapWorker(swapper, people, s).apply(frame.copy(), FramePlan([SwapTarget(kps[0], 1.0, 1, 3)]), s)
+
+
+# ---------------------------------------------------------------------------------- CLI
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = main.main(list(args), out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory, crossing: CrossingClip) -> dict[str, Path]:
+    d = Path(tmp_path_factory.mktemp("photos"))
+    files = {
+        "frame": crossing.frames[0],
+        "ref_a": reference_photo(FACE_IDS[0]),
+        "ref_b": reference_photo(FACE_IDS[1]),
+        "x": astronaut_bgr(),
+        "y": astronaut_bgr()[:, ::-1].copy(),  # mirrored: a different embedding, still one face
+    }
+    paths = {}
+    for name, image in files.items():
+        paths[name] = d / f"{name}.png"
+        cv2.imwrite(str(paths[name]), image)
+    return paths
+
+
+def cli_args(doubles: Path, photos: dict[str, Path], out: Path, *maps: str) -> list[str]:
+    args = ["run", "--models-dir", str(doubles), "--allow-unverified", "--input", str(photos["frame"])]
+    args += ["--output", str(out), "--detector", "mtcnn", "--set", f"swap.reference_threshold={THRESHOLD}"]
+    args += ["--set", "tracker.fade_frames=0"]
+    for m in maps:
+        args += ["--map", m]
+    return args
+
+
+def face_box(crossing: CrossingClip, k: int) -> tuple[slice, slice]:
+    x1, y1, x2, y2 = crossing.tracks[k].boxes[0]
+    return slice(int(y1), int(y2)), slice(int(x1), int(x2))
+
+
+def test_cli_map_swaps_each_person_with_their_source(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    doubles: Path,
+    photos: dict[str, Path],
+    crossing: CrossingClip,
+) -> None:
+    frame = cv2.imread(str(photos["frame"]))
+    out_both, out_one = tmp_path / "both.png", tmp_path / "one.png"
+    both_maps = (f"{photos['ref_a']}={photos['x']}", f"{photos['ref_b']}={photos['y']}")
+    code, _, err = run_cli(capsys, *cli_args(doubles, photos, out_both, *both_maps))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, *cli_args(doubles, photos, out_one, both_maps[0]))
+    assert code == 0, err
+    both, one = cv2.imread(str(out_both)), cv2.imread(str(out_one))
+    a, b = face_box(crossing, 0), face_box(crossing, 1)
+    for face in (a, b):
+        assert np.abs(both[face].astype(int) - frame[face]).mean() > 5, "a mapped face was not swapped"
+    # Person A became X in both runs; person B, unmapped in the second run, is untouched there.
+    np.testing.assert_array_equal(one[a], both[a])
+    np.testing.assert_array_equal(one[b], frame[b])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--source", "me.png", "--map", "a.png=b.png"], "--source and --map cannot be combined"),
+        (["--map", "a.png"], "must look like REF_PHOTO=SOURCE_PHOTO"),
+        (["--map", "=b.png"], "must look like REF_PHOTO=SOURCE_PHOTO"),
+        ([], "No source photo given"),
+        (["--map", "a.png=b.png", "--reference", "c.png"], "--reference and --map cannot be combined"),
+    ],
+)
+def test_cli_map_mistakes_give_one_line(
+    capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    code, _, err = run_cli(capsys, "run", "--input", "in.png", "--output", "out.png", *extra)
+    assert code == 2
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and message in lines[0], err
