@@ -260,12 +260,19 @@ class BenchSetup:
     label: str
 
 
-def prepare_models(args: argparse.Namespace, log: Callable[[str], None]) -> BenchSetup:
+# Stand-ins exist for these enhancer settings (others fall back to the doubles' cost).
+ENHANCER_STANDIN = {"gpen_256": "GPEN-BFR-256", "gfpgan_1.4": "gfpgan_1.4"}
+
+
+def prepare_models(args: argparse.Namespace, settings: Settings, log: Callable[[str], None]) -> BenchSetup:
     if args.standins:
-        from models.standins import ensure_standins
+        from models.standins import DEFAULT_STANDINS, ensure_standins
 
         cache = Path(platformdirs.user_cache_dir("FaceCast")) / "standins"
-        ensure_standins(cache, log=log)
+        which = list(DEFAULT_STANDINS)
+        if settings.enhancer.model in ENHANCER_STANDIN:
+            which.append(ENHANCER_STANDIN[settings.enhancer.model])
+        ensure_standins(cache, which=which, log=log)
         return BenchSetup(cache, True, "compute-equivalent stand-ins (random weights)")
     if args.models_dir is not None:
         return BenchSetup(Path(args.models_dir), args.allow_unverified, f"models from {args.models_dir}")
@@ -307,8 +314,8 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    setup = prepare_models(args, log)
     settings = load_preset(args.preset).with_overrides({"pipeline.provider": "cpu"})
+    setup = prepare_models(args, settings, log)
     frames = args.frames
     log(f"building a {args.width}x{args.height} clip ...")
     clip = make_clip(min(frames, 48), args.width, args.height)

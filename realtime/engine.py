@@ -75,6 +75,9 @@ def needs_reload(old: Settings, new: Settings) -> bool:
         or old.detector.size != new.detector.size
         or old.detector.threshold != new.detector.threshold
         or old.swap.model != new.swap.model
+        or old.enhancer.model != new.enhancer.model
+        or old.masks.occlusion != new.masks.occlusion
+        or old.masks.regions != new.masks.regions
         or old.pipeline.provider != new.pipeline.provider
         or old.pipeline.fp16 != new.pipeline.fp16
         or old.pipeline.frames_in_flight != new.pipeline.frames_in_flight
