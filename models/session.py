@@ -54,6 +54,7 @@ ORT_PROVIDER = {
 }
 CPU, CUDA, TENSORRT = ORT_PROVIDER["cpu"], ORT_PROVIDER["cuda"], ORT_PROVIDER["tensorrt"]
 DIRECTML = ORT_PROVIDER["directml"]
+# Short names for reports ("CUDA provider not usable", "TensorRT did not load"); see provider_label().
 PROVIDER_LABEL = {
     CPU: "CPU",
     CUDA: "CUDA",
@@ -61,6 +62,8 @@ PROVIDER_LABEL = {
     ORT_PROVIDER["coreml"]: "CoreML",
     DIRECTML: "DirectML",
     ORT_PROVIDER["openvino"]: "OpenVINO",
+    "ROCMExecutionProvider": "ROCm",
+    "MIGraphXExecutionProvider": "MIGraphX",
 }
 # What to install when the onnxruntime package in use was built without a provider.
 _BUILD_HINT = {
@@ -70,9 +73,14 @@ _BUILD_HINT = {
     DIRECTML: "pip install onnxruntime-directml (Windows)",
     ORT_PROVIDER["openvino"]: "pip install onnxruntime-openvino",
 }
-_TENSORRT_MAJOR = 10  # the 1.31 TensorRT provider links libnvinfer.so.10
+# onnxruntime's TensorRT provider links libnvinfer.so.10; PyPI's `tensorrt` is now 11, so pin 10.
+_TENSORRT_MAJOR = 10
+# When ORT's log does not say ("Require cuDNN 9.* and CUDA 13.*" normally does): the cuDNN major the
+# CUDA 12/13 builds of ORT link against, and the CUDA major of a build that does not say either.
 _DEFAULT_CUDNN_MAJOR = 9
-_MIN_DRIVER = {12: "R525+", 13: "R580+"}  # CUDA release notes: minimum driver per CUDA major
+_DEFAULT_CUDA_MAJOR = 13
+# Oldest NVIDIA driver branch per CUDA major (CUDA release notes, "minimum required driver").
+MIN_DRIVER = {12: 525, 13: 580}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ORT_LOG_LINE = re.compile(r"\[[VIWEF]:onnxruntime:")
@@ -81,11 +89,15 @@ _MISSING_LIBRARY = (
     re.compile(r"depends on \"(?:[^\"]*[\\/])?([^\"\\/]+)\" which is missing"),  # ORT on Windows
     re.compile(r"Failed to load ([\w.+-]+\.(?:so[\w.]*|dll|dylib))"),  # preload_dlls
 )
-_CUDA_LIBRARY = re.compile(r"cublas|cudart|cudnn|curand|cufft|nvrtc|nvjitlink", re.IGNORECASE)
-_TENSORRT_LIBRARY = re.compile(r"nvinfer|nvonnxparser", re.IGNORECASE)
-_NO_DRIVER = re.compile(
-    r"libcuda\.so\.1|nvcuda\.dll|no CUDA-capable device|cudaErrorNoDevice|driver version is insufficient"
+# Libraries that come with CUDA/cuDNN (not the driver): missing one means "install CUDA/cuDNN".
+_CUDA_LIBRARY = re.compile(
+    r"cublas|cudart|cudnn|curand|cufft|cusparse|cusolver|nvrtc|nvjitlink|cupti", re.IGNORECASE
 )
+_TENSORRT_LIBRARY = re.compile(r"nvinfer|nvonnxparser", re.IGNORECASE)
+# No GPU, or no driver at all (libcuda is the driver's library).
+_NO_DEVICE = re.compile(r"no CUDA-capable device|cudaErrorNoDevice|libcuda\.so\.1|nvcuda\.dll")
+# The CUDA runtime reports a missing driver as "insufficient" too (error 35).
+_OLD_DRIVER = re.compile(r"driver version is insufficient|cudaErrorInsufficientDriver")
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,15 +279,11 @@ class SessionFactory:
                 raise ModelError(f"Model file {model} is empty (0 bytes).", hint="Download it again.")
         source: str | bytes = str(model) if isinstance(model, Path) else model
         provider = self.config.provider
-        notes = ""
+        notes = prepare_gpu_libraries(ORT_PROVIDER[provider])
         cache: trt_cache.TrtCachePaths | None = None
-        if provider in ("cuda", "tensorrt"):
-            notes += preload_cuda_libraries()
-        if provider == "tensorrt":
-            notes += trt_cache.load_tensorrt_libs() + "\n"
-            # Hashing a 554 MB model takes a second or two: not worth it when TensorRT cannot load.
-            if trt_cache.tensorrt_version() != "none":
-                cache = self.trt_cache_for(model, name)
+        # Hashing a 554 MB model takes a second or two: not worth it when TensorRT cannot load.
+        if provider == "tensorrt" and trt_cache.tensorrt_version() != "none":
+            cache = self.trt_cache_for(model, name)
         providers = self.providers(cache, cuda_stream)
         options = self.session_options()
 
@@ -409,10 +417,12 @@ class SessionFactory:
         parts = []
         for provider in missing:
             reason, fix = explain_provider_failure(
-                provider, log_text, available, with_cuda=CUDA not in missing
+                provider, log_text, available, with_cuda=CUDA not in missing, active=got
             )
-            parts.append(f"{_label(provider)} did not load: {reason}" + (f" — fix: {fix}" if fix else ""))
-        running = _label(got[0]) if got else "nothing"
+            # The doctor logs at warning level (this factory: errors only), so it may say more.
+            fix = fix or "run `python main.py doctor` for details"
+            parts.append(f"{provider_label(provider)} did not load: {reason} — fix: {fix}")
+        running = provider_label(got[0]) if got else "nothing"
         msg = f"{name}: {'; '.join(parts)}. Running on {running}."
         if msg not in self.fallbacks:
             self.fallbacks.append(msg)
@@ -421,7 +431,8 @@ class SessionFactory:
             log.debug("ONNX Runtime output while opening %s:\n%s", name, log_text)
 
 
-def _label(provider: str) -> str:
+def provider_label(provider: str) -> str:
+    """The short name of an ORT provider for messages: 'CUDA' for CUDAExecutionProvider."""
     return PROVIDER_LABEL.get(provider, provider.removesuffix("ExecutionProvider"))
 
 
@@ -429,76 +440,137 @@ def _label(provider: str) -> str:
 
 
 def explain_provider_failure(
-    provider: str, text: str, available: Sequence[str] = (), *, with_cuda: bool = True
+    provider: str,
+    text: str,
+    available: Sequence[str] = (),
+    *,
+    with_cuda: bool = True,
+    active: Sequence[str] = (),
+    pip: str = "pip",
+    ort_version: str = "",
 ) -> tuple[str, str]:
-    """(reason, fix) for a provider that did not load, from what ORT printed while it tried.
+    """(reason, fix) for an ORT provider that did not load, from what ORT printed while it tried.
 
+    The one explanation for both the session factory's fallback notes and the doctor's report (which
+    prefixes "<label> provider not usable: "). `text` is everything captured: ORT's C++ log, its
+    Python "EP Error" prints, prepare_gpu_libraries()' notes, an exception. `fix` is a command or
+    step, or '' when there is nothing more specific than the reason.
+
+    available: ort.get_available_providers(); a provider missing there is not in this build at all.
     with_cuda=False leaves the CUDA part out of a TensorRT explanation (when the CUDA provider's own
     failure is reported next to it, saying it twice only buries the TensorRT part).
+    active: the session's get_providers(), to name what it fell back to when ORT said nothing.
+    pip / ort_version: how fixes spell pip (the doctor: "<this python> -m pip") and the
+    onnxruntime-gpu version they install (default: the one running).
     """
+    label = provider_label(provider)
     if available and provider not in available:
-        return f"this onnxruntime package has no {_label(provider)} provider", _BUILD_HINT.get(provider, "")
+        return f"this onnxruntime package has no {label} provider", _BUILD_HINT.get(provider, "")
     text = _ANSI.sub("", text)
-    missing = _missing_library(text)
+    missing = _missing_libraries(text)
     if provider in (CUDA, TENSORRT):
-        cuda_major, cudnn_major = _required_cuda(text)
-        driver = _MIN_DRIVER.get(cuda_major, f"for CUDA {cuda_major}")
-        if _NO_DRIVER.search(text):
+        cuda_major, cudnn_major = required_cuda(text)
+        driver = _driver_text(cuda_major)
+        if _NO_DEVICE.search(text):
             return "no NVIDIA GPU or driver found", f"install the NVIDIA driver ({driver})"
-        cuda_missing = "Require cuDNN" in text or (missing is not None and _CUDA_LIBRARY.search(missing))
-        cuda_reason = f"CUDA {cuda_major}.x and cuDNN {cudnn_major}.x needed"
-        if missing is not None and _CUDA_LIBRARY.search(missing):
-            cuda_reason += f" ({missing} not found)"
+        if _OLD_DRIVER.search(text):
+            return (
+                f"the NVIDIA driver is missing or too old for CUDA {cuda_major}",
+                f"install or update the NVIDIA driver ({driver})",
+            )
+        cuda_lib = next((lib for lib in missing if _CUDA_LIBRARY.search(lib)), None)
+        cuda_missing = cuda_lib is not None or "Require cuDNN" in text
+        cuda_reason = f"needs CUDA {cuda_major}.x and cuDNN {cudnn_major}.x" + (
+            f" (missing {cuda_lib})" if cuda_lib else ""
+        )
         cuda_fix = (
-            f'pip install "onnxruntime-gpu[cuda,cudnn]=={ort.__version__}", or install CUDA {cuda_major}.x '
-            f"and cuDNN {cudnn_major}.x; NVIDIA driver {driver} needed"
+            f'{pip} install "onnxruntime-gpu[cuda,cudnn]=={ort_version or ort.__version__}" or install '
+            f"CUDA {cuda_major}.x + cuDNN {cudnn_major}.x and an NVIDIA driver ({driver})"
         )
-        trt_missing = provider == TENSORRT and (
-            "install TensorRT" in text or bool(re.search(r"(nvinfer|nvonnxparser)[\w.]*: cannot open", text))
-        )
-        if trt_missing:
-            reason = f"TensorRT {_TENSORRT_MAJOR} libraries not found"
-            fix = f'pip install "tensorrt-cu{cuda_major}-libs=={_TENSORRT_MAJOR}.*"'
+        trt_fix = f'{pip} install "tensorrt-cu{cuda_major}-libs=={_TENSORRT_MAJOR}.*"'
+        trt_lib = next((lib for lib in missing if _TENSORRT_LIBRARY.search(lib)), None)
+        if provider == TENSORRT and (trt_lib is not None or "install TensorRT" in text):
+            reason = f"TensorRT {_TENSORRT_MAJOR} libraries not found" + (
+                f" (missing {trt_lib})" if trt_lib else ""
+            )
+            path_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"
+            fix = f"{trt_fix} (if it is still not found, add site-packages/tensorrt_libs to {path_var})"
             if cuda_missing and with_cuda:
-                return f"{reason}; {cuda_reason}", f"{cuda_fix}; then {fix}"
+                return f"{reason}; {cuda_reason}", f"{cuda_fix}; then for TensorRT: {fix}"
             return reason, fix
         if cuda_missing:
+            if provider == TENSORRT and with_cuda:
+                cuda_fix += f"; then for TensorRT: {trt_fix}"
             return cuda_reason, cuda_fix
-    if missing is not None:
-        return f"{missing} not found", ""
+    if missing:
+        return f"missing {missing[0]}", ""
     first = _first_error_line(text)
     if first:
         return first, ""
-    return "ONNX Runtime gave no reason", "run `python main.py doctor` for details"
+    fell_back_to = active[0] if active else "another provider"
+    return f"the session fell back to {fell_back_to} (ORT logged no reason)", ""
 
 
-def _required_cuda(text: str) -> tuple[int, int]:
+def required_cuda(text: str = "") -> tuple[int, int]:
     """(CUDA major, cuDNN major) that this ORT build needs: from its log, else its build info."""
     match = re.search(r"Require cuDNN (\d+)\.\* and CUDA (\d+)\.\*", text)
     if match:
         return int(match.group(2)), int(match.group(1))
+    major = _ort_build_cuda_version().split(".")[0]
+    return (int(major) if major.isdigit() else _DEFAULT_CUDA_MAJOR), _DEFAULT_CUDNN_MAJOR
+
+
+def _driver_text(cuda_major: int) -> str:
+    """The NVIDIA driver a CUDA major needs, for a fix: 'R580+' (or 'for CUDA 14' if unknown)."""
+    branch = MIN_DRIVER.get(cuda_major)
+    return f"R{branch}+" if branch else f"for CUDA {cuda_major}"
+
+
+def _ort_build_cuda_version() -> str:
+    """The CUDA version this onnxruntime was built with ('13.0'), '' for a CPU-only build."""
     try:
         from onnxruntime.capi import build_and_package_info
     except ImportError:
-        return 13, _DEFAULT_CUDNN_MAJOR
-    major = str(getattr(build_and_package_info, "cuda_version", "") or "").split(".")[0]
-    return (int(major) if major.isdigit() else 13), _DEFAULT_CUDNN_MAJOR
+        return ""
+    return str(getattr(build_and_package_info, "cuda_version", "") or "")
 
 
-def _missing_library(text: str) -> str | None:
-    hits = [(m.start(), m.group(1)) for pattern in _MISSING_LIBRARY for m in pattern.finditer(text)]
-    return min(hits)[1] if hits else None
+def _missing_libraries(text: str) -> list[str]:
+    """Every shared library ORT or preload_dlls could not load ('libcublasLt.so.13'), in the order
+    the text names them."""
+    hits = sorted((m.start(), m.group(1)) for pattern in _MISSING_LIBRARY for m in pattern.finditer(text))
+    return [name for _, name in hits]
 
 
 def _first_error_line(text: str) -> str:
+    """The most telling line of an ORT log: its first error record (without the timestamp and
+    source location), else the "EP Error" it printed, else the last line naming an error."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if "[E:" in line:
             return re.sub(r"^.*?\[E:[^\]]*\]\s*", "", line)
-    return next((line for line in lines if line.startswith("EP Error")), "")
+    for line in lines:
+        if line.startswith("EP Error"):
+            return line
+    return next((line for line in reversed(lines) if "error" in line.lower()), "")
 
 
 # ----------------------------------------------------------------------------------- CUDA runtime
+
+
+def prepare_gpu_libraries(provider: str) -> str:
+    """Load what a session of this ORT provider needs and ORT does not find by itself, as every
+    FaceCast session does (the doctor's probes too): pip's CUDA/cuDNN for CUDA and TensorRT
+    (preload_cuda_libraries), pip's TensorRT 10 for TensorRT (trt_cache.load_tensorrt_libs).
+
+    Returns what the loaders said ('' for other providers), for explain_provider_failure.
+    """
+    notes = ""
+    if provider in (CUDA, TENSORRT):
+        notes += preload_cuda_libraries()
+    if provider == TENSORRT:
+        notes += trt_cache.load_tensorrt_libs() + "\n"
+    return notes
 
 
 @functools.cache
@@ -512,14 +584,15 @@ def preload_cuda_libraries() -> str:
     preload = getattr(ort, "preload_dlls", None)
     if preload is None:  # ORT < 1.21
         return ""
+    failure = ""
     with OutputCapture() as capture:
         try:
             capture.run(preload)
-        except (OSError, RuntimeError) as err:
+        except Exception as err:
             # It raises for a bad `directory`; with the default search it only prints. Either way the
             # session creation that follows reports the provider as not loaded, with this text.
-            return f"preload_dlls failed: {type(err).__name__}: {err}\n"
-    return capture.text()
+            failure = f"preload_dlls failed: {type(err).__name__}: {err}\n"
+    return capture.text() + failure
 
 
 T = TypeVar("T")
@@ -586,12 +659,15 @@ class _ThreadTee:
 
 
 class OutputCapture:
-    """Collects what ONNX Runtime prints while a session is created (see run()).
+    """Collects what ONNX Runtime prints while a session is created (see run()); the session factory
+    and the doctor's provider probes both use it.
 
-    Two channels: Python-level prints ("EP Error ... Falling back", preload_dlls' "Failed to load")
-    from the threads given to run(), and ORT's C++ logger on file descriptor 2. fd 2 is process-wide,
-    so a reader thread forwards every line that is not an ORT log record to the real stderr at once:
-    only ORT's own lines are withheld (they are summarised in factory.fallbacks instead).
+    Two channels: Python-level output ("EP Error ... Falling back" and preload_dlls' "Failed to load"
+    prints, and warnings, which Python writes to sys.stderr) from the threads given to run(), and ORT's
+    C++ logger on file descriptor 2. fd 2 is process-wide, so a reader thread forwards every line that
+    is not an ORT log record to the real stderr at once: only ORT's own lines are withheld (they are
+    summarised in factory.fallbacks or the doctor's report instead). text() is complete once the
+    `with` block has ended.
     """
 
     def __init__(self) -> None:

@@ -6,21 +6,20 @@ make `run_doctor` return non-zero; a missing GPU provider or virtual camera driv
 because FaceCast still runs on CPU and can show its output in a window or write it to a file.
 
 Run it as `python -m realtime.doctor` (or through the app's CLI).
+
+Why a provider failed, and the capture of ORT's output that says so, are models/session.py's (the
+same explanation the app gives when a session falls back). That module imports onnxruntime, so it is
+imported inside the checks that need it: the doctor must still report when onnxruntime is missing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import platform as platform_module
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -36,43 +35,13 @@ VIRTUAL_CAMERA = "Virtual camera"
 CAMERAS = "Cameras"
 SECTION_TITLES = (SYSTEM, PACKAGES, ONNX_RUNTIME, NVIDIA_GPU, VIRTUAL_CAMERA, CAMERAS)
 
+# The ORT names (models.session has them too, but importing it needs onnxruntime).
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 TENSORRT = "TensorrtExecutionProvider"
 
 # Not compute providers: Azure only forwards to a remote endpoint, so probing it says nothing.
 _SKIPPED_PROVIDERS = frozenset({"AzureExecutionProvider"})
-
-_PROVIDER_LABELS = {
-    CPU: "CPU",
-    CUDA: "CUDA",
-    TENSORRT: "TensorRT",
-    "CoreMLExecutionProvider": "CoreML",
-    "DmlExecutionProvider": "DirectML",
-    "OpenVINOExecutionProvider": "OpenVINO",
-    "ROCMExecutionProvider": "ROCm",
-    "MIGraphXExecutionProvider": "MIGraphX",
-}
-
-# Fallbacks for when ORT's log does not say ("Require cuDNN 9.* and CUDA 13.*" normally does):
-# the cuDNN major the CUDA 13 builds of ORT link against.
-_DEFAULT_CUDNN_MAJOR = 9
-# Oldest NVIDIA driver branch per CUDA major (CUDA release notes, "minimum required driver").
-_MIN_DRIVER_FOR_CUDA = {12: 525, 13: 580}
-# onnxruntime's TensorRT provider links libnvinfer.so.10; PyPI's `tensorrt` is now 11, so pin 10.
-_TENSORRT_MAJOR = 10
-
-# Libraries that come with CUDA/cuDNN (not the driver): missing one means "install CUDA/cuDNN".
-_CUDA_LIBRARY = re.compile(
-    r"(cublas|cudart|cudnn|curand|cufft|cusparse|cusolver|nvrtc|nvjitlink|cupti)", re.IGNORECASE
-)
-_TENSORRT_LIBRARY = re.compile(r"(nvinfer|nvonnxparser)", re.IGNORECASE)
-_MISSING_LIBRARY_PATTERNS = (
-    re.compile(r"([\w.+-]+\.so(?:\.\d+)*): cannot open shared object file"),  # Linux dlopen
-    re.compile(r"depends on \"(?:[^\"]*[\\/])?([^\"\\/]+)\" which is missing"),  # Windows ORT
-    re.compile(r"Failed to load ([\w.+-]+\.(?:so[\w.]*|dll|dylib))"),  # preload_dlls
-)
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -258,79 +227,34 @@ def probe_providers(cuda_preload: bool = True) -> list[ProviderProbe]:
     import numpy as np
     import onnxruntime as ort
 
+    from models.session import prepare_gpu_libraries
+
     model = _tiny_model()
     # 2 = warning, ORT's own default: the "why it fell back" lines are logged at W and E by the
     # default logger. Set explicitly in case something raised it to silence ORT.
     ort.set_default_logger_severity(2)
     a = np.array([[1.0, 2.0]], dtype=np.float32)
     b = np.array([[3.0, 4.0]], dtype=np.float32)
-    cuda_version = _ort_build_cuda_version()
-    preload_log: str | None = None
     probes: list[ProviderProbe] = []
     for provider in ort.get_available_providers():
         if provider in _SKIPPED_PROVIDERS:
             continue
-        extra_log = ""
-        if provider in (CUDA, TENSORRT) and cuda_preload and preload_log is None:
-            preload_log = _preload_cuda_libraries(ort)
-        if provider == CUDA:
-            extra_log = preload_log or ""
-        probes.append(_probe_provider(ort, provider, model, a, b, extra_log, cuda_version))
+        # Load pip's CUDA/cuDNN/TensorRT libraries the way the app does (once per process).
+        extra_log = prepare_gpu_libraries(provider) if cuda_preload else ""
+        probes.append(_probe_provider(ort, provider, model, a, b, extra_log))
     return probes
 
 
-def explain_provider_failure(
-    provider: str, log: str, active: Sequence[str] = (), cuda_version: str = ""
-) -> tuple[str, str]:
-    """(reason, fix) for a provider that did not run, from ORT's log and exception text."""
-    text = _ANSI_ESCAPE.sub("", log)
-    label = _PROVIDER_LABELS.get(provider, provider.removesuffix("ExecutionProvider"))
-    missing = _missing_library(text)
-    pip = _pip_command()
+def explain_probe_failure(provider: str, log: str, active: Sequence[str] = ()) -> tuple[str, str]:
+    """(reason, fix) for a provider whose probe did not run on it, as a report sentence ("CUDA
+    provider not usable: ..."): models.session's explanation, with fixes that use this interpreter's
+    pip and the onnxruntime version requirements.txt pins."""
+    from models.session import explain_provider_failure, provider_label
 
-    if provider in (CUDA, TENSORRT):
-        cuda_major, cudnn_major = _required_cuda(text, cuda_version)
-        min_driver = _MIN_DRIVER_FOR_CUDA.get(cuda_major)
-        driver = f"R{min_driver}+" if min_driver else f"for CUDA {cuda_major}"
-        trt_fix = f"{pip} install 'tensorrt-cu{cuda_major}-libs=={_TENSORRT_MAJOR}.*'"
-        if re.search(r"no CUDA-capable device|cudaErrorNoDevice|libcuda\.so\.1|nvcuda\.dll", text):
-            return (
-                f"{label} provider not usable: no NVIDIA GPU or driver found",
-                f"install the NVIDIA driver ({driver})",
-            )
-        if re.search(r"driver version is insufficient|cudaErrorInsufficientDriver", text):
-            # The CUDA runtime reports a missing driver as "insufficient" too (error 35).
-            return (
-                f"{label} provider not usable: the NVIDIA driver is missing or too old for CUDA {cuda_major}",
-                f"install or update the NVIDIA driver ({driver})",
-            )
-        cuda_missing = missing is not None and _CUDA_LIBRARY.search(missing) is not None
-        if cuda_missing or (missing is None and "Require cuDNN" in text):
-            what = f" (missing {missing})" if missing else ""
-            fix = (
-                f"{pip} install 'onnxruntime-gpu[cuda,cudnn]=={_ort_version_for_fix()}' or install "
-                f"CUDA {cuda_major} + cuDNN {cudnn_major} and an NVIDIA driver ({driver})"
-            )
-            if provider == TENSORRT:
-                fix += f"; then for TensorRT: {trt_fix}"
-            needs = f"needs CUDA {cuda_major}.x and cuDNN {cudnn_major}.x"
-            return f"{label} provider not usable: {needs}{what}", fix
-        if provider == TENSORRT and (
-            (missing is not None and _TENSORRT_LIBRARY.search(missing)) or "install TensorRT" in text
-        ):
-            what = f" (missing {missing})" if missing else ""
-            return (
-                f"{label} provider not usable: TensorRT {_TENSORRT_MAJOR} libraries not found{what}",
-                f"{trt_fix} (if it is still not found, add site-packages/tensorrt_libs to "
-                f"{'PATH' if sys.platform == 'win32' else 'LD_LIBRARY_PATH'})",
-            )
-    if missing:
-        return f"{label} provider not usable: missing {missing}", ""
-    first_error = _first_error_line(text)
-    if first_error:
-        return f"{label} provider not usable: {first_error}", ""
-    fallback = active[0] if active else "another provider"
-    return f"{label} provider not usable: the session fell back to {fallback} (ORT logged no reason)", ""
+    reason, fix = explain_provider_failure(
+        provider, log, active=active, pip=_pip_command(), ort_version=_ort_version_for_fix()
+    )
+    return f"{provider_label(provider)} provider not usable: {reason}", fix
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,10 +400,11 @@ def _check_providers(gpu: GpuInfo) -> list[Check]:
         essential = err.name != "onnx"
         status: Status = "fail" if essential else "warn"
         return [Check("Providers", status, f"cannot test them: {err}", _INSTALL_FIX, essential=essential)]
+    from models.session import provider_label
+
     checks = []
     for probe in probes:
-        label = _PROVIDER_LABELS.get(probe.provider, probe.provider)
-        name = f"{label} provider"
+        name = f"{provider_label(probe.provider)} provider"
         # The reason is a whole sentence ("CUDA provider not usable: ..."); the name column
         # already says which provider.
         detail = probe.reason.removeprefix(f"{name} ")
@@ -511,9 +436,9 @@ def _check_providers(gpu: GpuInfo) -> list[Check]:
     return checks
 
 
-def _probe_provider(
-    ort: Any, provider: str, model: bytes, a: Any, b: Any, extra_log: str, cuda_version: str
-) -> ProviderProbe:
+def _probe_provider(ort: Any, provider: str, model: bytes, a: Any, b: Any, extra_log: str) -> ProviderProbe:
+    from models.session import OutputCapture
+
     options = ort.SessionOptions()
     options.log_severity_level = 2
     if provider == "DmlExecutionProvider":
@@ -524,20 +449,26 @@ def _probe_provider(
     active: list[str] = []
     error = ""
     correct = False
-    with _capture_output() as captured:
+
+    def probe() -> None:
+        nonlocal active, correct
+        session = ort.InferenceSession(model, sess_options=options, providers=providers)
+        active = list(session.get_providers())
+        (result,) = session.run(None, {"a": a, "b": b})
+        correct = bool((result == a + b).all())
+
+    # ORT's native log (fd 2) and its Python "EP Error" prints say why a provider fell back.
+    with OutputCapture() as capture:
         try:
-            session = ort.InferenceSession(model, sess_options=options, providers=providers)
-            active = list(session.get_providers())
-            (result,) = session.run(None, {"a": a, "b": b})
-            correct = bool((result == a + b).all())
+            capture.run(probe)
         except Exception as err:
             error = f"{type(err).__name__}: {err}"
-    log = extra_log + captured.text + (f"\n{error}" if error else "")
+    log = extra_log + capture.text() + (f"\n{error}" if error else "")
     if not error and active and active[0] == provider and correct:
         return ProviderProbe(provider, True, log=log)
     if not error and active and active[0] == provider:
         return ProviderProbe(provider, False, f"{provider} returned a wrong result for 1+3, 2+4", log=log)
-    reason, fix = explain_provider_failure(provider, log, active, cuda_version)
+    reason, fix = explain_probe_failure(provider, log, active)
     return ProviderProbe(provider, False, reason, fix, log)
 
 
@@ -553,54 +484,6 @@ def _tiny_model() -> bytes:
     # where a doctor is most needed).
     model.ir_version = 8
     return bytes(model.SerializeToString())
-
-
-def _preload_cuda_libraries(ort: Any) -> str:
-    """Load the pip-installed CUDA/cuDNN libraries before the first CUDA session, the way the app
-    does; returns what preload_dlls printed (it lists the libraries it could not load)."""
-    preload = getattr(ort, "preload_dlls", None)
-    if preload is None:
-        return ""
-    with _capture_output() as captured:
-        try:
-            preload()
-        except Exception as err:
-            print(f"preload_dlls failed: {type(err).__name__}: {err}")
-    return captured.text
-
-
-def _ort_build_cuda_version() -> str:
-    try:
-        from onnxruntime.capi import build_and_package_info
-    except ImportError:
-        return ""
-    return str(getattr(build_and_package_info, "cuda_version", "") or "")
-
-
-def _required_cuda(text: str, build_cuda_version: str) -> tuple[int, int]:
-    match = re.search(r"Require cuDNN (\d+)\.\* and CUDA (\d+)\.\*", text)
-    if match:
-        return int(match.group(2)), int(match.group(1))
-    major = build_cuda_version.split(".")[0]
-    return (int(major) if major.isdigit() else 13), _DEFAULT_CUDNN_MAJOR
-
-
-def _missing_library(text: str) -> str | None:
-    hits = [(m.start(), m.group(1)) for pattern in _MISSING_LIBRARY_PATTERNS for m in pattern.finditer(text)]
-    return min(hits)[1] if hits else None
-
-
-def _first_error_line(text: str) -> str:
-    """The most telling line of an ORT log: its first error record (without the timestamp and
-    source location), else the "EP Error" it printed, else the last line naming an error."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        if "[E:" in line:
-            return re.sub(r"^.*?\[E:[^\]]*\]\s*", "", line)
-    for line in lines:
-        if line.startswith("EP Error"):
-            return line
-    return next((line for line in reversed(lines) if "error" in line.lower()), "")
 
 
 # --------------------------------------------------------------------------------------------
@@ -647,9 +530,14 @@ def _gpu_checks(gpu: GpuInfo) -> tuple[Check, ...]:
                 "reinstall or update the NVIDIA driver, then reboot",
             ),
         )
+    try:
+        from models.session import MIN_DRIVER, required_cuda
+    except ImportError:  # no usable onnxruntime (reported under Packages): no CUDA to need a driver
+        cuda_major, min_driver = 0, None
+    else:
+        cuda_major = required_cuda()[0]
+        min_driver = MIN_DRIVER.get(cuda_major)
     checks = []
-    cuda_major, _ = _required_cuda("", _ort_build_cuda_version())
-    min_driver = _MIN_DRIVER_FOR_CUDA.get(cuda_major)
     for index, line in enumerate(gpu.gpus):
         fields = [f.strip() for f in line.split(",")]
         driver = fields[1].split(".")[0] if len(fields) > 1 else ""
@@ -747,47 +635,6 @@ def _check_cameras(platform: str) -> list[Check]:
 
 # --------------------------------------------------------------------------------------------
 # Helpers
-
-
-@dataclass(slots=True)
-class _Captured:
-    text: str = ""
-
-
-@contextlib.contextmanager
-def _capture_output() -> Iterator[_Captured]:
-    """Capture what native code writes to fd 2 (ORT's C++ logger) plus Python-level stdout,
-    stderr and warnings (ORT's "EP Error ... Falling back" is a Python print).
-
-    fd 2 is process-wide, so another thread's stderr output in this window lands here too; the
-    window is one session creation, and the doctor is not run alongside the engine.
-    """
-    captured = _Captured()
-    python_output = io.StringIO()
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
-    with tempfile.TemporaryFile() as native, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            saved_fd: int | None = os.dup(2)
-        except OSError:
-            saved_fd = None  # no fd 2 at all (pythonw on Windows): capture Python output only
-        try:
-            if saved_fd is not None:
-                os.dup2(native.fileno(), 2)
-            with contextlib.redirect_stdout(python_output), contextlib.redirect_stderr(python_output):
-                yield captured
-        finally:
-            if saved_fd is not None:
-                os.dup2(saved_fd, 2)
-                os.close(saved_fd)
-            native.seek(0)
-            captured.text = (
-                python_output.getvalue()
-                + native.read().decode("utf-8", errors="replace")
-                + "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
-            )
 
 
 def _pip_command() -> str:

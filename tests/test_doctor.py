@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from models import session as session_mod
 from realtime import doctor
 from realtime.doctor import (
     CPU,
@@ -27,7 +29,7 @@ from realtime.doctor import (
     GpuInfo,
     Section,
     collect_report,
-    explain_provider_failure,
+    explain_probe_failure,
     format_report,
     probe_providers,
     run_doctor,
@@ -65,6 +67,12 @@ def virtual_camera_fix(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(doctor, "query_gpu", lambda: NO_GPU)
+
+
+@pytest.fixture
+def cuda_13_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An onnxruntime built for CUDA 13, whatever is installed (for logs that do not say)."""
+    monkeypatch.setattr(session_mod, "_ort_build_cuda_version", lambda: "13.0")
 
 
 def _check(report: DoctorReport, name: str) -> Check:
@@ -166,6 +174,11 @@ def test_format_report_aligns_names_and_indents_fixes() -> None:
 # ONNX Runtime providers
 
 
+def test_provider_names_are_the_session_factorys() -> None:
+    # The doctor spells them out so that it can start without onnxruntime; they must not drift.
+    assert (CPU, CUDA, TENSORRT) == (session_mod.CPU, session_mod.CUDA, session_mod.TENSORRT)
+
+
 def test_cpu_provider_really_runs_here() -> None:
     probes = {p.provider: p for p in probe_providers()}
 
@@ -193,12 +206,14 @@ class _FallingBackSession:
 
 
 @pytest.fixture
-def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     calls: list[str] = []
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: [CUDA, CPU])
     monkeypatch.setattr(onnxruntime, "InferenceSession", _FallingBackSession)
     monkeypatch.setattr(onnxruntime, "preload_dlls", lambda *a, **k: calls.append("preload"), raising=False)
-    return calls
+    session_mod.preload_cuda_libraries.cache_clear()  # it runs once per process: start afresh
+    yield calls
+    session_mod.preload_cuda_libraries.cache_clear()
 
 
 def test_silent_cuda_fallback_is_not_working_and_names_cuda_13_and_cudnn_9(
@@ -248,13 +263,14 @@ def test_a_provider_that_really_loads_is_reported_working(monkeypatch: pytest.Mo
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: [CUDA, CPU])
     monkeypatch.setattr(onnxruntime, "InferenceSession", Loaded)
     monkeypatch.setattr(onnxruntime, "preload_dlls", lambda *a, **k: None, raising=False)
+    session_mod.preload_cuda_libraries.cache_clear()
 
     probes = {p.provider: p for p in probe_providers()}
 
     assert probes[CUDA].works
 
 
-def test_tensorrt_missing_says_which_package() -> None:
+def test_tensorrt_missing_says_which_package(cuda_13_build: None) -> None:
     log = (
         "EP Error /onnxruntime_src/onnxruntime/python/onnxruntime_pybind_state.cc:729 void "
         "RegisterTensorRTPluginsAsCustomOps Please install TensorRT libraries as mentioned in the GPU "
@@ -262,21 +278,22 @@ def test_tensorrt_missing_says_which_package() -> None:
         "[E:onnxruntime:Default, provider_bridge_ort.cc:2430 operator()] Failed to load library "
         "libonnxruntime_providers_tensorrt.so with error: libnvinfer.so.10: cannot open shared object file"
     )
-    reason, fix = explain_provider_failure(TENSORRT, log, [CPU], "13.0")
+    reason, fix = explain_probe_failure(TENSORRT, log, [CPU])
     assert (
         reason == "TensorRT provider not usable: TensorRT 10 libraries not found (missing libnvinfer.so.10)"
     )
-    assert "pip install 'tensorrt-cu13-libs==10.*'" in fix
+    assert 'pip install "tensorrt-cu13-libs==10.*"' in fix
 
 
-def test_tensorrt_without_cuda_libraries_points_at_cuda_first() -> None:
+def test_tensorrt_without_cuda_libraries_points_at_cuda_first(cuda_13_build: None) -> None:
     log = (
         "Please install TensorRT libraries\n"
         "Failed to load library with error: libcublas.so.13: cannot open shared object file"
     )
-    reason, fix = explain_provider_failure(TENSORRT, log, [CPU], "13.0")
+    reason, fix = explain_probe_failure(TENSORRT, log, [CPU])
     assert "needs CUDA 13.x and cuDNN 9.x (missing libcublas.so.13)" in reason
     assert "onnxruntime-gpu[cuda,cudnn]" in fix and "tensorrt-cu13-libs==10.*" in fix
+    assert fix.index("onnxruntime-gpu[cuda,cudnn]") < fix.index("tensorrt-cu13-libs")
 
 
 @pytest.mark.parametrize(
@@ -304,13 +321,13 @@ def test_tensorrt_without_cuda_libraries_points_at_cuda_first() -> None:
         ),
     ],
 )
-def test_cuda_failure_reasons(log: str, expected: str) -> None:
-    reason, _ = explain_provider_failure(CUDA, log, [CPU], "13.0")
+def test_cuda_failure_reasons(log: str, expected: str, cuda_13_build: None) -> None:
+    reason, _ = explain_probe_failure(CUDA, log, [CPU])
     assert reason == f"CUDA provider not usable: {expected}"
 
 
 def test_unexplained_fallback_says_so() -> None:
-    reason, fix = explain_provider_failure("CoreMLExecutionProvider", "", [CPU])
+    reason, fix = explain_probe_failure("CoreMLExecutionProvider", "", [CPU])
     assert (
         reason
         == "CoreML provider not usable: the session fell back to CPUExecutionProvider (ORT logged no reason)"
@@ -475,17 +492,27 @@ def test_no_nvidia_smi_is_info(monkeypatch: pytest.MonkeyPatch) -> None:
 # Output capture
 
 
-def test_capture_output_takes_native_and_python_output_and_restores_fd2(
+def test_probe_capture_takes_native_and_python_output_and_restores_fd2(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
+    """The probes capture with models.session.OutputCapture: ORT's native log records and the
+    probing thread's prints are captured and kept off the terminal; other native output still
+    reaches stderr; fd 2 and every descriptor opened for the capture are back as they were."""
     fds_before = sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else []
-    with doctor._capture_output() as captured:
-        os.write(2, b"native line\n")
+
+    def probe() -> None:
+        os.write(2, b"2026-11-30 03:40:58.4 [W:onnxruntime:Default, x.cc:1] native line\n")
+        os.write(2, b"unrelated native output\n")
         print("python line")
+
+    with session_mod.OutputCapture() as capture:
+        capture.run(probe)
     os.write(2, b"after\n")
     fds_after = sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else []
 
-    assert "native line" in captured.text and "python line" in captured.text
-    err = capfd.readouterr().err
-    assert "after" in err and "native line" not in err
-    assert fds_after == fds_before  # the saved fd 2 and the temp file are closed
+    text = capture.text()
+    assert "native line" in text and "python line" in text
+    out, err = capfd.readouterr()
+    assert "after" in err and "native line" not in err and "python line" not in out
+    assert "unrelated native output" in err
+    assert fds_after == fds_before  # the saved fd 2 and the pipe are closed
