@@ -142,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--height", type=int, default=720)
     bench.add_argument("--preset", default="balanced")
     bench.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one setting of the preset (repeatable)",
+    )
+    bench.add_argument(
         "--standins",
         action="store_true",
         help="use compute-equivalent stand-ins instead of near-zero-cost doubles",

@@ -34,7 +34,7 @@ from realtime.app import ModelOptions, prepare_face_swap
 from realtime.engine import Engine
 from realtime.frames import VideoFrame
 from realtime.metrics import Summary
-from realtime.settings import Settings, load_preset
+from realtime.settings import Settings, load_preset, parse_override
 from realtime.sinks import NullSink
 
 
@@ -314,7 +314,9 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    settings = load_preset(args.preset).with_overrides({"pipeline.provider": "cpu"})
+    overrides = dict(parse_override(o) for o in getattr(args, "overrides", []))
+    overrides["pipeline.provider"] = "cpu"
+    settings = load_preset(args.preset).with_overrides(overrides)
     setup = prepare_models(args, settings, log)
     frames = args.frames
     log(f"building a {args.width}x{args.height} clip ...")

@@ -258,8 +258,8 @@ class Compositor:
             # whereas scaling first would copy the cached crop mask.
             np.multiply(alpha, np.float32(opacity), out=alpha)
         roi = out[region.y0 : region.y1, region.x0 : region.x1]
-        # OpenCV's blend is ~20x faster than the same numpy float maths.
-        roi[:] = cv2.blendLinear(fake, roi, alpha, 1.0 - alpha)
+        # OpenCV's blend is ~20x faster than the same numpy float maths, and writes in place.
+        cv2.blendLinear(fake, roi, alpha, 1.0 - alpha, dst=roi)
         return out
 
 
