@@ -5,6 +5,7 @@ Shared by the CLI, the GUI and the benchmark so all three run the very same engi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +46,18 @@ class ModelOptions:
 def session_factory(settings: Settings, options: ModelOptions) -> SessionFactory:
     paths = options.paths()
     cache = options.cache_dir or paths.store.models_dir / "trt-cache"
+    threads = 0
+    if settings.pipeline.provider == "cpu":
+        # Each frame in flight runs its own sessions at the same time: sharing the cores between
+        # them avoids N workers x all-core thread pools fighting over the same cores.
+        threads = max(1, (os.cpu_count() or 1) // settings.pipeline.frames_in_flight)
     return SessionFactory(
-        SessionConfig(provider=settings.pipeline.provider, fp16=settings.pipeline.fp16, cache_dir=cache),
+        SessionConfig(
+            provider=settings.pipeline.provider,
+            fp16=settings.pipeline.fp16,
+            cache_dir=cache,
+            intra_op_threads=threads,
+        ),
         clock=options.clock,
     )
 
