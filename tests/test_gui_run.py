@@ -295,6 +295,9 @@ def test_missing_virtual_camera_driver_shows_how_to_install_it_and_the_app_keeps
     qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, failing_vcam_backend: str
 ) -> None:
     window = open_window(qtbot, tmp_path, models_dir, run_config(face_photo, vcam=True), failing_vcam_backend)
+    # The face is analysed in the background; a face that becomes usable mid-run restarts the run
+    # (by design), so let it settle before starting.
+    wait_for_face(qtbot, window)
     panel = window.output_panel.help_panel
     assert panel.isHidden()
     window.toggle_running()
@@ -345,6 +348,7 @@ def test_recording_to_a_file_is_finalised_when_the_window_closes_mid_run(
     config = run_config(face_photo, vcam=False, detector="det_10g")
     config = replace(config, output=replace(config.output, record=True, record_path=str(out)))
     window = open_window(qtbot, tmp_path, models_dir, config)
+    wait_for_face(qtbot, window)
     window.toggle_running()
     qtbot.waitUntil(lambda: frames_out(window) >= 15, timeout=15_000)
 
