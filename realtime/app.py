@@ -106,6 +106,7 @@ class FaceSwapStages:
                 self.identities,
                 settings,
                 StoreQualityModels(paths, factory),
+                factory,
             )
             for _ in range(settings.pipeline.frames_in_flight)
         )

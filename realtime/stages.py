@@ -13,6 +13,8 @@ reports its own ms ("swap", "mask.occlusion", "mask.regions", "mask.mouth", "col
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
@@ -23,11 +25,14 @@ import numpy as np
 import numpy.typing as npt
 
 from models.align import estimate_norm
+from models.device_ops import DeviceOps
 from models.enhancers import CodeFormer
 from models.errors import ModelError
 from models.inswapper import InSwapper
+from models.session import SessionFactory
 from models.types import Detection, ImageBGR
 from realtime.compositor import Compositor, MaskSettings, colour_transfer, paste_region, unsharp_mask
+from realtime.device_path import DeviceFacePath
 from realtime.enhance import FaceEnhanceStage
 from realtime.face_models import AnalysisModels, FaceDetector, QualityModels, embedding_distance
 from realtime.masks import FaceMasks
@@ -38,6 +43,8 @@ from realtime.targets import IdentityMapSelector, TargetSelector
 from realtime.tracker import FaceTracker, TrackedFace
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class StageUnavailableError(RuntimeError):
@@ -149,6 +156,13 @@ class FaceSwapWorker:
     them: one latent each, computed once here). quality: where the enhancer and mask models come
     from; those the settings switch on are loaded when the worker is built, and a model switched
     on later is loaded once, at the first frame that needs it.
+
+    factory: the pipeline's session factory. When it asks for CUDA/TensorRT (and the swapper really
+    runs there), swap + paste go through realtime.device_path.DeviceFacePath, so the face stays on
+    the device from the crop to the paste; frames that use the enhancer, an extra mask, colour
+    matching or sharpening take the OpenCV path (logged once). `device_graphs` forces that choice
+    (True: the device path with the graphs even on the CPU provider, for tests; False: OpenCV).
+    Each frame on the device path reports its host<->device transfers as timings["copies"].
     """
 
     def __init__(
@@ -157,6 +171,9 @@ class FaceSwapWorker:
         identity: SourceIdentity | Sequence[SourceIdentity],
         settings: Settings,
         quality: QualityModels | None = None,
+        factory: SessionFactory | None = None,
+        *,
+        device_graphs: bool | None = None,
     ) -> None:
         identities = (identity,) if isinstance(identity, SourceIdentity) else tuple(identity)
         if not identities:
@@ -175,6 +192,7 @@ class FaceSwapWorker:
         self._enhancer: FaceEnhanceStage | None = None
         self._enhancer_name = "none"
         self._unavailable: dict[str, str] = {}  # model -> why it could not be loaded
+        self._device = self._device_path(swapper, factory, device_graphs)
         if quality is not None:
             # Load what the settings ask for now, where a failure stops the run with the store's
             # message. Without a loader the first frame that needs one reports it (see _load).
@@ -183,6 +201,11 @@ class FaceSwapWorker:
     @property
     def identities(self) -> int:
         return len(self._latents)
+
+    @property
+    def device_path(self) -> DeviceFacePath | None:
+        """The device face path, when this worker has one (see the class doc)."""
+        return self._device
 
     @property
     def enhancer(self) -> FaceEnhanceStage | None:
@@ -199,6 +222,15 @@ class FaceSwapWorker:
         enhancer = self._enhancer
         comp = settings.composite
         timings = {"swap": 0.0, "paste": 0.0}
+        if self._device is not None and plan.targets:
+            host_only = _host_only_stages(enhancer, mask_config, settings)
+            if not host_only:
+                for target in plan.targets:
+                    self._latent(target)  # the same error as the OpenCV path for a bad identity
+                copies = self._device.apply(image, plan.targets, self._compositor, comp.opacity, timings)
+                timings["copies"] = float(copies.frame_uploads + copies.param_uploads + copies.downloads)
+                return timings
+            _say_host_fallback(tuple(host_only))
         keys: list[Hashable] = []
         for target in plan.targets:
             t0 = time.perf_counter()
@@ -264,6 +296,20 @@ class FaceSwapWorker:
 
     # ----------------------------------------------------------------------------- internals
 
+    def _device_path(
+        self, swapper: InSwapper, factory: SessionFactory | None, forced: bool | None
+    ) -> DeviceFacePath | None:
+        if forced and factory is None:
+            raise ValueError("device_graphs=True needs the session factory")
+        if forced is False or factory is None or not DeviceFacePath.supports(swapper):
+            return None
+        if forced is None and (
+            factory.device_type == "cpu" or SessionFactory.device_type_of(swapper.session) == "cpu"
+        ):
+            return None  # the CPU provider (or CUDA that did not load): OpenCV is much faster there
+        ops = DeviceOps(factory, use_graphs=True if forced else None)
+        return DeviceFacePath(swapper, self._latents, ops)
+
     def _latent(self, target: SwapTarget) -> npt.NDArray[np.float32]:
         if not 0 <= target.identity < len(self._latents):
             raise ValueError(
@@ -324,6 +370,31 @@ class FaceSwapWorker:
                 raise
             self._unavailable[name] = err.user_message()
             raise StageUnavailableError(f"{name} is off for this run: {err.user_message()}") from err
+
+
+def _host_only_stages(
+    enhancer: FaceEnhanceStage | None, masks: MasksSettings, settings: Settings
+) -> list[str]:
+    """The stages this frame uses that only the OpenCV path runs (empty: the device path can)."""
+    comp = settings.composite
+    named = (
+        ("enhancer", enhancer is not None),
+        ("occlusion mask", masks.occlusion),
+        ("region mask", masks.regions),
+        ("mouth mask", masks.mouth),
+        ("colour match", comp.colour_match),
+        ("sharpen", comp.sharpen > 0.0),
+    )
+    return [name for name, on in named if on]
+
+
+@functools.cache
+def _say_host_fallback(stages: tuple[str, ...]) -> None:
+    """One log line per process and set of stages (every worker and frame would repeat it)."""
+    log.warning(
+        "GPU face path: %s not on the device yet; frames that use it take the OpenCV path",
+        " + ".join(stages),
+    )
 
 
 def _ms(t0: float) -> float:

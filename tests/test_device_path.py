@@ -1,0 +1,206 @@
+"""realtime.device_path through FaceSwapWorker, forced onto the CPU provider (device_graphs=True).
+
+The device path (crop graph -> inswapper with IOBinding -> paste graph) must give the OpenCV path's
+frame within the device-op tests' paste tolerance (<= 2 levels, tests/test_device_ops.py) and leave
+every pixel outside the paste region bit-exact; the swapper's bound `target` must be the crop
+graph's own output buffer; and the engine must run end to end on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+import pytest
+
+from models.align import arcface_template, estimate_norm
+from models.device_ops import CropSpec
+from models.inswapper import InSwapper
+from models.session import SessionConfig, SessionFactory
+from realtime.compositor import paste_region
+from realtime.engine import Engine, StageSet
+from realtime.frames import VideoFrame
+from realtime.settings import Settings
+from realtime.source_face import SourceIdentity
+from realtime.stage_api import FramePlan, SwapTarget
+from realtime.stages import FaceSwapWorker
+from tests.doubles import build_inswapper
+from tests.engine_fakes import FakeSource, RecordingSink
+from tests.test_device_ops import PASTE_TOL, smooth_frame
+
+FACTORY = SessionFactory(SessionConfig(provider="cpu", intra_op_threads=2))
+H, W = 360, 480
+
+
+@pytest.fixture(scope="module")
+def swapper_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = Path(tmp_path_factory.mktemp("device_path")) / "inswapper_128.onnx"
+    onnx.save(build_inswapper(), str(path))
+    return path
+
+
+def swapper(path: Path) -> InSwapper:
+    return InSwapper.from_file(path, FACTORY)
+
+
+def identity(seed: int) -> SourceIdentity:
+    v = np.random.default_rng(seed).standard_normal(512).astype(np.float32)
+    return SourceIdentity(v / np.linalg.norm(v), ())
+
+
+def face_kps(cx: float, cy: float, height: float, angle: float = 0.0) -> npt.NDArray[np.float32]:
+    """Five landmarks of a face `height` px tall centred on (cx, cy), rotated by `angle`."""
+    pts = (arcface_template(128) - 64.0) * (height / 128.0)
+    c, s = np.cos(angle), np.sin(angle)
+    rot = pts @ np.array([[c, s], [-s, c]])
+    return np.asarray(rot + np.array([cx, cy]), dtype=np.float32)
+
+
+FACES = (
+    SwapTarget(face_kps(150, 170, 140), 1.0, 1, 0),
+    SwapTarget(face_kps(340, 190, 110, 0.3), 0.7, 2, 1),
+)
+
+
+def both_paths(
+    path: Path, plan: FramePlan, s: Settings, frame: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], dict[str, float], FaceSwapWorker]:
+    people = [identity(1), identity(2)]
+    cv = frame.copy()
+    FaceSwapWorker(swapper(path), people, s).apply(cv, plan, s)
+    worker = FaceSwapWorker(swapper(path), people, s, factory=FACTORY, device_graphs=True)
+    dev = frame.copy()
+    timings = worker.apply(dev, plan, s)
+    return cv, dev, timings, worker
+
+
+def test_the_device_path_matches_the_opencv_path(swapper_file: Path) -> None:
+    frame = smooth_frame(H, W, 3)
+    s = Settings()
+    s = replace(s, composite=replace(s.composite, opacity=0.9))
+    plan = FramePlan(list(FACES))
+    cv, dev, timings, worker = both_paths(swapper_file, plan, s, frame)
+    assert worker.device_path is not None and worker.device_path.ops.use_graphs
+    changed = (cv != frame).any(axis=2)
+    assert changed.sum() > 5000  # the faces really were swapped
+    assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL
+    # Outside the paste regions, not one pixel is touched.
+    outside = np.ones((H, W), dtype=bool)
+    for target in FACES:
+        r = paste_region(frame.shape, 128, estimate_norm(target.kps, 128))
+        outside[r.y0 : r.y1, r.x0 : r.x1] = False
+    assert np.array_equal(dev[outside], frame[outside])
+    # Counted like gpu_bench: 1 frame up, per face crop theta + paste theta + mask, 1 frame down.
+    assert timings["copies"] == 1 + 3 * len(FACES) + 1
+    copies = worker.device_path.last_copies
+    assert (copies.frame_uploads, copies.param_uploads, copies.downloads) == (1, 6, 1)
+    assert copies.download_bytes == frame.nbytes
+    assert timings["swap"] > 0 and timings["paste"] > 0
+
+
+def test_the_swapper_binds_the_crop_graphs_output_buffer(swapper_file: Path) -> None:
+    s = Settings()
+    worker = FaceSwapWorker(swapper(swapper_file), identity(1), s, factory=FACTORY, device_graphs=True)
+    path = worker.device_path
+    assert path is not None
+    frame = smooth_frame(H, W, 4)
+    worker.apply(frame, FramePlan([FACES[0]]), s)
+    crop_runner = path.ops._crops[CropSpec(128, rgb=True, scale=1.0 / 255.0)]
+    crop_out = crop_runner.bound.static_output("crop")
+    bound_target = path.swapper.bound_inputs["target"]
+    assert bound_target.data_ptr() == crop_out.data_ptr()
+    # ... and the paste graph read the swapper's own (reused) output buffer.
+    swapped = path.swapper.static_output("output")
+    paste = path.ops._pastes[128]
+    assert paste.bound.bound_inputs["crop"].data_ptr() == swapped.data_ptr()
+
+
+def test_a_bad_identity_fails_like_the_opencv_path(swapper_file: Path) -> None:
+    s = Settings()
+    worker = FaceSwapWorker(swapper(swapper_file), identity(1), s, factory=FACTORY, device_graphs=True)
+    with pytest.raises(ValueError, match="identity 3"):
+        worker.apply(smooth_frame(H, W, 5), FramePlan([SwapTarget(FACES[0].kps, 1.0, 1, 3)]), s)
+
+
+def test_host_only_stages_fall_back_to_opencv_and_say_so_once(
+    swapper_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    frame = smooth_frame(H, W, 6)
+    s = Settings()
+    s = replace(s, composite=replace(s.composite, sharpen=0.5))
+    plan = FramePlan([FACES[0]])
+    with caplog.at_level(logging.WARNING, logger="realtime.stages"):
+        cv, dev, timings, _ = both_paths(swapper_file, plan, s, frame)
+        both_paths(swapper_file, plan, s, frame)
+    np.testing.assert_array_equal(dev, cv)  # the very same OpenCV path
+    assert "copies" not in timings and "sharpen" in timings
+    lines = [r.getMessage() for r in caplog.records if "not on the device yet" in r.getMessage()]
+    assert len(lines) == 1 and "sharpen" in lines[0]
+
+
+def test_cpu_factory_keeps_the_opencv_path_unless_forced(swapper_file: Path) -> None:
+    s = Settings()
+    assert FaceSwapWorker(swapper(swapper_file), identity(1), s, factory=FACTORY).device_path is None
+    assert FaceSwapWorker(swapper(swapper_file), identity(1), s).device_path is None
+    with pytest.raises(ValueError, match="factory"):
+        FaceSwapWorker(swapper(swapper_file), identity(1), s, device_graphs=True)
+
+
+class OneFaceAnalyser:
+    """Plans the same two faces on every frame."""
+
+    def analyse(self, image: npt.NDArray[np.uint8], timestamp: float, settings: Settings) -> FramePlan:
+        return FramePlan(list(FACES))
+
+
+class SmoothSource(FakeSource):
+    def read(self) -> VideoFrame | None:
+        if self._next >= self.frames:
+            return None
+        i = self._next
+        self._next += 1
+        return VideoFrame(smooth_frame(H, W, 100 + i), i, time.perf_counter())
+
+
+class KeepingSink(RecordingSink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[npt.NDArray[np.uint8]] = []
+
+    def send(self, frame: VideoFrame) -> None:
+        self.images.append(frame.image.copy())
+
+
+def test_the_engine_runs_end_to_end_on_the_device_path(swapper_file: Path) -> None:
+    people = [identity(1), identity(2)]
+
+    def run(device: bool) -> tuple[list[npt.NDArray[np.uint8]], dict[str, float]]:
+        def stages(s: Settings) -> StageSet:
+            workers = tuple(
+                FaceSwapWorker(
+                    swapper(swapper_file), people, s, factory=FACTORY, device_graphs=True if device else None
+                )
+                for _ in range(s.pipeline.frames_in_flight)
+            )
+            return StageSet(OneFaceAnalyser(), workers, "device" if device else "opencv")
+
+        sink = KeepingSink()
+        engine = Engine(SmoothSource(frames=6, size=(W, H)), sink, Settings(), stages)
+        engine.start()
+        assert engine.wait(60)
+        stats = engine.stats()
+        assert stats.frames_out == 6 and stats.errors == 0
+        return sink.images, {k: v.mean for k, v in stats.stages_ms.items()}
+
+    dev, dev_stages = run(True)
+    cv, cv_stages = run(False)
+    assert len(dev) == len(cv) == 6
+    for a, b in zip(dev, cv, strict=True):
+        assert np.abs(a.astype(np.int16) - b).max() <= PASTE_TOL
+    assert dev_stages["copies"] == 1 + 3 * len(FACES) + 1
+    assert "copies" not in cv_stages
