@@ -23,7 +23,7 @@ import onnxruntime as ort
 
 from models.align import FFHQ_TEMPLATE_512
 from models.errors import ModelContractError
-from models.session import SessionFactory
+from models.session import SessionFactory, open_wrapped
 from models.types import FloatArray, ImageBGR
 
 RestorerName = Literal["gpen_256", "gpen_512", "gfpgan_1.4", "codeformer"]
@@ -126,12 +126,7 @@ class FaceRestorer:
 
     @classmethod
     def from_file(cls, path: Path | str, factory: SessionFactory) -> FaceRestorer:
-        p = Path(path)
-        session = factory.create(p, label=p.name)
-        try:
-            return cls(session)
-        except ModelContractError as err:
-            raise ModelContractError(f"{p.name}: {err.message}", hint=err.hint) from err
+        return open_wrapped(path, factory, cls)
 
     def enhance(self, crop_bgr: ImageBGR, out: ImageBGR | None = None) -> ImageBGR:
         """The restored crop (uint8 BGR); written into `out` when given, else a new array."""

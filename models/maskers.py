@@ -22,7 +22,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from models.errors import ModelContractError
-from models.session import SessionFactory
+from models.session import SessionFactory, open_wrapped
 from models.types import FloatArray, ImageBGR
 
 OCCLUDER_SIZE = 256
@@ -97,12 +97,7 @@ class Occluder:
 
     @classmethod
     def from_file(cls, path: Path | str, factory: SessionFactory) -> Occluder:
-        p = Path(path)
-        session = factory.create(p, label=p.name)
-        try:
-            return cls(session)
-        except ModelContractError as err:
-            raise ModelContractError(f"{p.name}: {err.message}", hint=err.hint) from err
+        return open_wrapped(path, factory, cls)
 
     def mask(self, crop_bgr: ImageBGR) -> FloatArray:
         """(256, 256) float32 face visibility, clipped to [0, 1] (a view of the output: copy to keep)."""
@@ -161,12 +156,7 @@ class FaceParser:
 
     @classmethod
     def from_file(cls, path: Path | str, factory: SessionFactory) -> FaceParser:
-        p = Path(path)
-        session = factory.create(p, label=p.name)
-        try:
-            return cls(session)
-        except ModelContractError as err:
-            raise ModelContractError(f"{p.name}: {err.message}", hint=err.hint) from err
+        return open_wrapped(path, factory, cls)
 
     def logits(self, crop_bgr: ImageBGR) -> FloatArray:
         """(19, 512, 512) float32 class logits for one crop."""

@@ -772,3 +772,19 @@ class OutputCapture:
         if bare and not _ORT_LOG_LINE.search(bare):
             assert self._saved_fd is not None
             os.write(self._saved_fd, raw)
+
+
+Wrapped = TypeVar("Wrapped")
+
+
+def open_wrapped(
+    path: Path | str, factory: SessionFactory, wrap: Callable[[ort.InferenceSession], Wrapped]
+) -> Wrapped:
+    """Open a model file and wrap its session in a contract class; a contract error names the file."""
+    p = Path(path)
+    session = factory.create(p, label=p.name)
+    try:
+        return wrap(session)
+    except ModelContractError as err:
+        raise ModelContractError(f"{p.name}: {err.message}", hint=err.hint) from err
+
