@@ -17,6 +17,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from models.errors import ModelContractError
+from models.nms import nms
 from models.types import Detection, FloatArray, ImageBGR
 
 STRIDES: tuple[int, ...] = (8, 16, 32)
@@ -67,28 +68,6 @@ def letterbox_size(img_w: int, img_h: int, in_w: int, in_h: int) -> tuple[int, i
         new_h = int(new_w * im_ratio)
     new_w, new_h = max(new_w, 1), max(new_h, 1)
     return new_w, new_h, new_h / img_h
-
-
-def nms(boxes: FloatArray, scores: FloatArray, iou_threshold: float) -> npt.NDArray[np.intp]:
-    """Greedy non-maximum suppression; indices of the kept boxes, highest score first.
-
-    Uses insightface's pixel-inclusive (+1) box areas so the same candidates give the same faces as
-    insightface. One vectorised pass per KEPT box, so cost and memory stay linear in the candidates.
-    """
-    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
-    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
-    order = np.argsort(-scores, kind="stable")
-    keep: list[int] = []
-    while order.size > 0:
-        i = int(order[0])
-        keep.append(i)
-        rest = order[1:]
-        w = np.maximum(0.0, np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]) + 1)
-        h = np.maximum(0.0, np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]) + 1)
-        inter = w * h
-        iou = inter / (areas[i] + areas[rest] - inter)
-        order = rest[iou <= iou_threshold]
-    return np.asarray(keep, dtype=np.intp)
 
 
 class SCRFD:

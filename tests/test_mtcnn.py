@@ -12,7 +12,8 @@ import numpy.typing as npt
 import pytest
 
 from models.errors import ModelMissingError
-from models.mtcnn import MODEL_FILES, MTCNN, PIP_FIX, find_mtcnn_model_dir, nms, nms_reference
+from models.mtcnn import MODEL_FILES, MTCNN, PIP_FIX, find_mtcnn_model_dir
+from models.nms import nms, nms_reference
 from models.session import SessionConfig, SessionFactory
 from models.types import Detection
 from tests import real_faces as rf

@@ -10,7 +10,8 @@ import onnx
 import pytest
 
 from models.errors import ModelContractError
-from models.scrfd import SCRFD, nms
+from models.nms import nms
+from models.scrfd import SCRFD
 from models.session import SessionConfig, SessionFactory
 from tests.doubles import (
     DEFAULT_FACE,
