@@ -242,16 +242,25 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             print(f"{event.kind}: {event.message}", file=sys.stderr)
 
     engine = Engine(source, sink, settings, stages, on_event=on_event)
-    if args.output.strip().lower() == "window":
-        return _run_with_window(engine, sink, args.stats, out)
+    window = args.output.strip().lower() == "window"
+    if window:
+        from PyQt6.QtWidgets import QApplication
+
+        _app = QApplication.instance() or QApplication(sys.argv[:1])
+        sink.ensure_window()  # on the GUI thread, before the engine opens the sink
     engine.start()
     print(
         f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops", file=out
     )
     try:
-        _wait_with_stats(engine, args.stats, out)
+        if window:
+            _run_window_loop(engine, sink, args.stats, out)
+        else:
+            _wait_with_stats(engine, args.stats, out)
     except KeyboardInterrupt:
-        engine.stop()
+        # Ctrl+C is how a user ends a live run: stop and finalise the output below.
+        print("stopping ...", file=out)
+    engine.stop()
     stats = engine.stats()
     print(
         f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}",
@@ -270,13 +279,13 @@ def _wait_with_stats(engine, show: bool, out: TextIO) -> None:  # type: ignore[n
             next_print += 1.0
 
 
-def _run_with_window(engine, sink, show_stats: bool, out: TextIO) -> int:  # type: ignore[no-untyped-def]
+def _run_window_loop(engine, sink, show_stats: bool, out: TextIO) -> None:  # type: ignore[no-untyped-def]
+    """Run Qt's event loop until the window is closed or the engine finishes."""
     from PyQt6.QtCore import QTimer
     from PyQt6.QtWidgets import QApplication
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    sink.ensure_window()
-    engine.start()
+    app = QApplication.instance()
+    assert app is not None, "create the QApplication before the window sink"
     timer = QTimer()
 
     def poll() -> None:
@@ -290,10 +299,6 @@ def _run_with_window(engine, sink, show_stats: bool, out: TextIO) -> int:  # typ
         stats_timer.timeout.connect(lambda: print(engine.stats().format_line(), file=out, flush=True))
         stats_timer.start(1000)
     app.exec()
-    engine.stop()
-    if engine.error is not None:
-        raise engine.error
-    return 0
 
 
 def cmd_models(args: argparse.Namespace, out: TextIO) -> int:

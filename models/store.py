@@ -95,6 +95,7 @@ class ModelStore:
         self.models_dir = Path(models_dir)
         self.allow_unverified = allow_unverified
         self.catalogue: tuple[ModelEntry, ...] = tuple(catalogue)
+        self._warned: set[Path] = set()  # unverified files already reported (once per store)
 
     # ---- lookup -------------------------------------------------------------------------------------
 
@@ -194,7 +195,9 @@ class ModelStore:
         if result.status in ("truncated", "mismatch") and self.allow_unverified:
             # The user vouches for a different file (a re-export, a test double); ONNX Runtime
             # still rejects one that is really cut short when the session is opened.
-            log.warning("Using unverified model %s (%s)", result.path, result.detail)
+            if result.path not in self._warned:
+                self._warned.add(result.path)
+                log.warning("Using unverified model %s (%s)", result.path, result.detail)
             return result.path
         if result.status == "truncated":
             raise ModelHashError(

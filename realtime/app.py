@@ -37,10 +37,16 @@ class ModelOptions:
     cache_dir: Path | None = None  # TensorRT engine cache; defaults beside the models
     overrides: tuple[tuple[str, Path], ...] = ()  # models the user named by path
     clock: InferenceClock | None = None  # benchmarks: measure time inside the models
+    # One store per run, so its hash cache and "unverified model" notes are shared by every load.
+    _store: ModelStore | None = field(default=None, compare=False, repr=False)
 
     def paths(self) -> ModelPaths:
-        store = ModelStore(self.models_dir or default_models_dir(), allow_unverified=self.allow_unverified)
-        return ModelPaths(store, self.overrides)
+        if self._store is None:
+            folder = self.models_dir or default_models_dir()
+            store = ModelStore(folder, allow_unverified=self.allow_unverified)
+            object.__setattr__(self, "_store", store)
+        assert self._store is not None
+        return ModelPaths(self._store, self.overrides)
 
 
 def session_factory(settings: Settings, options: ModelOptions) -> SessionFactory:

@@ -196,3 +196,21 @@ def test_doubles_module_writes_every_catalogue_file(tmp_path: Path) -> None:
     assert {"det_10g.onnx", "w600k_r50.onnx", "inswapper_128.onnx", "inswapper_128_fp16.onnx"} <= set(names)
     for name in names:
         entry_for_file(name)  # every double is a catalogue file name
+
+
+def test_run_to_a_window(models: Path, clip: tuple[Path, list, list], source_photo: Path) -> None:
+    import os
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    clip_path, _, _ = clip
+    code, text = run_cli(
+        "run", "--models-dir", str(models), "--allow-unverified", "--source", str(source_photo),
+        "--input", str(clip_path), "--output", "window", "--detector", "mtcnn",
+    )  # fmt: skip
+    assert code == 0, text
+    import re
+
+    done = re.search(r"done: (\d+) frames out, (\d+) dropped", text)
+    assert "-> window" in text and done is not None, text
+    out, dropped = int(done.group(1)), int(done.group(2))
+    assert out > 0 and out + dropped == N  # a live (paced) output may drop stale frames, never queue
