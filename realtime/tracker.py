@@ -38,10 +38,10 @@ GreyImage = npt.NDArray[np.uint8]
 Affine = npt.NDArray[np.float64]  # 2x3
 DetectFn = Callable[[ImageBGR], list[Detection]]
 
-_LK_WIN = (21, 21)
+_LK_WIN = (11, 11)
 _LK_LEVELS = 3
 _LK_CRITERIA = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)
-_EXTRA_CORNERS = 16  # corner points per face besides the 5 landmarks
+_EXTRA_CORNERS = 10  # corner points per face besides the 5 landmarks
 _MIN_GOOD_POINTS = 5  # below this the similarity fit is not trusted
 _MIN_INLIER_RATIO = 0.5  # share of a track's points that must survive the checks
 _MATCH_IOU = 0.3  # a detection continues a track only with at least this overlap

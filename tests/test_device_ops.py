@@ -422,7 +422,8 @@ def test_paste_blend_graph_matches_its_cv2_twin() -> None:
 
 
 def test_cpu_path_of_the_facade_is_the_compositor_exactly() -> None:
-    """DeviceOps on a CPU factory defaults to OpenCV: bit-identical to realtime.compositor."""
+    """DeviceOps on a CPU factory defaults to OpenCV: the compositor's blend (within one level: the
+    compositor carries its alpha in 8 bits through one 4-channel warp, the facade in float)."""
     ops = DeviceOps(FACTORY)
     assert not ops.use_graphs and ops.device_type == "cpu"
     frame = smooth_frame(360, 480, 8)
@@ -431,7 +432,9 @@ def test_cpu_path_of_the_facade_is_the_compositor_exactly() -> None:
     compositor = Compositor()
     got = frame.copy()
     ops.paste(got, crop, compositor.crop_mask(128, m), m)
-    np.testing.assert_array_equal(got, compositor.paste(frame, decode_crop(crop), m))
+    want = compositor.paste(frame, decode_crop(crop), m)
+    assert np.abs(got.astype(np.int16) - want).max() <= 1
+    assert np.count_nonzero(got != frame) > 1000  # the face really was pasted
     cropped = ops.crop_for_inswapper(frame, m).numpy()
     np.testing.assert_array_equal(cropped, warp_crop_cv2(frame, m, INSWAPPER_CROP))
     nv12 = bgr_to_nv12(frame)

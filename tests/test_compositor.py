@@ -1,0 +1,151 @@
+"""Paste-back geometry: the fast paste (one 4-channel warp, opaque core copied, feathered edge
+blended) gives exactly what blending everywhere gives, stays inside the face's region, and matches
+float maths on the feathered mask within rounding."""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models.align import Matrix2x3, invert_affine
+from realtime import compositor as comp
+from realtime.compositor import Compositor, opaque_rect, paste_region
+
+FRAME_W, FRAME_H = 320, 240
+
+
+def _similarity(size: int, scale: float, angle_deg: float, cx: float, cy: float) -> Matrix2x3:
+    """frame -> crop matrix: the crop's centre lands on (cx, cy), `scale` crop px per frame px."""
+    a = math.radians(angle_deg)
+    lin = scale * np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    m = np.zeros((2, 3), dtype=np.float64)
+    m[:, :2] = lin
+    m[:, 2] = np.array([size / 2.0, size / 2.0]) - lin @ np.array([cx, cy])
+    return m
+
+
+def _frame_and_crop(size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    frame = rng.integers(0, 256, (FRAME_H, FRAME_W, 3), dtype=np.uint8)
+    crop = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+    return frame, crop
+
+
+geometry = st.tuples(
+    st.sampled_from([128, 256]),
+    st.floats(0.4, 3.0),  # crop px per frame px: faces from ~40 to ~640 px
+    st.floats(-180.0, 180.0),
+    st.floats(-40.0, FRAME_W + 40.0),  # centre, partly off the frame included
+    st.floats(-40.0, FRAME_H + 40.0),
+    st.integers(0, 2**16),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(params=geometry)
+def test_copying_the_opaque_core_is_bit_exact_with_blending_everywhere(
+    params: tuple[int, float, float, float, float, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    size, scale, angle, cx, cy, seed = params
+    frame, crop = _frame_and_crop(size, seed)
+    m = _similarity(size, scale, angle, cx, cy)
+    fast = Compositor().paste(frame, crop, m)
+    with monkeypatch.context() as patch:
+        patch.setattr(comp, "opaque_rect", lambda *args: None)
+        slow = Compositor().paste(frame, crop, m)
+    np.testing.assert_array_equal(fast, slow)
+
+
+@settings(max_examples=40, deadline=None)
+@given(params=geometry)
+def test_paste_matches_float_blending_and_never_writes_outside(
+    params: tuple[int, float, float, float, float, int],
+) -> None:
+    size, scale, angle, cx, cy, seed = params
+    frame, crop = _frame_and_crop(size, seed)
+    m = _similarity(size, scale, angle, cx, cy)
+    compositor = Compositor()
+    out = compositor.paste(frame, crop, m)
+
+    # Reference: the float mask and the crop warped into the same region, blended in float64.
+    region = paste_region(frame.shape, size, m)
+    im_roi = invert_affine(m)
+    im_roi[0, 2] -= region.x0
+    im_roi[1, 2] -= region.y0
+    roi_size = (region.x1 - region.x0, region.y1 - region.y0)
+    mask = compositor.crop_mask(size, m)
+    alpha = np.zeros((*frame.shape[:2], 1), dtype=np.float64)
+    fake = np.zeros(frame.shape, dtype=np.float64)
+    rows, cols = slice(region.y0, region.y1), slice(region.x0, region.x1)
+    alpha[rows, cols, 0] = cv2.warpAffine(mask, im_roi, roi_size, borderValue=0.0)
+    fake[rows, cols] = cv2.warpAffine(crop, im_roi, roi_size, borderValue=0.0)
+    ref = fake * alpha + frame.astype(np.float64) * (1.0 - alpha)
+    diff = np.abs(out.astype(np.float64) - ref)
+    # uint8 alpha (1/255 steps) and one rounding: within 2 levels everywhere.
+    assert diff.max() <= 2.0, f"max diff {diff.max():.2f}"
+
+    outside = np.ones(frame.shape[:2], dtype=bool)
+    outside[rows, cols] = False
+    untouched = outside | (alpha[..., 0] == 0.0)
+    np.testing.assert_array_equal(out[untouched], frame[untouched])
+
+
+@settings(max_examples=60, deadline=None)
+@given(params=geometry)
+def test_the_opaque_rectangle_only_holds_fully_opaque_pixels(
+    params: tuple[int, float, float, float, float, int],
+) -> None:
+    size, scale, angle, cx, cy, _ = params
+    m = _similarity(size, scale, angle, cx, cy)
+    compositor = Compositor()
+    mask_u8 = comp.mask_to_u8(compositor.crop_mask(size, m))
+    full = comp.opaque_core(mask_u8)
+    assert full is not None  # the feathered box always has a core at these sizes
+    region = paste_region((FRAME_H, FRAME_W, 3), size, m)
+    rect = opaque_rect(m, region, full)
+    if rect is None:
+        return
+    im_roi = invert_affine(m)
+    im_roi[0, 2] -= region.x0
+    im_roi[1, 2] -= region.y0
+    warped = cv2.warpAffine(mask_u8, im_roi, (region.x1 - region.x0, region.y1 - region.y0), borderValue=0.0)
+    x0, y0, x1, y1 = rect
+    assert np.all(warped[y0:y1, x0:x1] == 255)
+
+
+def test_the_opaque_core_covers_most_of_an_upright_face() -> None:
+    """The point of the core: for a frontal face most of the region is copied, not blended."""
+    size = 128
+    m = _similarity(size, 128 / 200, 0.0, FRAME_W / 2, FRAME_H / 2)  # a 200 px face
+    compositor = Compositor()
+    full = comp.opaque_core(comp.mask_to_u8(compositor.crop_mask(size, m)))
+    assert full is not None
+    region = paste_region((FRAME_H, FRAME_W, 3), size, m)
+    rect = opaque_rect(m, region, full)
+    assert rect is not None
+    core = (rect[2] - rect[0]) * (rect[3] - rect[1])
+    area = (region.x1 - region.x0) * (region.y1 - region.y0)
+    assert core / area > 0.5, f"core {core} of {area} px"
+
+
+def test_opacity_and_foreign_masks_blend_everywhere() -> None:
+    """A half-faded face or a caller's own mask has no opaque core: every pixel is blended."""
+    size = 128
+    frame, crop = _frame_and_crop(size, 7)
+    m = _similarity(size, 0.8, 12.0, 150.0, 120.0)
+    half = Compositor().paste(frame, crop, m, opacity=0.5)
+    full = Compositor().paste(frame, crop, m)
+    centre = (120, 150)
+    a, b, f = (int(v) for v in (half[centre][0], full[centre][0], frame[centre][0]))
+    assert abs(a - (b + f) / 2.0) <= 1.0
+
+    ones = np.ones((size, size), dtype=np.float32)
+    hard = Compositor().paste(frame, crop, m, mask=ones)
+    # Inside the crop's footprint the hard mask shows the crop itself.
+    fake = cv2.warpAffine(crop, invert_affine(m), (FRAME_W, FRAME_H))
+    np.testing.assert_array_equal(hard[centre], fake[centre])
