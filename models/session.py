@@ -787,4 +787,3 @@ def open_wrapped(
         return wrap(session)
     except ModelContractError as err:
         raise ModelContractError(f"{p.name}: {err.message}", hint=err.hint) from err
-
