@@ -279,7 +279,7 @@ def prepare_models(args: argparse.Namespace, settings: Settings, log: Callable[[
     from tests.doubles import write_all
 
     tmp = Path(tempfile.mkdtemp(prefix="facecast-bench-"))
-    write_all(tmp)
+    write_all(tmp, det_size=settings.detector.size)
     return BenchSetup(tmp, True, "contract-exact doubles (near-zero model cost)")
 
 

@@ -93,9 +93,9 @@ class _Row(NamedTuple):
     offsets: list[float]  # 5 x (dx, dy), in strides
 
 
-def _encode_scrfd(faces: Sequence[FaceSpec]) -> dict[int, list[_Row]]:
+def _encode_scrfd(faces: Sequence[FaceSpec], det_size: int = DET_SIZE) -> dict[int, list[_Row]]:
     """Per stride, the anchor rows that carry a face (nearest free anchor to the face's centre)."""
-    grids = {s: DET_SIZE // s for s in STRIDES}
+    grids = {s: det_size // s for s in STRIDES}
     taken: set[tuple[int, int]] = set()  # (stride, anchor row)
     rows: dict[int, list[_Row]] = {s: [] for s in STRIDES}
     for face in faces:
@@ -126,18 +126,31 @@ def build_scrfd(
     input_name: str = "input.1",
     *,
     with_kps: bool = True,
+    det_size: int = DET_SIZE,
 ) -> onnx.ModelProto:
-    """An SCRFD double whose nine outputs (scores x3, boxes x3, kps x3; 2-D, sized for 640x640)
-    encode `faces` (detector-input pixels) at the anchor nearest each face's centre, on the stride
-    that suits its size. Every other anchor scores BACKGROUND_SCORE. The input is dynamic
-    [1,3,'h','w'] but the outputs are only right for a 640x640 input (the picture is ignored).
-    with_kps=False gives the 6-output variant (no landmarks)."""
-    specs = [FaceSpec(*f) for f in faces]
-    encoded = _encode_scrfd(specs)
+    """An SCRFD double whose nine outputs (scores x3, boxes x3, kps x3; 2-D, sized for a
+    det_size x det_size input) encode `faces` (given in 640x640 detector-input pixels, scaled to
+    det_size) at the anchor nearest each face's centre, on the stride that suits its size. Every
+    other anchor scores BACKGROUND_SCORE. The input is dynamic [1,3,'h','w'] but the outputs are
+    only right for a det_size x det_size input (the picture is ignored), so a frame gives the same
+    faces in frame pixels at any det_size. with_kps=False gives the 6-output variant (no landmarks).
+    Near-zero cost: only one input value is read."""
+    if det_size % max(STRIDES) != 0:
+        raise ValueError(f"det_size must be a multiple of {max(STRIDES)}, got {det_size}")
+    k = det_size / DET_SIZE
+    specs = [
+        FaceSpec([float(v) * k for v in spec.box], np.asarray(spec.kps, dtype=np.float64) * k, spec.score)
+        for spec in (FaceSpec(*f) for f in faces)
+    ]
+    encoded = _encode_scrfd(specs, det_size)
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
-    # Keep the input alive: zero = 0 * mean(input), added to every output, so ORT cannot prune it.
-    nodes.append(helper.make_node("ReduceMean", [input_name], ["in_mean"], keepdims=0))
+    # Keep the input alive: zero = 0 * (one input value), added to every output, so ORT cannot
+    # prune it; reading one value rather than the whole picture keeps the double near-free.
+    for name, value in (("first_starts", [0, 0, 0, 0]), ("first_ends", [1, 1, 1, 1])):
+        inits.append(numpy_helper.from_array(np.array(value, dtype=np.int64), name))
+    nodes.append(helper.make_node("Slice", [input_name, "first_starts", "first_ends"], ["in_first"]))
+    nodes.append(helper.make_node("ReduceMean", ["in_first"], ["in_mean"], keepdims=0))
     inits.append(numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero_f"))
     nodes.append(helper.make_node("Mul", ["in_mean", "zero_f"], ["zero"]))
 
@@ -147,10 +160,10 @@ def build_scrfd(
     outputs: list[onnx.ValueInfoProto] = []
     for gi, (prefix, width, background) in enumerate(groups):
         for s in STRIDES:
-            k = (DET_SIZE // s) ** 2 * ANCHORS
+            rows = (det_size // s) ** 2 * ANCHORS
             name = f"{prefix}_{s}"
             shape_name, bg_name = f"{name}_shape", f"{name}_bg"
-            inits.append(numpy_helper.from_array(np.array([k, width], dtype=np.int64), shape_name))
+            inits.append(numpy_helper.from_array(np.array([rows, width], dtype=np.int64), shape_name))
             nodes.append(
                 helper.make_node(
                     "ConstantOfShape",
@@ -174,7 +187,7 @@ def build_scrfd(
                 dense = f"{name}_dense"
                 nodes.append(helper.make_node("ScatterND", [bg_name, f"{name}_idx", f"{name}_upd"], [dense]))
             nodes.append(helper.make_node("Add", [dense, "zero"], [name]))
-            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [k, width]))
+            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [rows, width]))
     graph = helper.make_graph(
         nodes,
         "scrfd_double",
@@ -418,13 +431,14 @@ def _finish(graph: onnx.GraphProto) -> onnx.ModelProto:
     return model
 
 
-def write_all(dirpath: Path | str) -> dict[str, Path]:
-    """Write every double under the catalogue's file names; {file name: path}."""
+def write_all(dirpath: Path | str, det_size: int = DET_SIZE) -> dict[str, Path]:
+    """Write every double under the catalogue's file names; {file name: path}. The detectors'
+    outputs are sized for a det_size input (the pipeline's detector.size)."""
     d = Path(dirpath)
     d.mkdir(parents=True, exist_ok=True)
     models = {
-        "det_10g.onnx": build_scrfd([DEFAULT_FACE]),
-        "scrfd_2.5g.onnx": build_scrfd([DEFAULT_FACE._replace(score=0.87)]),
+        "det_10g.onnx": build_scrfd([DEFAULT_FACE], det_size=det_size),
+        "scrfd_2.5g.onnx": build_scrfd([DEFAULT_FACE._replace(score=0.87)], det_size=det_size),
         "w600k_r50.onnx": build_arcface(seed=0),
         "inswapper_128.onnx": build_inswapper(seed=0),
         "inswapper_128_fp16.onnx": build_inswapper(seed=0, fp16=True),

@@ -59,6 +59,31 @@ def test_default_face_found_at_frame_coordinates_for_every_aspect() -> None:
         assert faces[0].score == pytest.approx(0.92, abs=1e-6)
 
 
+@pytest.mark.parametrize("det_size", [320, 480])
+def test_a_smaller_detector_input_finds_the_same_face_like_the_real_model(det_size: int) -> None:
+    """Like det_10g, the double's outputs follow its input size (fewer anchors at 320), and the
+    face lands at the same frame pixels; insightface's SCRFD at that size agrees."""
+    from insightface.model_zoo.scrfd import SCRFD as InsightSCRFD
+
+    model = build_scrfd([DEFAULT_FACE], det_size=det_size)
+    det = make_detector(model, input_size=(det_size, det_size))
+    ref = InsightSCRFD(session=FACTORY.create(model.SerializeToString(), "ref"))
+    ref.prepare(-1, input_size=(det_size, det_size))
+    assert [o.type.tensor_type.shape.dim[0].dim_value for o in model.graph.output[:3]] == [
+        (det_size // s) ** 2 * 2 for s in (8, 16, 32)
+    ]
+    for w, h in ((1280, 720), (640, 480)):
+        faces = det.detect(noise_frame(w, h))
+        assert len(faces) == 1
+        box, kps = face_in_frame(DEFAULT_FACE, w, h)
+        # Anchors sit on a coarser grid at a smaller size: within a pixel of the 640 position.
+        np.testing.assert_allclose(faces[0].box, box, atol=1.0)
+        np.testing.assert_allclose(faces[0].kps, kps, atol=1.0)
+        dets, kpss = ref.detect(noise_frame(w, h))
+        np.testing.assert_allclose(faces[0].box, dets[0, :4], rtol=1e-6, atol=1e-3)
+        np.testing.assert_allclose(faces[0].kps, kpss[0], rtol=1e-6, atol=1e-3)
+
+
 def test_det_scale_is_new_height_over_image_height() -> None:
     # Restating the contract by hand for two sizes so a wrong formula in the helper is caught too.
     assert det_scale_for(1280, 720) == pytest.approx(0.5)
