@@ -21,6 +21,11 @@ from typing import TextIO
 
 from models.errors import FaceCastError
 
+# Our BLAS work is a handful of tiny matrices per face; OpenBLAS's thread pools (numpy's and
+# scipy's) only spin on sched_yield between calls and take cores from the pipeline's threads.
+# Set before anything imports numpy; a user's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(

@@ -342,10 +342,11 @@ class FaceTracker:
         if self._scale == 1.0:
             cv2.cvtColor(image, cv2.COLOR_BGR2GRAY, dst=cur)
         else:
-            # Shrink first, then convert: 5x cheaper than grey-then-area at 720p (0.19 vs 0.99 ms),
-            # and LK's own pyramid smooths what the linear shrink aliases.
+            # Shrink first, then convert; nearest-neighbour shrink (0.08 ms at 720p vs 0.25 linear,
+            # 1.8 area): LK's own pyramid smooths what it aliases, and on the astronaut clip at 720p
+            # the landmark error was the same as with a linear shrink (1.17 vs 1.19 px).
             cv2.resize(
-                image, (cur.shape[1], cur.shape[0]), dst=self._small_bgr, interpolation=cv2.INTER_LINEAR
+                image, (cur.shape[1], cur.shape[0]), dst=self._small_bgr, interpolation=cv2.INTER_NEAREST
             )
             cv2.cvtColor(self._small_bgr, cv2.COLOR_BGR2GRAY, dst=cur)
 
@@ -442,7 +443,7 @@ class FaceTracker:
         if not 1.0 / self.max_scale_step <= new_spread / prev_spread <= self.max_scale_step:
             return fail
         h, w = frame_shape[:2]
-        cx, cy = kps.mean(axis=0)
+        cx, cy = _centre(kps)
         if not (0.0 <= cx < w and 0.0 <= cy < h):
             return fail  # the face centre left the frame
 
@@ -466,7 +467,7 @@ class FaceTracker:
 
     @staticmethod
     def _note_motion(track: _Track, kps: FloatArray) -> None:
-        step = kps.mean(axis=0).astype(np.float64) - track.raw_kps.mean(axis=0)
+        step = _centre(kps) - _centre(track.raw_kps)
         track.velocity = 0.5 * track.velocity + 0.5 * step
 
     def _snapshot(self, track: _Track, timestamp: float) -> TrackedFace:
@@ -513,7 +514,7 @@ def _flow_continues(track: _Track, flow: _FlowResult) -> bool:
     an occluder passing in front moves its own way)."""
     if not flow.ok:
         return False
-    step = flow.kps.mean(axis=0).astype(np.float64) - track.raw_kps.mean(axis=0)
+    step = _centre(flow.kps) - _centre(track.raw_kps)
     allowed = max(3.0, 0.25 * _spread(track.raw_kps))
     return float(np.linalg.norm(step - track.velocity)) <= allowed
 
@@ -527,21 +528,27 @@ def _translation(step: npt.NDArray[np.float64]) -> Affine:
     return np.array([[1.0, 0.0, step[0]], [0.0, 1.0, step[1]]], dtype=np.float64)
 
 
+def _centre(kps: FloatArray) -> npt.NDArray[np.float64]:
+    """Mean landmark position, float64 (sum/n: np.mean's Python wrapper costs more than the maths
+    on five points, and this runs several times per face per frame)."""
+    return np.add.reduce(kps, axis=0, dtype=np.float64) / kps.shape[0]
+
+
 def _spread(kps: FloatArray) -> float:
     """RMS distance of the landmarks from their centre: a rotation-free size of the face."""
-    c = kps.mean(axis=0)
-    return float(np.sqrt(((kps - c) ** 2).sum(axis=1).mean()))
+    d = kps - _centre(kps)
+    return math.sqrt(float(np.einsum("ij,ij->", d, d)) / kps.shape[0])
 
 
 def _relative_box(det: Detection) -> npt.NDArray[np.float64]:
     """The detector's box in landmark units, so it can be rebuilt around moved landmarks."""
-    c = det.kps.mean(axis=0).astype(np.float64)
+    c = _centre(det.kps)
     sp = max(_spread(det.kps), 1e-3)
     return (det.box.astype(np.float64) - np.concatenate([c, c])) / sp
 
 
 def _box_from_kps(kps: FloatArray, rel_box: npt.NDArray[np.float64]) -> FloatArray:
-    c = kps.mean(axis=0).astype(np.float64)
+    c = _centre(kps)
     return (np.concatenate([c, c]) + rel_box * max(_spread(kps), 1e-3)).astype(np.float32)
 
 
