@@ -59,13 +59,14 @@ def arcface_template(size: int) -> FloatArray:
 def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Matrix2x3:
     """Least-squares rotation + uniform scale + translation mapping src points onto dst (Umeyama).
 
-    Returns the 2x3 forward matrix (src -> dst), float64.
+    Returns the 2x3 forward matrix (src -> dst), float64. The same operations as skimage's
+    _umeyama (bit for bit, tested), minus its wrappers' overhead: this runs once per face per frame.
     """
     s = np.asarray(src, dtype=np.float64)
     d = np.asarray(dst, dtype=np.float64)
     n = s.shape[0]
-    s_mean = s.mean(axis=0)
-    d_mean = d.mean(axis=0)
+    s_mean = np.add.reduce(s, axis=0) / n  # what np.mean computes, without its Python wrapper
+    d_mean = np.add.reduce(d, axis=0) / n
     s_c = s - s_mean
     d_c = d - d_mean
     cov = d_c.T @ s_c / n
@@ -73,7 +74,8 @@ def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Matrix2x3:
     if np.linalg.det(cov) < 0:
         sign[1] = -1.0
     u, sing, vt = np.linalg.svd(cov)
-    rank = int(np.linalg.matrix_rank(cov))
+    # matrix_rank's rule (singular values above max * max(M, N) * eps) on the values just computed.
+    rank = int(np.count_nonzero(sing > sing.max(initial=0.0) * 2.0 * np.finfo(np.float64).eps))
     if rank == 0:
         raise ValueError("degenerate landmarks: all points coincide")
     if rank == 1:
@@ -85,8 +87,8 @@ def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Matrix2x3:
             rot = u @ np.diag(sign) @ vt
             sign[1] = s_last
     else:
-        rot = u @ np.diag(sign) @ vt
-    var_s = (s_c**2).sum() / n
+        rot = (u * sign) @ vt  # u @ diag(sign) @ vt; sign is +-1, so the products are exact
+    var_s = float(np.einsum("ij,ij->", s_c, s_c)) / n
     scale = float((sing * sign).sum() / var_s)
     m = np.empty((2, 3), dtype=np.float64)
     m[:, :2] = scale * rot
