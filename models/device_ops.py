@@ -420,18 +420,20 @@ def build_nv12_to_bgr(height: int, width: int) -> onnx.ModelProto:
     )
 
 
-def build_paste_blend(size: int) -> onnx.ModelProto:
+def build_paste_blend(size: int, *, signed: bool = False) -> onnx.ModelProto:
     """region uint8 [h,w,3] + crop float32 [1,3,S,S] (RGB, [0,1]) + mask float32 [S,S] + theta_inv
     float32 [2,3] (crop->region) -> blended uint8 [h,w,3].
 
     Same steps as realtime.compositor's OpenCV path: the crop is quantised like InSwapper._decode
     (RGB->BGR, x255, clip, truncate), crop and mask are warped together (one GridSample over 4
     channels), then region + alpha*(warped - region), rounded half-to-even like cv2.blendLinear.
+    signed=True takes a restorer's output instead (RGB in [-1, 1]) and quantises it like
+    FaceRestorer._decode: (x + 1) * 127.5, clip, round half to even.
     The region size is dynamic, so the grid is built separably from Range over the region's Shape
     (host metadata) and broadcast, not from a constant base grid.
     """
     s = size
-    g = _Graph(f"paste_blend_{s}")
+    g = _Graph(f"paste_blend_{s}{'_signed' if signed else ''}")
     region_f = g.op("Cast", ["region"], to=TensorProto.FLOAT)
     # Sampling matrix: region pixel -> crop pixel, normalised for a crop of S pixels (constants).
     b = g.invert_affine("theta_inv")
@@ -457,16 +459,18 @@ def build_paste_blend(size: int) -> onnx.ModelProto:
         [g.op("Mul", [g.op("Reshape", [ys, g.const([-1, 1, 1], np.int64, "ys_shape")]), cols[1]]), cols[2]],
     )
     grid = g.op("Unsqueeze", [g.op("Add", [gy, gx]), g.const([0], np.int64, "ax0")])  # [1,h,w,2]
+    gain, bias = (127.5, 127.5) if signed else (255.0, 0.0)
     crop_bgr = g.op(
         "Conv",
         [
             "crop",
-            g.const(_channel_conv_weights(True, 255.0), np.float32, "rgb2bgr255"),
-            g.const([0.0, 0.0, 0.0], np.float32, "nobias"),
+            g.const(_channel_conv_weights(True, gain), np.float32, "rgb2bgr"),
+            g.const([bias] * 3, np.float32, "bias"),
         ],
     )
     crop_q = g.op(
-        "Floor", [g.op("Clip", [crop_bgr, g.const(0.0, np.float32, "lo"), g.const(255.0, np.float32, "hi")])]
+        "Round" if signed else "Floor",
+        [g.op("Clip", [crop_bgr, g.const(0.0, np.float32, "lo"), g.const(255.0, np.float32, "hi")])],
     )
     mask4 = g.op("Unsqueeze", ["mask", g.const([0, 1], np.int64, "ax01")])
     src = g.op("Concat", [crop_q, mask4], axis=1)  # [1,4,S,S]: colour and alpha share one grid
@@ -635,13 +639,20 @@ def decode_crop(crop: npt.NDArray[Any]) -> ImageBGR:
     return np.asarray(np.clip(scaled, 0.0, 255.0).astype(np.uint8))
 
 
+def decode_signed_crop(crop: npt.NDArray[Any]) -> ImageBGR:
+    """[1,3,S,S] RGB in [-1,1] -> (S,S,3) BGR uint8, rounding exactly like FaceRestorer._decode."""
+    x = np.clip(crop[0].transpose(1, 2, 0)[:, :, ::-1].astype(np.float32), -1.0, 1.0)
+    return np.asarray(np.rint((x + np.float32(1.0)) * np.float32(127.5)).astype(np.uint8))
+
+
 def paste_blend_cv2(
-    region: ImageBGR, crop: npt.NDArray[Any], mask: FloatArray, theta_inv: Matrix2x3
+    region: ImageBGR, crop: npt.NDArray[Any], mask: FloatArray, theta_inv: Matrix2x3, *, signed: bool = False
 ) -> ImageBGR:
     """What the paste_blend graph computes, the way realtime.compositor.Compositor.paste does it."""
     h, w = region.shape[:2]
     m = _checked(theta_inv)
-    fake = cv2.warpAffine(decode_crop(crop), m, (w, h), borderValue=0.0)
+    face = decode_signed_crop(crop) if signed else decode_crop(crop)
+    fake = cv2.warpAffine(face, m, (w, h), borderValue=0.0)
     alpha = cv2.warpAffine(np.asarray(mask, dtype=np.float32), m, (w, h), borderValue=0.0)
     return np.asarray(cv2.blendLinear(fake, region, alpha, 1.0 - alpha), dtype=np.uint8)
 
@@ -738,9 +749,11 @@ class PasteBlend(_Runner):
     """Runs the paste_blend graph. The region is dynamic, so its output is allocated per run unless
     `out` is given (an OrtValue or TensorView; it may be the region itself: see DeviceOps.paste)."""
 
-    def __init__(self, factory: SessionFactory, size: int) -> None:
-        super().__init__(factory, build_paste_blend(size), f"paste_blend_{size}")
+    def __init__(self, factory: SessionFactory, size: int, *, signed: bool = False) -> None:
+        label = f"paste_blend_{size}{'_signed' if signed else ''}"
+        super().__init__(factory, build_paste_blend(size, signed=signed), label)
         self.size = size
+        self.signed = signed
         self._theta = np.zeros((2, 3), dtype=np.float32)
 
     def run(
@@ -789,7 +802,7 @@ class DeviceOps:
         self.use_graphs: bool = factory.device_type != "cpu" if use_graphs is None else use_graphs
         self._crops: dict[CropSpec, WarpCrop] = {}
         self._nv12: Nv12ToBgr | None = None
-        self._pastes: dict[int, PasteBlend] = {}
+        self._pastes: dict[tuple[int, bool], PasteBlend] = {}  # by (crop size, signed)
         self._host_crops: dict[CropSpec, npt.NDArray[Any]] = {}
         self._host_bgr: ImageBGR | None = None
         self._scratch = _Scratch()
@@ -860,9 +873,13 @@ class DeviceOps:
         m: Matrix2x3,
         *,
         opacity: float = 1.0,
+        signed: bool = False,
+        limit: Box | None = None,
     ) -> None:
         """Blend the swapped crop ([1,3,S,S] RGB in [0,1], aligned by `m`: frame->crop) into `frame`
         in place, through the crop-space `mask` (realtime.compositor's Compositor.crop_mask).
+        signed: the crop is a restorer's output, RGB in [-1, 1]. limit: a part of the frame the
+        mask is known to be zero beyond (the restorer's crop is larger than the face it pastes).
 
         Only the paste region is touched. A numpy frame: the region is cut out, blended, written
         back. An OrtValue frame (on the device): its band of whole rows is bound by pointer as both
@@ -873,6 +890,10 @@ class DeviceOps:
         mat = _checked(m)
         size = int(tuple(swapped.shape if isinstance(swapped, np.ndarray) else swapped.shape())[-1])
         box = paste_box(mat, size, h, w)
+        if limit is not None:
+            box = Box(
+                max(box.x0, limit.x0), max(box.y0, limit.y0), min(box.x1, limit.x1), min(box.y1, limit.y1)
+            )
         if box.empty or opacity <= 0.0:
             return
         alpha = np.asarray(mask, dtype=np.float32)
@@ -882,11 +903,12 @@ class DeviceOps:
             host = self._host_frame(frame)  # a view for numpy and CPU OrtValues: written in place
             roi = host[box.y0 : box.y1, box.x0 : box.x1]
             crop = swapped if isinstance(swapped, np.ndarray) else swapped.numpy()
-            roi[:] = paste_blend_cv2(roi, crop, alpha, shift_target(invert_affine(mat), box.x0, box.y0))
+            theta = shift_target(invert_affine(mat), box.x0, box.y0)
+            roi[:] = paste_blend_cv2(roi, crop, alpha, theta, signed=signed)
             return
-        runner = self._pastes.get(size)
+        runner = self._pastes.get((size, signed))
         if runner is None:
-            runner = self._pastes[size] = PasteBlend(self.factory, size)
+            runner = self._pastes[(size, signed)] = PasteBlend(self.factory, size, signed=signed)
             self._adopt(runner)
         if isinstance(frame, np.ndarray):
             region = self._scratch.copy_of(frame[box.y0 : box.y1, box.x0 : box.x1])

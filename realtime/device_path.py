@@ -14,9 +14,18 @@ the way realtime.gpu_bench counts them (`Copies`): 1 frame upload, per face 3 sm
 uploads (crop matrix, paste matrix, paste mask), 1 download. They are counted as issued, also when
 the path is forced onto the CPU provider (tests), where the "transfers" are host memcpys.
 
-Only the default composite runs here: the feathered box mask, opacity. The enhancer, the extra
-masks, colour matching and sharpening still need the crop on the host; FaceSwapWorker keeps its
-OpenCV path for frames that use any of them (see docs/GPU.md, "Not yet on the device").
+With an enhancer (a float32-I/O restorer, restoring every frame) each face then goes on, still
+on the device: the FFHQ crop graph reads the swapped frame -> the restorer (IOBinding) -> the
+signed paste graph blends its output back with the swap's mask carried into FFHQ space, at
+`enhancer.blend` strength, limited to the swap's own region. Per face that adds the FFHQ crop
+matrix and the paste matrix + FFHQ mask as parameter uploads. Where the mask is 1 this equals the
+OpenCV path's enhancer; on the feathered edge the restorer is blended over the feathered swap
+(the OpenCV path blends it over the plain swap), a difference only where the two paths' edges
+mix anyway.
+
+The extra masks, colour matching, sharpening and reusing a correction over several frames
+(`enhancer.every_n` > 1) still need the crop on the host; FaceSwapWorker keeps its OpenCV path for
+frames that use any of them (see docs/GPU.md, "Not yet on the device").
 """
 
 from __future__ import annotations
@@ -25,21 +34,53 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import cv2
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from models.align import estimate_norm
-from models.device_ops import DeviceOps
+from models.align import Matrix2x3, estimate_norm, invert_affine, similarity_transform
+from models.device_ops import Box, CropSpec, DeviceOps
+from models.enhancers import FaceRestorer, ffhq_template
 from models.inswapper import SOURCE_NAME, TARGET_NAME, InSwapper
 from models.iobinding import BoundSession
 from models.session import SessionFactory
 from models.types import ImageBGR
-from realtime.compositor import Compositor
+from realtime.compositor import Compositor, MaskArray, compose_affine, paste_region
 from realtime.gpu_bench import Copies
 from realtime.stage_api import SwapTarget
 
 _THETA_BYTES = 2 * 3 * 4  # one float32 2x3 matrix
+
+
+class DeviceRestorer:
+    """A face restorer bound for the device path: its FFHQ crop spec, template and mask buffer."""
+
+    def __init__(self, restorer: FaceRestorer, device_id: int) -> None:
+        if not self.supports(restorer):
+            raise ValueError("the device path needs a restorer with float32 input and output")
+        self.restorer = restorer
+        self.size = restorer.size
+        device = SessionFactory.device_type_of(restorer.session)
+        self.bound = BoundSession(restorer.session, device, device_id)
+        # The restorer's own preprocessing fused into the crop graph: RGB, x / 127.5 - 1.
+        self.spec = CropSpec(self.size, rgb=True, scale=1.0 / 127.5, offset=-1.0)
+        self.template = ffhq_template(self.size)
+        self.mask: MaskArray = np.zeros((self.size, self.size), dtype=np.float32)  # reused per face
+
+    @staticmethod
+    def supports(restorer: FaceRestorer) -> bool:
+        return restorer.float32_io
+
+    def matrix(self, kps: npt.ArrayLike) -> Matrix2x3:
+        """frame -> FFHQ crop (the same fit as realtime.enhance.FaceEnhanceStage.matrix)."""
+        return similarity_transform(np.asarray(kps, dtype=np.float64).reshape(5, 2), self.template)
+
+    def carry_mask(self, mask: MaskArray, m_swap: Matrix2x3, m_ffhq: Matrix2x3) -> MaskArray:
+        """The swap's crop-space mask in FFHQ space (zero beyond the swapped square)."""
+        to_ffhq = compose_affine(m_ffhq, invert_affine(m_swap))
+        cv2.warpAffine(mask, to_ffhq, (self.size, self.size), dst=self.mask, borderValue=0.0)
+        return self.mask
 
 
 class DeviceFacePath:
@@ -65,7 +106,14 @@ class DeviceFacePath:
             for lat in latents
         )
         self._frame: Any = None  # the reused device frame (OrtValue), per resolution
+        self._restorer: DeviceRestorer | None = None  # bound for the enhancer in use
         self.last_copies = Copies()
+
+    def bind_restorer(self, restorer: FaceRestorer) -> DeviceRestorer:
+        """The device binding of `restorer` (made once; a new restorer replaces the old binding)."""
+        if self._restorer is None or self._restorer.restorer is not restorer:
+            self._restorer = DeviceRestorer(restorer, self.device_id)
+        return self._restorer
 
     @staticmethod
     def supports(swapper: InSwapper) -> bool:
@@ -79,8 +127,12 @@ class DeviceFacePath:
         compositor: Compositor,
         opacity: float,
         timings: dict[str, float],
+        *,
+        restorer: FaceRestorer | None = None,
+        blend: float = 1.0,
     ) -> Copies:
-        """Swap `targets` into `image` in place; adds "swap" and "paste" ms to `timings`."""
+        """Swap `targets` into `image` in place; adds "swap" and "paste" ms to `timings` (and
+        "enhance" with a restorer, run at `blend` strength: 0 the plain swap, 1 the restorer's)."""
         copies = Copies()
         self.last_copies = copies
         if not targets:
@@ -106,12 +158,40 @@ class DeviceFacePath:
             self.ops.paste(frame, swapped, mask, m, opacity=opacity * target.weight)
             copies.add_params(2, _THETA_BYTES + mask.size * 4)
             _add_ms(timings, "paste", t0)
+            if restorer is not None and blend > 0.0:
+                t0 = time.perf_counter()
+                self._enhance(frame, image.shape, target, m, mask, restorer, opacity * blend, copies)
+                _add_ms(timings, "enhance", t0)
         t0 = time.perf_counter()
         np.copyto(image, np.asarray(frame.numpy()))  # the one download
         copies.downloads += 1
         copies.download_bytes += int(image.nbytes)
         _add_ms(timings, "download", t0)
         return copies
+
+    def _enhance(
+        self,
+        frame: Any,
+        shape: tuple[int, ...],
+        target: SwapTarget,
+        m_swap: Matrix2x3,
+        mask_swap: MaskArray,
+        restorer: FaceRestorer,
+        strength: float,
+        copies: Copies,
+    ) -> None:
+        """Restore one swapped face on the device: FFHQ crop -> restorer -> signed paste."""
+        bound = self.bind_restorer(restorer)
+        m = bound.matrix(target.kps)
+        face = self.ops.crop(frame, m, bound.spec)
+        copies.add_params(1, _THETA_BYTES)
+        (restored,) = bound.bound.run({restorer.image_name: face, **restorer.extra_feeds()})
+        mask = bound.carry_mask(mask_swap, m_swap, m)
+        # The FFHQ crop is larger than the face; its mask is zero beyond the swap's square.
+        r = paste_region(shape, InSwapper.input_size, m_swap)
+        limit = Box(r.x0, r.y0, r.x1, r.y1)
+        self.ops.paste(frame, restored, mask, m, opacity=strength * target.weight, signed=True, limit=limit)
+        copies.add_params(2, _THETA_BYTES + mask.size * 4)
 
     def _upload(self, image: ImageBGR) -> Any:
         shape = [int(d) for d in image.shape]

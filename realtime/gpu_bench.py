@@ -316,7 +316,7 @@ def _one_frame(stages: _Stages, nv12: Any, kps: npt.NDArray[np.float32], composi
         copies.add_params(1, _THETA_BYTES)
         (restored,) = enhancer.run({"input": face})
         mask512 = compositor.crop_mask(ENHANCER_INPUT, m512)
-        ops.paste(frame, restored, mask512, m512)
+        ops.paste(frame, restored, mask512, m512, signed=True)  # GFPGAN's output: RGB in [-1, 1]
         copies.add_params(2, _THETA_BYTES + mask512.size * 4)
     image = frame.numpy()  # the one download: the finished frame for the sink
     copies.downloads += 1

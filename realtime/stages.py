@@ -32,7 +32,7 @@ from models.inswapper import InSwapper
 from models.session import SessionFactory
 from models.types import Detection, ImageBGR
 from realtime.compositor import Compositor, MaskSettings, colour_transfer, paste_region, unsharp_mask
-from realtime.device_path import DeviceFacePath
+from realtime.device_path import DeviceFacePath, DeviceRestorer
 from realtime.enhance import FaceEnhanceStage
 from realtime.face_models import AnalysisModels, FaceDetector, QualityModels, embedding_distance
 from realtime.masks import FaceMasks
@@ -227,7 +227,15 @@ class FaceSwapWorker:
             if not host_only:
                 for target in plan.targets:
                     self._latent(target)  # the same error as the OpenCV path for a bad identity
-                copies = self._device.apply(image, plan.targets, self._compositor, comp.opacity, timings)
+                copies = self._device.apply(
+                    image,
+                    plan.targets,
+                    self._compositor,
+                    comp.opacity,
+                    timings,
+                    restorer=enhancer.restorer if enhancer is not None else None,
+                    blend=settings.enhancer.blend,
+                )
                 timings["copies"] = float(copies.frame_uploads + copies.param_uploads + copies.downloads)
                 return timings
             _say_host_fallback(tuple(host_only))
@@ -378,7 +386,13 @@ def _host_only_stages(
     """The stages this frame uses that only the OpenCV path runs (empty: the device path can)."""
     comp = settings.composite
     named = (
-        ("enhancer", enhancer is not None),
+        # The device path restores every frame with float32 models; reusing a correction over
+        # several frames and float16 restorers are OpenCV-path only.
+        (
+            "enhancer reusing corrections (every_n > 1)",
+            enhancer is not None and settings.enhancer.every_n > 1,
+        ),
+        ("float16 enhancer", enhancer is not None and not DeviceRestorer.supports(enhancer.restorer)),
         ("occlusion mask", masks.occlusion),
         ("region mask", masks.regions),
         ("mouth mask", masks.mouth),

@@ -421,6 +421,31 @@ def test_paste_blend_graph_matches_its_cv2_twin() -> None:
         )
 
 
+def test_signed_paste_takes_a_restorers_output_like_its_decoder() -> None:
+    """A restorer's [-1, 1] output pastes like FaceRestorer._decode + the compositor (graph and twin),
+    and differently from reading it as a [0, 1] swap (the test can tell the two apart)."""
+    from models.device_ops import decode_signed_crop
+
+    rng = np.random.default_rng(11)
+    size = 256
+    signed_runner = PasteBlend(FACTORY, size, signed=True)
+    unit_runner = PasteBlend(FACTORY, size)
+    restored = np.clip(swapped_crop(size, 3) * 2.0 - 1.0 + rng.normal(0, 0.05, (1, 3, size, size)), -1.2, 1.2)
+    restored = restored.astype(np.float32)
+    # Exactly FaceFusion's decode: clip, (x + 1) * 127.5, round, RGB -> BGR.
+    want = np.rint((np.clip(restored[0], -1, 1) + 1) * 127.5).astype(np.uint8).transpose(1, 2, 0)[:, :, ::-1]
+    np.testing.assert_array_equal(decode_signed_crop(restored), want)
+    m = similarity_to_crop(size, 1.3, 0.4, 150, 120)
+    mask = Compositor().crop_mask(size, m)
+    region = smooth_frame(240, 300, 4)
+    theta_inv = invert_affine(m)
+    twin = paste_blend_cv2(region, restored, mask, theta_inv, signed=True)
+    got = signed_runner.run(region, restored, mask, theta_inv).numpy()
+    assert np.abs(got.astype(np.int16) - twin).max() <= PASTE_TOL
+    wrong = unit_runner.run(region, restored, mask, theta_inv).numpy()
+    assert np.abs(wrong.astype(np.int16) - twin).max() > 40
+
+
 def test_cpu_path_of_the_facade_is_the_compositor_exactly() -> None:
     """DeviceOps on a CPU factory defaults to OpenCV: the compositor's blend (within one level: the
     compositor carries its alpha in 8 bits through one 4-channel warp, the facade in float)."""
@@ -489,6 +514,7 @@ def all_graphs() -> list[onnx.ModelProto]:
         build_nv12_to_bgr(2, 2),
         build_paste_blend(128),
         build_paste_blend(256),
+        build_paste_blend(512, signed=True),
     ]
 
 

@@ -22,14 +22,16 @@ from models.align import arcface_template, estimate_norm
 from models.device_ops import CropSpec
 from models.inswapper import InSwapper
 from models.session import SessionConfig, SessionFactory
-from realtime.compositor import paste_region
+from models.store import ModelStore
+from realtime.compositor import Compositor, mask_to_u8, opaque_core, opaque_rect, paste_region
 from realtime.engine import Engine, StageSet
+from realtime.face_models import ModelPaths, StoreQualityModels
 from realtime.frames import VideoFrame
 from realtime.settings import Settings
 from realtime.source_face import SourceIdentity
 from realtime.stage_api import FramePlan, SwapTarget
 from realtime.stages import FaceSwapWorker
-from tests.doubles import build_inswapper
+from tests.doubles import build_inswapper, write_all
 from tests.engine_fakes import FakeSource, RecordingSink
 from tests.test_device_ops import PASTE_TOL, smooth_frame
 
@@ -116,7 +118,7 @@ def test_the_swapper_binds_the_crop_graphs_output_buffer(swapper_file: Path) -> 
     assert bound_target.data_ptr() == crop_out.data_ptr()
     # ... and the paste graph read the swapper's own (reused) output buffer.
     swapped = path.swapper.static_output("output")
-    paste = path.ops._pastes[128]
+    paste = path.ops._pastes[(128, False)]
     assert paste.bound.bound_inputs["crop"].data_ptr() == swapped.data_ptr()
 
 
@@ -141,6 +143,122 @@ def test_host_only_stages_fall_back_to_opencv_and_say_so_once(
     assert "copies" not in timings and "sharpen" in timings
     lines = [r.getMessage() for r in caplog.records if "not on the device yet" in r.getMessage()]
     assert len(lines) == 1 and "sharpen" in lines[0]
+
+
+@pytest.fixture(scope="module")
+def quality_paths(tmp_path_factory: pytest.TempPathFactory) -> ModelPaths:
+    d = Path(tmp_path_factory.mktemp("device_quality"))
+    write_all(d)
+    return ModelPaths(ModelStore(d, allow_unverified=True))
+
+
+def enhancer_settings(**over: object) -> Settings:
+    return Settings().with_overrides({"enhancer.model": "gpen_256", "enhancer.blend": 0.8, **over})
+
+
+def core_of(kps: npt.NDArray[np.float32]) -> tuple[slice, slice]:
+    """Rows and columns of the frame where the swap's feathered mask is fully opaque."""
+    m = estimate_norm(kps, 128)
+    full = opaque_core(mask_to_u8(Compositor().crop_mask(128, m)))
+    assert full is not None
+    region = paste_region((H, W, 3), 128, m)
+    rect = opaque_rect(m, region, full)
+    assert rect is not None
+    x0, y0, x1, y1 = rect
+    return slice(region.y0 + y0, region.y0 + y1), slice(region.x0 + x0, region.x0 + x1)
+
+
+def test_the_enhancer_runs_on_the_device_and_matches_the_opencv_enhancer(
+    swapper_file: Path, quality_paths: ModelPaths
+) -> None:
+    s = enhancer_settings()
+    frame = smooth_frame(H, W, 9)
+    target = FACES[0]
+    plan = FramePlan([target])
+    cv = frame.copy()
+    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
+        cv, plan, s
+    )
+    worker = FaceSwapWorker(
+        swapper(swapper_file),
+        identity(1),
+        s,
+        StoreQualityModels(quality_paths, FACTORY),
+        factory=FACTORY,
+        device_graphs=True,
+    )
+    dev = frame.copy()
+    timings = worker.apply(dev, plan, s)
+    assert "copies" in timings and timings["enhance"] > 0  # the device path ran the restorer
+
+    plain = frame.copy()
+    FaceSwapWorker(swapper(swapper_file), identity(1), Settings()).apply(plain, plan, Settings())
+    rows, cols = core_of(target.kps)
+    # The restorer visibly changed the swapped face (the double is a colour mix) ...
+    assert np.abs(cv[rows, cols].astype(np.int16) - plain[rows, cols]).mean() > 5.0
+    # ... and the device path's result matches the OpenCV enhancer's where the face is opaque (one
+    # more bilinear resampling on the device: the FFHQ crop reads the swapped frame).
+    diff = np.abs(dev[rows, cols].astype(np.int16) - cv[rows, cols])
+    print(f"\ndevice vs OpenCV enhancer in the face: mean {diff.mean():.2f}, max {diff.max()} levels")
+    assert diff.mean() <= 1.5 and diff.max() <= 8
+    # Outside the swap's paste region nothing moved.
+    region = paste_region(frame.shape, 128, estimate_norm(target.kps, 128))
+    outside = np.ones((H, W), dtype=bool)
+    outside[region.y0 : region.y1, region.x0 : region.x1] = False
+    assert np.array_equal(dev[outside], frame[outside])
+    # Copies: 1 frame up; per face crop theta + paste theta + mask, FFHQ theta + theta + mask; 1 down.
+    path = worker.device_path
+    assert path is not None
+    copies = path.last_copies
+    assert (copies.frame_uploads, copies.param_uploads, copies.downloads) == (1, 6, 1)
+    # The signed paste read the restorer's own output buffer (no host round trip in between).
+    enhancer = worker.enhancer
+    assert enhancer is not None
+    bound = path.bind_restorer(enhancer.restorer)
+    restored = bound.bound.static_output(bound.restorer.output_name)
+    paste = path.ops._pastes[(256, True)]
+    assert paste.bound.bound_inputs["crop"].data_ptr() == restored.data_ptr()
+
+
+def test_enhancer_blend_zero_is_the_plain_swap_on_the_device(
+    swapper_file: Path, quality_paths: ModelPaths
+) -> None:
+    s = enhancer_settings(**{"enhancer.blend": 0.0})
+    frame = smooth_frame(H, W, 10)
+    plan = FramePlan([FACES[1]])
+    dev = frame.copy()
+    worker = FaceSwapWorker(
+        swapper(swapper_file),
+        [identity(1), identity(2)],
+        s,
+        StoreQualityModels(quality_paths, FACTORY),
+        factory=FACTORY,
+        device_graphs=True,
+    )
+    worker.apply(dev, plan, s)
+    plain = frame.copy()
+    FaceSwapWorker(
+        swapper(swapper_file), [identity(1), identity(2)], Settings(), factory=FACTORY, device_graphs=True
+    ).apply(plain, plan, Settings())
+    np.testing.assert_array_equal(dev, plain)
+
+
+def test_reusing_enhancer_corrections_stays_on_the_opencv_path(
+    swapper_file: Path, quality_paths: ModelPaths, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = enhancer_settings(**{"enhancer.every_n": 2})
+    worker = FaceSwapWorker(
+        swapper(swapper_file),
+        identity(1),
+        s,
+        StoreQualityModels(quality_paths, FACTORY),
+        factory=FACTORY,
+        device_graphs=True,
+    )
+    with caplog.at_level(logging.WARNING, logger="realtime.stages"):
+        timings = worker.apply(smooth_frame(H, W, 11), FramePlan([FACES[0]]), s)
+    assert "copies" not in timings and "enhance" in timings
+    assert any("every_n > 1" in r.getMessage() for r in caplog.records)
 
 
 def test_cpu_factory_keeps_the_opencv_path_unless_forced(swapper_file: Path) -> None:
