@@ -662,6 +662,13 @@ def paste_blend_cv2(
 # --------------------------------------------------------------------------------------------
 
 
+def _shape_of(value: Frame | TensorView) -> tuple[int, ...]:
+    """Shape of a numpy array, a TensorView (a device buffer bound by pointer) or an OrtValue."""
+    if isinstance(value, np.ndarray | TensorView):
+        return tuple(int(d) for d in value.shape)
+    return tuple(int(d) for d in value.shape())
+
+
 def _frame_hw(frame: Frame) -> tuple[int, int]:
     shape = tuple(frame.shape) if isinstance(frame, np.ndarray) else tuple(frame.shape())
     dtype = frame.dtype if isinstance(frame, np.ndarray) else numpy_dtype(frame)
@@ -738,8 +745,8 @@ class Nv12ToBgr(_Runner):
         super().__init__(factory, build_nv12_to_bgr(height, width), f"nv12_to_bgr_{width}x{height}")
         self.height, self.width = height, width
 
-    def run(self, nv12: Frame) -> Any:
-        shape = tuple(nv12.shape) if isinstance(nv12, np.ndarray) else tuple(nv12.shape())
+    def run(self, nv12: Frame | TensorView) -> Any:
+        shape = _shape_of(nv12)
         if shape != (self.height * 3 // 2, self.width):
             raise ValueError(f"expected NV12 of shape {(self.height * 3 // 2, self.width)}, got {shape}")
         return self.bound.run({"nv12": nv12})[0]
@@ -849,11 +856,14 @@ class DeviceOps:
 
     # -- colour ------------------------------------------------------------------------------
 
-    def nv12_to_bgr(self, nv12: Frame) -> Any:
-        """BGR [h,w,3] uint8 of an NV12 [3h/2, w] frame (graph: on the device; else OpenCV)."""
-        rows, width = tuple(nv12.shape) if isinstance(nv12, np.ndarray) else tuple(nv12.shape())
+    def nv12_to_bgr(self, nv12: Frame | TensorView) -> Any:
+        """BGR [h,w,3] uint8 of an NV12 [3h/2, w] frame (graph: on the device; else OpenCV). A
+        TensorView (e.g. a decoder's picture bound by pointer) needs the graphs."""
+        rows, width = _shape_of(nv12)
         height = int(rows) * 2 // 3
         if not self.use_graphs:
+            if isinstance(nv12, TensorView):
+                raise ValueError("a picture bound by pointer needs the device graphs (use_graphs)")
             if self._host_bgr is None or self._host_bgr.shape != (height, int(width), 3):
                 self._host_bgr = np.empty((height, int(width), 3), dtype=np.uint8)
             cv2.cvtColor(self._host_frame(nv12), cv2.COLOR_YUV2BGR_NV12, dst=self._host_bgr)

@@ -3,7 +3,9 @@
 Used by realtime.stages.FaceSwapWorker when the pipeline runs on CUDA or TensorRT (on the CPU
 provider the OpenCV path stays: it is much faster there). Per frame with faces to swap:
 
-    upload       the host frame, once, into a reused device buffer
+    upload       the host frame, once, into a reused device buffer; or none at all when the frame
+                 came from NVDEC: its NV12 picture, still on the GPU, is bound by pointer and
+                 converted to BGR there (realtime.nvdec.DeviceVideoFrame.device_picture)
     per face     crop graph (models.device_ops) -> its `crop` OrtValue bound as is as the swapper's
                  `target` (no copy) -> swapper output bound as the paste graph's `crop` -> paste,
                  in place, into the device frame's band of rows
@@ -43,7 +45,7 @@ from models.align import Matrix2x3, estimate_norm, invert_affine, similarity_tra
 from models.device_ops import Box, CropSpec, DeviceOps
 from models.enhancers import FaceRestorer, ffhq_template
 from models.inswapper import SOURCE_NAME, TARGET_NAME, InSwapper
-from models.iobinding import BoundSession
+from models.iobinding import BoundSession, TensorView
 from models.session import SessionFactory
 from models.types import ImageBGR
 from realtime.compositor import Compositor, MaskArray, compose_affine, paste_region
@@ -130,18 +132,28 @@ class DeviceFacePath:
         *,
         restorer: FaceRestorer | None = None,
         blend: float = 1.0,
+        picture: Any = None,
     ) -> Copies:
         """Swap `targets` into `image` in place; adds "swap" and "paste" ms to `timings` (and
-        "enhance" with a restorer, run at `blend` strength: 0 the plain swap, 1 the restorer's)."""
+        "enhance" with a restorer, run at `blend` strength: 0 the plain swap, 1 the restorer's).
+
+        picture: the frame's NV12 picture still on the device (a realtime.nvdec.DeviceNV12, or any
+        object with its ptr/width/height/pitch/gpu_id and optional device_type), the same picture
+        `image` was downloaded from; when it can be bound as is it replaces the upload.
+        """
         copies = Copies()
         self.last_copies = copies
         if not targets:
             return copies
         size = InSwapper.input_size
         t0 = time.perf_counter()
-        frame = self._upload(image)
-        copies.frame_uploads += 1
-        _add_ms(timings, "upload", t0)
+        frame = self._from_picture(picture, image.shape)
+        if frame is None:
+            frame = self._upload(image)
+            copies.frame_uploads += 1
+            _add_ms(timings, "upload", t0)
+        else:
+            _add_ms(timings, "nv12", t0)
         for target in targets:
             if not 0 <= target.identity < len(self._latents):
                 raise ValueError(
@@ -192,6 +204,23 @@ class DeviceFacePath:
         limit = Box(r.x0, r.y0, r.x1, r.y1)
         self.ops.paste(frame, restored, mask, m, opacity=strength * target.weight, signed=True, limit=limit)
         copies.add_params(2, _THETA_BYTES + mask.size * 4)
+
+    def _from_picture(self, picture: Any, shape: tuple[int, ...]) -> Any | None:
+        """The device BGR frame converted from the decoder's NV12 picture, or None when it cannot
+        be bound as is (padded rows, another GPU, another size, or the OpenCV ops)."""
+        if picture is None or not self.ops.use_graphs:
+            return None
+        width, height = int(picture.width), int(picture.height)
+        where = str(getattr(picture, "device_type", "cuda"))
+        if (
+            int(picture.pitch) != width  # the NV12 graph reads packed rows
+            or (height, width) != (int(shape[0]), int(shape[1]))
+            or where != self.ops.device_type
+            or int(picture.gpu_id) != self.device_id
+        ):
+            return None
+        view = TensorView(int(picture.ptr), (height * 3 // 2, width), np.dtype(np.uint8), where, picture)
+        return self.ops.nv12_to_bgr(view)
 
     def _upload(self, image: ImageBGR) -> Any:
         shape = [int(d) for d in image.shape]

@@ -381,7 +381,11 @@ class Engine:
             worker = workers[index % len(workers)]
             t0 = time.perf_counter()
             try:
-                timings = worker.apply(job.frame.image, job.plan, settings)
+                picture = job.frame.device_picture
+                if picture is None:
+                    timings = worker.apply(job.frame.image, job.plan, settings)
+                else:
+                    timings = worker.apply(job.frame.image, job.plan, settings, device_picture=picture)
                 self.metrics.faces(len(job.plan.targets), job.plan.passthrough)
             except Exception as exc:
                 self._frame_failed("face swap", job.frame.index, exc)

@@ -24,6 +24,11 @@ class VideoFrame:
     pts: float | None = None
 
     @property
+    def device_picture(self) -> object | None:
+        """The same picture still on the GPU (NVDEC sources), or None for a host-only frame."""
+        return None
+
+    @property
     def width(self) -> int:
         return int(self.image.shape[1])
 

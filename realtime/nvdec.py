@@ -406,6 +406,10 @@ class DeviceVideoFrame(VideoFrame):
         _IMAGE_SLOT.__set__(self, value)
 
     @property
+    def device_picture(self) -> DeviceNV12:
+        return self.device
+
+    @property
     def image_loaded(self) -> bool:
         """True once a CPU consumer asked for `image` (from then on `device` may be stale)."""
         try:

@@ -37,7 +37,12 @@ class Analyser(Protocol):
 
 
 class SwapWorker(Protocol):
-    def apply(self, image: ImageBGR, plan: FramePlan, settings: Settings) -> dict[str, float]: ...
+    """Swaps a frame's planned faces into `image` in place. `device_picture`: the same picture still
+    on the GPU (NVDEC frames), which a GPU worker may use instead of uploading `image`."""
+
+    def apply(
+        self, image: ImageBGR, plan: FramePlan, settings: Settings, *, device_picture: object | None = None
+    ) -> dict[str, float]: ...
 
 
 class PassthroughAnalyser:
@@ -48,5 +53,7 @@ class PassthroughAnalyser:
 
 
 class PassthroughWorker:
-    def apply(self, image: ImageBGR, plan: FramePlan, settings: Settings) -> dict[str, float]:
+    def apply(
+        self, image: ImageBGR, plan: FramePlan, settings: Settings, *, device_picture: object | None = None
+    ) -> dict[str, float]:
         return {}

@@ -212,7 +212,9 @@ class FaceSwapWorker:
         """The enhance stage in use (None when enhancer.model is "none")."""
         return self._enhancer
 
-    def apply(self, image: ImageBGR, plan: FramePlan, settings: Settings) -> dict[str, float]:
+    def apply(
+        self, image: ImageBGR, plan: FramePlan, settings: Settings, *, device_picture: object | None = None
+    ) -> dict[str, float]:
         mask_settings = _mask_settings(settings)
         if mask_settings != self._mask_settings:
             self._mask_settings = mask_settings
@@ -235,6 +237,7 @@ class FaceSwapWorker:
                     timings,
                     restorer=enhancer.restorer if enhancer is not None else None,
                     blend=settings.enhancer.blend,
+                    picture=device_picture,
                 )
                 timings["copies"] = float(copies.frame_uploads + copies.param_uploads + copies.downloads)
                 return timings

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests import fixtures_media
 from tests.vcam_recorder import RecordingBackendHandle, recording_backend
+
+# CI must be deterministic (a red run blocks landing), so by default hypothesis draws the same
+# examples every run; HYPOTHESIS_PROFILE=explore draws fresh ones to hunt for new failures locally.
+settings.register_profile("deterministic", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 @pytest.fixture

@@ -93,7 +93,9 @@ class SlowWorker:
     max_active: list[int] = field(default_factory=lambda: [0])
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def apply(self, image: ImageBGR, plan: FramePlan, settings: Settings) -> dict[str, float]:
+    def apply(
+        self, image: ImageBGR, plan: FramePlan, settings: Settings, *, device_picture: object | None = None
+    ) -> dict[str, float]:
         with self.lock:
             self.active[0] += 1
             self.max_active[0] = max(self.max_active[0], self.active[0])

@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import cv2
 import numpy as np
 import numpy.typing as npt
 import onnx
@@ -33,7 +34,7 @@ from realtime.stage_api import FramePlan, SwapTarget
 from realtime.stages import FaceSwapWorker
 from tests.doubles import build_inswapper, write_all
 from tests.engine_fakes import FakeSource, RecordingSink
-from tests.test_device_ops import PASTE_TOL, smooth_frame
+from tests.test_device_ops import PASTE_TOL, bgr_to_nv12, smooth_frame
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu", intra_op_threads=2))
 H, W = 360, 480
@@ -259,6 +260,84 @@ def test_reusing_enhancer_corrections_stays_on_the_opencv_path(
         timings = worker.apply(smooth_frame(H, W, 11), FramePlan([FACES[0]]), s)
     assert "copies" not in timings and "enhance" in timings
     assert any("every_n > 1" in r.getMessage() for r in caplog.records)
+
+
+class HostPicture:
+    """An NV12 picture shaped like realtime.nvdec.DeviceNV12 (pointer, size, pitch, GPU) but in host
+    memory, so the CPU provider can bind it by pointer the way CUDA binds the decoder's buffer."""
+
+    device_type = "cpu"
+    gpu_id = 0
+
+    def __init__(self, nv12: npt.NDArray[np.uint8], pitch: int | None = None) -> None:
+        self.nv12 = np.ascontiguousarray(nv12)
+        self.ptr = int(self.nv12.ctypes.data)
+        self.height = self.nv12.shape[0] * 2 // 3
+        self.width = self.nv12.shape[1]
+        self.pitch = self.width if pitch is None else pitch
+
+
+def decoded(seed: int) -> tuple[npt.NDArray[np.uint8], HostPicture]:
+    """A decoder's NV12 picture and the BGR frame the analyser gets from it (BT.601 via OpenCV)."""
+    nv12 = bgr_to_nv12(smooth_frame(H, W, seed))
+    return np.asarray(cv2.cvtColor(nv12, cv2.COLOR_YUV2BGR_NV12)), HostPicture(nv12)
+
+
+def test_a_decoded_picture_on_the_device_replaces_the_upload(swapper_file: Path) -> None:
+    s = Settings()
+    plan = FramePlan(list(FACES))
+    people = [identity(1), identity(2)]
+    image, picture = decoded(12)
+    worker = FaceSwapWorker(swapper(swapper_file), people, s, factory=FACTORY, device_graphs=True)
+    uploaded = image.copy()
+    worker.apply(uploaded, plan, s)
+    path = worker.device_path
+    assert path is not None and path.last_copies.frame_uploads == 1
+    from_picture = image.copy()
+    timings = worker.apply(from_picture, plan, s, device_picture=picture)
+    copies = path.last_copies
+    assert (copies.frame_uploads, copies.downloads) == (0, 1)  # converted on the device, not uploaded
+    assert "nv12" in timings and "upload" not in timings
+    # The device's NV12 -> BGR is within a level of OpenCV's, so the frames agree to the paste tolerance.
+    assert np.abs(from_picture.astype(np.int16) - uploaded).max() <= PASTE_TOL + 1
+    assert (from_picture != image).any(axis=2).sum() > 5000
+    # A padded picture (pitch > width) cannot be read as packed rows: the upload path takes over.
+    padded = np.zeros((H * 3 // 2, W + 64), dtype=np.uint8)
+    padded[:, :W] = picture.nv12
+    worker.apply(image.copy(), plan, s, device_picture=HostPicture(padded[:, :W], pitch=W + 64))
+    assert path.last_copies.frame_uploads == 1
+
+
+def test_the_engine_hands_an_nvdec_frames_picture_to_the_worker(swapper_file: Path) -> None:
+    from realtime.nvdec import DeviceVideoFrame
+
+    people = [identity(1), identity(2)]
+
+    class DecodedSource(FakeSource):
+        def read(self) -> VideoFrame | None:
+            if self._next >= self.frames:
+                return None
+            i = self._next
+            self._next += 1
+            _, picture = decoded(200 + i)
+            download = lambda p: np.asarray(cv2.cvtColor(p.nv12, cv2.COLOR_YUV2BGR_NV12))  # noqa: E731
+            return DeviceVideoFrame(picture, i, time.perf_counter(), None, download)  # type: ignore[arg-type]
+
+    def stages(s: Settings) -> StageSet:
+        workers = tuple(
+            FaceSwapWorker(swapper(swapper_file), people, s, factory=FACTORY, device_graphs=True)
+            for _ in range(s.pipeline.frames_in_flight)
+        )
+        return StageSet(OneFaceAnalyser(), workers, "device")
+
+    engine = Engine(DecodedSource(frames=4, size=(W, H)), RecordingSink(), Settings(), stages)
+    engine.start()
+    assert engine.wait(60)
+    stats = engine.stats()
+    assert stats.frames_out == 4 and stats.errors == 0
+    assert "nv12" in stats.stages_ms and "upload" not in stats.stages_ms
+    # Per frame: no frame upload, 3 parameters per face, one download.
+    assert stats.stages_ms["copies"].mean == 3 * len(FACES) + 1
 
 
 def test_cpu_factory_keeps_the_opencv_path_unless_forced(swapper_file: Path) -> None:
