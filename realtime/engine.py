@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from models.errors import FaceCastError, SinkError, SourceError
-from realtime.frames import VideoFrame
+from realtime.frames import VideoFrame, fit_processing_size
 from realtime.metrics import Metrics, StatsSnapshot
 from realtime.overlay import draw_disclosure_label
 from realtime.settings import Settings
@@ -313,6 +313,8 @@ class Engine:
                     break
                 if frame is None:
                     break
+                # Here, on the capture thread, so the shrink overlaps the face stages' work.
+                frame = fit_processing_size(frame, self._settings.pipeline.processing_size)
                 self.metrics.frame_in(frame.capture_ts)
                 with pipes.lock:
                     if live:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
+import numpy as np
+
 from models.types import ImageBGR
 
 
@@ -35,3 +38,23 @@ class VideoFrame:
     @property
     def height(self) -> int:
         return int(self.image.shape[0])
+
+
+def processing_shape(width: int, height: int, longest: int) -> tuple[int, int]:
+    """(width, height) with the longer side at most `longest` px (0 = no limit), aspect kept;
+    never larger than the input."""
+    if longest <= 0 or max(width, height) <= longest:
+        return width, height
+    scale = longest / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def fit_processing_size(frame: VideoFrame, longest: int) -> VideoFrame:
+    """Scale the frame's picture down (area filter) so the face stages see at most `longest` px on
+    the longer side (`pipeline.processing_size`); the sinks scale it back to their output size.
+    The frame itself is updated and returned; a frame that already fits is left as it is."""
+    h, w = int(frame.image.shape[0]), int(frame.image.shape[1])
+    new_w, new_h = processing_shape(w, h, longest)
+    if (new_w, new_h) != (w, h):
+        frame.image = np.asarray(cv2.resize(frame.image, (new_w, new_h), interpolation=cv2.INTER_AREA))
+    return frame

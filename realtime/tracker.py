@@ -144,6 +144,7 @@ class FaceTracker:
         self.max_scale_step = float(max_scale_step)
 
         self._tracks: list[_Track] = []
+        self._last_shape: tuple[int, ...] | None = None
         self._next_id = 1
         self._since_detection = 0
         # Grey buffers reused frame to frame: full-size grey, and two small ones that swap roles.
@@ -189,6 +190,11 @@ class FaceTracker:
         if image_bgr.ndim != 3 or image_bgr.shape[2] != 3 or image_bgr.dtype != np.uint8:
             got = f"{image_bgr.shape} {image_bgr.dtype}"
             raise ValueError(f"expected an (H, W, 3) uint8 BGR frame, got {got}")
+        if self._last_shape is not None and image_bgr.shape != self._last_shape and self._tracks:
+            # A new frame size (pipeline.processing_size changed, a new source): landmarks in the old
+            # frame's pixels mean nothing here. Ids keep counting, so a locked target re-locks.
+            self.reset()
+        self._last_shape = image_bgr.shape
         self.frames += 1
         # Flow runs even at interval 1: its motion estimate lets the smoothing follow a moving face
         # without lag (see _snapshot).
