@@ -35,13 +35,17 @@ def test_processing_shape_keeps_the_aspect_and_never_enlarges(
     assert processing_shape(*size, longest) == want
 
 
-def test_fit_scales_the_picture_itself_with_an_area_filter() -> None:
+def test_fit_scales_the_picture_itself_without_aliasing() -> None:
     image = np.zeros((480, 640, 3), dtype=np.uint8)
-    image[:, ::2] = 200  # one-pixel stripes: an area filter averages them to a flat 100
+    image[:, ::2] = 200  # one-pixel stripes: a box filter averages them to a flat 100
     frame = fit_processing_size(VideoFrame(image, 3, 1.5), 320)
     assert frame.image.shape == (240, 320, 3)
     assert (frame.index, frame.capture_ts) == (3, 1.5)
     assert np.abs(frame.image.astype(int) - 100).max() <= 1
+    # 3x smaller (a halving, then 1.5x): still no stripes, the mean kept.
+    third = fit_processing_size(VideoFrame(image, 0, 0.0), 213)
+    assert third.image.shape == (160, 213, 3)
+    assert np.abs(third.image.astype(int) - 100).max() <= 1
     same = VideoFrame(image, 0, 0.0)
     assert fit_processing_size(same, 0).image is image
 
