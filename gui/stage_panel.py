@@ -135,6 +135,16 @@ STAGES: tuple[Stage, ...] = (
                 1,
                 tooltip="More = higher fps on a fast GPU, more latency; takes effect at the next Start",
             ),
+            Control(
+                "pipeline.processing_size",
+                "Processing size",
+                "int",
+                0,
+                3840,
+                160,
+                tooltip="Longest side the face stages work at (0 = the source's own size). Smaller is "
+                "faster and softer; the output keeps its size. Values 1-159 are refused",
+            ),
             Control("pipeline.provider", "Execution provider", "choice"),
             Control("pipeline.fp16", "fp16 (TensorRT)", "bool"),
         ),
