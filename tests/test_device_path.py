@@ -157,6 +157,14 @@ def enhancer_settings(**over: object) -> Settings:
     return Settings().with_overrides({"enhancer.model": "gpen_256", "enhancer.blend": 0.8, **over})
 
 
+def enhancing_worker(
+    swapper_file: Path, paths: ModelPaths, s: Settings, people: SourceIdentity | list[SourceIdentity]
+) -> FaceSwapWorker:
+    """A worker with the enhancer's models, its face path forced onto the device graphs."""
+    quality = StoreQualityModels(paths, FACTORY)
+    return FaceSwapWorker(swapper(swapper_file), people, s, quality, factory=FACTORY, device_graphs=True)
+
+
 def core_of(kps: npt.NDArray[np.float32]) -> tuple[slice, slice]:
     """Rows and columns of the frame where the swap's feathered mask is fully opaque."""
     m = estimate_norm(kps, 128)
@@ -180,14 +188,7 @@ def test_the_enhancer_runs_on_the_device_and_matches_the_opencv_enhancer(
     FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
         cv, plan, s
     )
-    worker = FaceSwapWorker(
-        swapper(swapper_file),
-        identity(1),
-        s,
-        StoreQualityModels(quality_paths, FACTORY),
-        factory=FACTORY,
-        device_graphs=True,
-    )
+    worker = enhancing_worker(swapper_file, quality_paths, s, identity(1))
     dev = frame.copy()
     timings = worker.apply(dev, plan, s)
     assert "copies" in timings and timings["enhance"] > 0  # the device path ran the restorer
@@ -228,14 +229,7 @@ def test_enhancer_blend_zero_is_the_plain_swap_on_the_device(
     frame = smooth_frame(H, W, 10)
     plan = FramePlan([FACES[1]])
     dev = frame.copy()
-    worker = FaceSwapWorker(
-        swapper(swapper_file),
-        [identity(1), identity(2)],
-        s,
-        StoreQualityModels(quality_paths, FACTORY),
-        factory=FACTORY,
-        device_graphs=True,
-    )
+    worker = enhancing_worker(swapper_file, quality_paths, s, [identity(1), identity(2)])
     worker.apply(dev, plan, s)
     plain = frame.copy()
     FaceSwapWorker(
@@ -248,14 +242,7 @@ def test_reusing_enhancer_corrections_stays_on_the_opencv_path(
     swapper_file: Path, quality_paths: ModelPaths, caplog: pytest.LogCaptureFixture
 ) -> None:
     s = enhancer_settings(**{"enhancer.every_n": 2})
-    worker = FaceSwapWorker(
-        swapper(swapper_file),
-        identity(1),
-        s,
-        StoreQualityModels(quality_paths, FACTORY),
-        factory=FACTORY,
-        device_graphs=True,
-    )
+    worker = enhancing_worker(swapper_file, quality_paths, s, identity(1))
     with caplog.at_level(logging.WARNING, logger="realtime.stages"):
         timings = worker.apply(smooth_frame(H, W, 11), FramePlan([FACES[0]]), s)
     assert "copies" not in timings and "enhance" in timings
