@@ -25,7 +25,9 @@ OpenCV path's enhancer; on the feathered edge the restorer is blended over the f
 (the OpenCV path blends it over the plain swap), a difference only where the two paths' edges
 mix anyway.
 
-The extra masks, colour matching, sharpening and reusing a correction over several frames
+The mouth mask needs only the landmarks: it is cut out of the paste mask on the host, which is
+uploaded per face anyway. The occlusion and region masks, colour matching, sharpening and reusing
+a correction over several frames
 (`enhancer.every_n` > 1) still need the crop on the host; FaceSwapWorker keeps its OpenCV path for
 frames that use any of them (see docs/GPU.md, "Not yet on the device").
 """
@@ -33,7 +35,7 @@ frames that use any of them (see docs/GPU.md, "Not yet on the device").
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import cv2
@@ -133,6 +135,7 @@ class DeviceFacePath:
         restorer: FaceRestorer | None = None,
         blend: float = 1.0,
         picture: Any = None,
+        face_mask: Callable[[SwapTarget, Matrix2x3, MaskArray], MaskArray] | None = None,
     ) -> Copies:
         """Swap `targets` into `image` in place; adds "swap" and "paste" ms to `timings` (and
         "enhance" with a restorer, run at `blend` strength: 0 the plain swap, 1 the restorer's).
@@ -140,6 +143,10 @@ class DeviceFacePath:
         picture: the frame's NV12 picture still on the device (a realtime.nvdec.DeviceNV12, or any
         object with its ptr/width/height/pitch/gpu_id and optional device_type), the same picture
         `image` was downloaded from; when it can be bound as is it replaces the upload.
+
+        face_mask(target, m, box): the face's crop-space paste mask made from the feathered box
+        (e.g. with the mouth cut out); default: the box itself. It travels as the paste's mask,
+        which is uploaded per face anyway.
         """
         copies = Copies()
         self.last_copies = copies
@@ -167,6 +174,8 @@ class DeviceFacePath:
             _add_ms(timings, "swap", t0)
             t0 = time.perf_counter()
             mask = compositor.crop_mask(size, m)
+            if face_mask is not None:
+                mask = face_mask(target, m, mask)
             self.ops.paste(frame, swapped, mask, m, opacity=opacity * target.weight)
             copies.add_params(2, _THETA_BYTES + mask.size * 4)
             _add_ms(timings, "paste", t0)

@@ -24,14 +24,21 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from models.align import estimate_norm
+from models.align import Matrix2x3, estimate_norm
 from models.device_ops import DeviceOps
 from models.enhancers import CodeFormer
 from models.errors import ModelError
 from models.inswapper import InSwapper
 from models.session import SessionFactory
 from models.types import Detection, ImageBGR
-from realtime.compositor import Compositor, MaskSettings, colour_transfer, paste_region, unsharp_mask
+from realtime.compositor import (
+    Compositor,
+    MaskArray,
+    MaskSettings,
+    colour_transfer,
+    paste_region,
+    unsharp_mask,
+)
 from realtime.device_path import DeviceFacePath, DeviceRestorer
 from realtime.enhance import FaceEnhanceStage
 from realtime.face_models import AnalysisModels, FaceDetector, QualityModels, embedding_distance
@@ -238,6 +245,7 @@ class FaceSwapWorker:
                     restorer=enhancer.restorer if enhancer is not None else None,
                     blend=settings.enhancer.blend,
                     picture=device_picture,
+                    face_mask=self._mouth_cut(image, mask_config, timings) if mask_config.mouth else None,
                 )
                 timings["copies"] = float(copies.frame_uploads + copies.param_uploads + copies.downloads)
                 return timings
@@ -321,6 +329,16 @@ class FaceSwapWorker:
         ops = DeviceOps(factory, use_graphs=True if forced else None)
         return DeviceFacePath(swapper, self._latents, ops)
 
+    def _mouth_cut(
+        self, image: ImageBGR, config: MasksSettings, timings: dict[str, float]
+    ) -> Callable[[SwapTarget, Matrix2x3, MaskArray], MaskArray]:
+        """The device path's face mask: the feathered box with the mouth cut out (landmarks only)."""
+
+        def face_mask(target: SwapTarget, m: Matrix2x3, box: MaskArray) -> MaskArray:
+            return self._masks.build(image, m, target.kps, box, config, timings).alpha
+
+        return face_mask
+
     def _latent(self, target: SwapTarget) -> npt.NDArray[np.float32]:
         if not 0 <= target.identity < len(self._latents):
             raise ValueError(
@@ -398,7 +416,6 @@ def _host_only_stages(
         ("float16 enhancer", enhancer is not None and not DeviceRestorer.supports(enhancer.restorer)),
         ("occlusion mask", masks.occlusion),
         ("region mask", masks.regions),
-        ("mouth mask", masks.mouth),
         ("colour match", comp.colour_match),
         ("sharpen", comp.sharpen > 0.0),
     )

@@ -238,6 +238,22 @@ def test_enhancer_blend_zero_is_the_plain_swap_on_the_device(
     np.testing.assert_array_equal(dev, plain)
 
 
+def test_the_mouth_mask_rides_with_the_paste_mask_on_the_device(swapper_file: Path) -> None:
+    s = Settings().with_overrides({"masks.mouth": True})
+    frame = smooth_frame(H, W, 13)
+    plan = FramePlan(list(FACES))
+    cv, dev, timings, _ = both_paths(swapper_file, plan, s, frame)
+    assert "copies" in timings and "mask.mouth" in timings  # the device path, with the mouth cut out
+    assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL
+    # The mouth kept the frame's own pixels (a plain swap changes them).
+    plain = frame.copy()
+    both = both_paths(swapper_file, plan, Settings(), frame)[1]
+    mouth = FACES[0].kps[3:].mean(axis=0).round().astype(int)
+    x, y = int(mouth[0]), int(mouth[1]) + 2
+    assert np.abs(dev[y, x].astype(int) - frame[y, x]).max() <= 2
+    assert np.abs(both[y, x].astype(int) - plain[y, x]).max() > 10
+
+
 def test_reusing_enhancer_corrections_stays_on_the_opencv_path(
     swapper_file: Path, quality_paths: ModelPaths, caplog: pytest.LogCaptureFixture
 ) -> None:
