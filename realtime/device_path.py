@@ -25,9 +25,13 @@ OpenCV path's enhancer; on the feathered edge the restorer is blended over the f
 (the OpenCV path blends it over the plain swap), a difference only where the two paths' edges
 mix anyway.
 
-The mouth mask needs only the landmarks: it is cut out of the paste mask on the host, which is
-uploaded per face anyway. The occlusion and region masks, colour matching, sharpening and reusing
-a correction over several frames
+Host finishing (`HostFinish`): the mouth mask needs only the landmarks and is cut out of the paste
+mask on the host (uploaded per face anyway); colour matching and sharpening run on the host on
+the face's small crop only: the swapped crop (or the restorer's output, for sharpening after an
+enhancer) is downloaded (196 kB at 128 px), finished like the OpenCV path does it, and bound back
+as the paste's input, while the frame stays on the device. Each such trip is counted
+(`Copies.crop_round_trips`). The occlusion and region masks and reusing a correction over several
+frames
 (`enhancer.every_n` > 1) still need the crop on the host; FaceSwapWorker keeps its OpenCV path for
 frames that use any of them (see docs/GPU.md, "Not yet on the device").
 """
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -44,7 +49,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from models.align import Matrix2x3, estimate_norm, invert_affine, similarity_transform
-from models.device_ops import Box, CropSpec, DeviceOps
+from models.device_ops import Box, CropSpec, DeviceOps, decode_crop, decode_signed_crop
 from models.enhancers import FaceRestorer, ffhq_template
 from models.inswapper import SOURCE_NAME, TARGET_NAME, InSwapper
 from models.iobinding import BoundSession, TensorView
@@ -52,9 +57,39 @@ from models.session import SessionFactory
 from models.types import ImageBGR
 from realtime.compositor import Compositor, MaskArray, compose_affine, paste_region
 from realtime.gpu_bench import Copies
+from realtime.masks import FaceMask
 from realtime.stage_api import SwapTarget
 
 _THETA_BYTES = 2 * 3 * 4  # one float32 2x3 matrix
+
+
+@dataclass(frozen=True, slots=True)
+class HostFinish:
+    """Per-face steps of the device path that run on the host, on small crops only.
+
+    mask(target, m, box): the face's paste mask (and colour-measurement weights) from the feathered box.
+    swapped(target, m, face, crop): edit the decoded swapped crop (uint8 BGR) in place; None: no trip.
+    restored(crop): edit the decoded restorer output (uint8 BGR) in place; None: no trip.
+    """
+
+    mask: Callable[[SwapTarget, Matrix2x3, MaskArray], FaceMask]
+    swapped: Callable[[SwapTarget, Matrix2x3, FaceMask, ImageBGR], None] | None = None
+    restored: Callable[[ImageBGR], None] | None = None
+
+
+def encode_unit_crop(crop: ImageBGR, out: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """uint8 BGR -> [1,3,S,S] RGB in [0,1] that decode_crop (and the paste graph's truncation) turns
+    back into exactly `crop`: (v + 0.5) / 255 survives float32 rounding on the way back."""
+    np.add(crop[:, :, ::-1].transpose(2, 0, 1), np.float32(0.5), out=out[0], dtype=np.float32)
+    np.multiply(out, np.float32(1.0 / 255.0), out=out)
+    return out
+
+
+def encode_signed_crop(crop: ImageBGR, out: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """uint8 BGR -> [1,3,S,S] RGB in [-1,1] that decode_signed_crop turns back into exactly `crop`."""
+    np.multiply(crop[:, :, ::-1].transpose(2, 0, 1), np.float32(1.0 / 127.5), out=out[0], dtype=np.float32)
+    np.subtract(out, np.float32(1.0), out=out)
+    return out
 
 
 class DeviceRestorer:
@@ -111,6 +146,7 @@ class DeviceFacePath:
         )
         self._frame: Any = None  # the reused device frame (OrtValue), per resolution
         self._restorer: DeviceRestorer | None = None  # bound for the enhancer in use
+        self._host_crops: dict[tuple[int, bool], npt.NDArray[np.float32]] = {}  # finished crops
         self.last_copies = Copies()
 
     def bind_restorer(self, restorer: FaceRestorer) -> DeviceRestorer:
@@ -135,7 +171,7 @@ class DeviceFacePath:
         restorer: FaceRestorer | None = None,
         blend: float = 1.0,
         picture: Any = None,
-        face_mask: Callable[[SwapTarget, Matrix2x3, MaskArray], MaskArray] | None = None,
+        finish: HostFinish | None = None,
     ) -> Copies:
         """Swap `targets` into `image` in place; adds "swap" and "paste" ms to `timings` (and
         "enhance" with a restorer, run at `blend` strength: 0 the plain swap, 1 the restorer's).
@@ -144,9 +180,7 @@ class DeviceFacePath:
         object with its ptr/width/height/pitch/gpu_id and optional device_type), the same picture
         `image` was downloaded from; when it can be bound as is it replaces the upload.
 
-        face_mask(target, m, box): the face's crop-space paste mask made from the feathered box
-        (e.g. with the mouth cut out); default: the box itself. It travels as the paste's mask,
-        which is uploaded per face anyway.
+        finish: the host finishing steps (see HostFinish); default: the feathered box as the mask.
         """
         copies = Copies()
         self.last_copies = copies
@@ -174,14 +208,21 @@ class DeviceFacePath:
             _add_ms(timings, "swap", t0)
             t0 = time.perf_counter()
             mask = compositor.crop_mask(size, m)
-            if face_mask is not None:
-                mask = face_mask(target, m, mask)
-            self.ops.paste(frame, swapped, mask, m, opacity=opacity * target.weight)
+            paste_input: Any = swapped
+            if finish is not None:
+                face = finish.mask(target, m, mask)
+                mask = face.alpha
+                if finish.swapped is not None:
+                    crop_bgr = self._fetch(swapped, signed=False, copies=copies)
+                    finish.swapped(target, m, face, crop_bgr)
+                    paste_input = self._send(crop_bgr, signed=False)
+            self.ops.paste(frame, paste_input, mask, m, opacity=opacity * target.weight)
             copies.add_params(2, _THETA_BYTES + mask.size * 4)
             _add_ms(timings, "paste", t0)
             if restorer is not None and blend > 0.0:
                 t0 = time.perf_counter()
-                self._enhance(frame, image.shape, target, m, mask, restorer, opacity * blend, copies)
+                after = finish.restored if finish is not None else None
+                self._enhance(frame, image.shape, target, m, mask, restorer, opacity * blend, copies, after)
                 _add_ms(timings, "enhance", t0)
         t0 = time.perf_counter()
         np.copyto(image, np.asarray(frame.numpy()))  # the one download
@@ -200,19 +241,40 @@ class DeviceFacePath:
         restorer: FaceRestorer,
         strength: float,
         copies: Copies,
+        after: Callable[[ImageBGR], None] | None = None,
     ) -> None:
-        """Restore one swapped face on the device: FFHQ crop -> restorer -> signed paste."""
+        """Restore one swapped face on the device: FFHQ crop -> restorer -> signed paste (with
+        `after` run on the host on the restorer's output first, e.g. sharpening)."""
         bound = self.bind_restorer(restorer)
         m = bound.matrix(target.kps)
         face = self.ops.crop(frame, m, bound.spec)
         copies.add_params(1, _THETA_BYTES)
         (restored,) = bound.bound.run({restorer.image_name: face, **restorer.extra_feeds()})
+        if after is not None:
+            crop_bgr = self._fetch(restored, signed=True, copies=copies)
+            after(crop_bgr)
+            restored = self._send(crop_bgr, signed=True)
         mask = bound.carry_mask(mask_swap, m_swap, m)
         # The FFHQ crop is larger than the face; its mask is zero beyond the swap's square.
         r = paste_region(shape, InSwapper.input_size, m_swap)
         limit = Box(r.x0, r.y0, r.x1, r.y1)
         self.ops.paste(frame, restored, mask, m, opacity=strength * target.weight, signed=True, limit=limit)
         copies.add_params(2, _THETA_BYTES + mask.size * 4)
+
+    def _fetch(self, value: Any, *, signed: bool, copies: Copies) -> ImageBGR:
+        """A model's output crop brought to the host and decoded like the OpenCV path decodes it."""
+        host = np.asarray(value.numpy())  # the download (a view on the CPU provider)
+        copies.crop_round_trips += 1
+        copies.crop_bytes += 2 * int(host.nbytes)
+        return np.ascontiguousarray(decode_signed_crop(host) if signed else decode_crop(host))
+
+    def _send(self, crop: ImageBGR, *, signed: bool) -> npt.NDArray[np.float32]:
+        """The finished crop as the paste's input (bound from host memory: ORT uploads it)."""
+        size = int(crop.shape[0])
+        buf = self._host_crops.get((size, signed))
+        if buf is None:
+            buf = self._host_crops[(size, signed)] = np.empty((1, 3, size, size), dtype=np.float32)
+        return encode_signed_crop(crop, buf) if signed else encode_unit_crop(crop, buf)
 
     def _from_picture(self, picture: Any, shape: tuple[int, ...]) -> Any | None:
         """The device BGR frame converted from the decoder's NV12 picture, or None when it cannot

@@ -80,16 +80,27 @@ class Copies:
     param_bytes: int = 0
     downloads: int = 0
     download_bytes: int = 0
+    # Face crops taken to the host and back for a host-only finishing step (colour match, sharpen).
+    crop_round_trips: int = 0
+    crop_bytes: int = 0
 
     def add_params(self, count: int, nbytes: int) -> None:
         self.param_uploads += count
         self.param_bytes += nbytes
 
+    @property
+    def total(self) -> int:
+        """Every transfer: frame and parameter uploads, downloads, and crop round trips (2 each)."""
+        return self.frame_uploads + self.param_uploads + self.downloads + 2 * self.crop_round_trips
+
     def describe(self) -> str:
-        return (
+        text = (
             f"up {self.frame_uploads} frame + {self.param_uploads} params ({self.param_bytes / 1e3:.0f} kB), "
             f"down {self.downloads} ({self.download_bytes / 1e6:.1f} MB)"
         )
+        if self.crop_round_trips:
+            text += f", {self.crop_round_trips} crop round trips ({self.crop_bytes / 1e3:.0f} kB)"
+        return text
 
 
 @dataclass(slots=True)

@@ -39,10 +39,10 @@ from realtime.compositor import (
     paste_region,
     unsharp_mask,
 )
-from realtime.device_path import DeviceFacePath, DeviceRestorer
+from realtime.device_path import DeviceFacePath, DeviceRestorer, HostFinish
 from realtime.enhance import FaceEnhanceStage
 from realtime.face_models import AnalysisModels, FaceDetector, QualityModels, embedding_distance
-from realtime.masks import FaceMasks
+from realtime.masks import FaceMask, FaceMasks
 from realtime.settings import MasksSettings, Settings, SettingsError
 from realtime.source_face import SourceIdentity
 from realtime.stage_api import FramePlan, SwapTarget
@@ -245,9 +245,9 @@ class FaceSwapWorker:
                     restorer=enhancer.restorer if enhancer is not None else None,
                     blend=settings.enhancer.blend,
                     picture=device_picture,
-                    face_mask=self._mouth_cut(image, mask_config, timings) if mask_config.mouth else None,
+                    finish=self._host_finish(image, mask_config, settings, timings),
                 )
-                timings["copies"] = float(copies.frame_uploads + copies.param_uploads + copies.downloads)
+                timings["copies"] = float(copies.total)
                 return timings
             _say_host_fallback(tuple(host_only))
         keys: list[Hashable] = []
@@ -329,15 +329,43 @@ class FaceSwapWorker:
         ops = DeviceOps(factory, use_graphs=True if forced else None)
         return DeviceFacePath(swapper, self._latents, ops)
 
-    def _mouth_cut(
-        self, image: ImageBGR, config: MasksSettings, timings: dict[str, float]
-    ) -> Callable[[SwapTarget, Matrix2x3, MaskArray], MaskArray]:
-        """The device path's face mask: the feathered box with the mouth cut out (landmarks only)."""
+    def _host_finish(
+        self, image: ImageBGR, config: MasksSettings, settings: Settings, timings: dict[str, float]
+    ) -> HostFinish | None:
+        """The device path's host steps, done as the OpenCV path does them, on crops only: the
+        mouth cut out of the paste mask, colour match and sharpening. None when none is on."""
+        comp = settings.composite
+        enhancing = self._enhancer is not None
+        if not (config.mouth or comp.colour_match or comp.sharpen > 0.0):
+            return None
+        size = self._size
 
-        def face_mask(target: SwapTarget, m: Matrix2x3, box: MaskArray) -> MaskArray:
-            return self._masks.build(image, m, target.kps, box, config, timings).alpha
+        def mask(target: SwapTarget, m: Matrix2x3, box: MaskArray) -> FaceMask:
+            return self._masks.build(image, m, target.kps, box, config, timings, want_skin=comp.colour_match)
 
-        return face_mask
+        def swapped(target: SwapTarget, m: Matrix2x3, face: FaceMask, crop: ImageBGR) -> None:
+            if comp.colour_match:
+                t0 = time.perf_counter()
+                # The frame's own face, from the host copy (still the original picture).
+                cv2.warpAffine(image, m, (size, size), dst=self._crop, borderValue=0.0)
+                np.copyto(crop, colour_transfer(crop, self._crop, face.skin))
+                _add_ms(timings, "colour", t0)
+            if comp.sharpen > 0.0 and not enhancing:
+                self._sharpen(crop, comp.sharpen, timings)
+
+        def restored(crop: ImageBGR) -> None:
+            self._sharpen(crop, comp.sharpen, timings)
+
+        return HostFinish(
+            mask,
+            swapped if comp.colour_match or (comp.sharpen > 0.0 and not enhancing) else None,
+            restored if comp.sharpen > 0.0 and enhancing else None,
+        )
+
+    def _sharpen(self, crop: ImageBGR, amount: float, timings: dict[str, float]) -> None:
+        t0 = time.perf_counter()
+        unsharp_mask(crop, amount, out=crop, blurred=self._blur_buffer(crop))
+        _add_ms(timings, "sharpen", t0)
 
     def _latent(self, target: SwapTarget) -> npt.NDArray[np.float32]:
         if not 0 <= target.identity < len(self._latents):
@@ -405,7 +433,6 @@ def _host_only_stages(
     enhancer: FaceEnhanceStage | None, masks: MasksSettings, settings: Settings
 ) -> list[str]:
     """The stages this frame uses that only the OpenCV path runs (empty: the device path can)."""
-    comp = settings.composite
     named = (
         # The device path restores every frame with float32 models; reusing a correction over
         # several frames and float16 restorers are OpenCV-path only.
@@ -416,8 +443,6 @@ def _host_only_stages(
         ("float16 enhancer", enhancer is not None and not DeviceRestorer.supports(enhancer.restorer)),
         ("occlusion mask", masks.occlusion),
         ("region mask", masks.regions),
-        ("colour match", comp.colour_match),
-        ("sharpen", comp.sharpen > 0.0),
     )
     return [name for name, on in named if on]
 

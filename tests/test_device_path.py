@@ -28,7 +28,7 @@ from realtime.compositor import Compositor, mask_to_u8, opaque_core, opaque_rect
 from realtime.engine import Engine, StageSet
 from realtime.face_models import ModelPaths, StoreQualityModels
 from realtime.frames import VideoFrame
-from realtime.settings import Settings
+from realtime.settings import Settings, load_preset
 from realtime.source_face import SourceIdentity
 from realtime.stage_api import FramePlan, SwapTarget
 from realtime.stages import FaceSwapWorker
@@ -130,20 +130,34 @@ def test_a_bad_identity_fails_like_the_opencv_path(swapper_file: Path) -> None:
         worker.apply(smooth_frame(H, W, 5), FramePlan([SwapTarget(FACES[0].kps, 1.0, 1, 3)]), s)
 
 
-def test_host_only_stages_fall_back_to_opencv_and_say_so_once(
-    swapper_file: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_colour_match_and_sharpening_finish_the_crop_on_the_host_only(swapper_file: Path) -> None:
     frame = smooth_frame(H, W, 6)
-    s = Settings()
-    s = replace(s, composite=replace(s.composite, sharpen=0.5))
     plan = FramePlan([FACES[0]])
-    with caplog.at_level(logging.WARNING, logger="realtime.stages"):
-        cv, dev, timings, _ = both_paths(swapper_file, plan, s, frame)
-        both_paths(swapper_file, plan, s, frame)
-    np.testing.assert_array_equal(dev, cv)  # the very same OpenCV path
-    assert "copies" not in timings and "sharpen" in timings
-    lines = [r.getMessage() for r in caplog.records if "not on the device yet" in r.getMessage()]
-    assert len(lines) == 1 and "sharpen" in lines[0]
+    rows, cols = core_of(FACES[0].kps)
+    plain = both_paths(swapper_file, plan, Settings(), frame)[1]
+
+    # Sharpening alone: the OpenCV path's result to the paste tolerance.
+    s = Settings()
+    sharp = replace(s, composite=replace(s.composite, sharpen=2.0))
+    cv, dev, timings, worker = both_paths(swapper_file, plan, sharp, frame)
+    assert "copies" in timings and "sharpen" in timings  # on the device path
+    assert worker.device_path is not None
+    copies = worker.device_path.last_copies
+    # The frame went up and down once; only the 128 px crop made a round trip.
+    assert (copies.frame_uploads, copies.downloads, copies.crop_round_trips) == (1, 1, 1)
+    assert timings["copies"] == 1 + 3 + 1 + 2
+    # Unsharp masking scales the crop graph's 1-level differences by up to 1 + amount = 3.
+    assert np.abs(dev.astype(np.int16) - cv).max() <= 3
+    # On this smooth picture sharpening touches only the face's finer gradients, but it does.
+    assert np.count_nonzero((dev[rows, cols] != plain[rows, cols]).any(axis=2)) > 100
+
+    # Colour match (and sharpening): the transfer divides by the crop's colour spread, so the crop
+    # graph's 1-level differences can grow in places; on average the two paths agree closely.
+    both = replace(s, composite=replace(s.composite, sharpen=0.5, colour_match=True))
+    cv, dev, timings, _ = both_paths(swapper_file, plan, both, frame)
+    assert "copies" in timings and "colour" in timings
+    assert np.abs(cv[rows, cols].astype(np.int16) - plain[rows, cols]).mean() > 20.0  # a real change
+    assert np.abs(dev[rows, cols].astype(np.int16) - cv[rows, cols]).mean() <= 2.0
 
 
 @pytest.fixture(scope="module")
@@ -254,15 +268,49 @@ def test_the_mouth_mask_rides_with_the_paste_mask_on_the_device(swapper_file: Pa
     assert np.abs(both[y, x].astype(int) - plain[y, x]).max() > 10
 
 
-def test_reusing_enhancer_corrections_stays_on_the_opencv_path(
+def test_the_quality_preset_runs_on_the_device_path(swapper_file: Path, quality_paths: ModelPaths) -> None:
+    """Colour match + GPEN-256 + sharpening (the quality preset's face stages): the frame stays on
+    the device, the swapped crop and the restorer's output each make one host round trip."""
+    s = load_preset("quality").with_overrides({"pipeline.provider": "cpu"})
+    frame = smooth_frame(H, W, 14)
+    plan = FramePlan([FACES[0]])
+    cv = frame.copy()
+    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
+        cv, plan, s
+    )
+    worker = enhancing_worker(swapper_file, quality_paths, s, identity(1))
+    dev = frame.copy()
+    timings = worker.apply(dev, plan, s)
+    assert {"copies", "colour", "enhance", "sharpen"} <= set(timings)
+    assert worker.device_path is not None
+    copies = worker.device_path.last_copies
+    assert (copies.frame_uploads, copies.downloads, copies.crop_round_trips) == (1, 1, 2)
+    rows, cols = core_of(FACES[0].kps)
+    diff = np.abs(dev[rows, cols].astype(np.int16) - cv[rows, cols])
+    print(f"\nquality preset, device vs OpenCV in the face: mean {diff.mean():.2f}, max {diff.max()} levels")
+    assert diff.mean() <= 3.0
+
+
+def test_reusing_enhancer_corrections_stays_on_the_opencv_path_and_says_so_once(
     swapper_file: Path, quality_paths: ModelPaths, caplog: pytest.LogCaptureFixture
 ) -> None:
     s = enhancer_settings(**{"enhancer.every_n": 2})
-    worker = enhancing_worker(swapper_file, quality_paths, s, identity(1))
+    frame = smooth_frame(H, W, 11)
+    plan = FramePlan([FACES[0]])
+    cv = frame.copy()
+    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
+        cv, plan, s
+    )
     with caplog.at_level(logging.WARNING, logger="realtime.stages"):
-        timings = worker.apply(smooth_frame(H, W, 11), FramePlan([FACES[0]]), s)
+        outs = []
+        for _ in range(2):  # two workers: the line is said once per process
+            dev = frame.copy()
+            timings = enhancing_worker(swapper_file, quality_paths, s, identity(1)).apply(dev, plan, s)
+            outs.append(dev)
     assert "copies" not in timings and "enhance" in timings
-    assert any("every_n > 1" in r.getMessage() for r in caplog.records)
+    np.testing.assert_array_equal(outs[0], cv)  # the very same OpenCV path
+    lines = [r.getMessage() for r in caplog.records if "not on the device yet" in r.getMessage()]
+    assert len(lines) == 1 and "every_n > 1" in lines[0]
 
 
 class HostPicture:
