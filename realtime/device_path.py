@@ -30,10 +30,11 @@ mask on the host (uploaded per face anyway); colour matching and sharpening run 
 the face's small crop only: the swapped crop (or the restorer's output, for sharpening after an
 enhancer) is downloaded (196 kB at 128 px), finished like the OpenCV path does it, and bound back
 as the paste's input, while the frame stays on the device. Each such trip is counted
-(`Copies.crop_round_trips`). The occlusion and region masks and reusing a correction over several
-frames
-(`enhancer.every_n` > 1) still need the crop on the host; FaceSwapWorker keeps its OpenCV path for
-frames that use any of them (see docs/GPU.md, "Not yet on the device").
+(`Copies.crop_round_trips`). The occlusion and region masks run on the host frame's crops and
+join the paste mask. A float16-output swapper's crop takes the same round trip (the paste graph
+takes float32). Reusing a restorer's correction over several frames (`enhancer.every_n` > 1) and
+float16 restorers still need the OpenCV path, which FaceSwapWorker keeps for frames that use them
+(see docs/GPU.md, "Not yet on the device").
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ class DeviceFacePath:
         self.swapper = BoundSession(swapper.session, device, self.device_id)
         self.device_type: str = self.swapper.device_type
         self._fp16 = swapper.target_dtype == np.float16
+        # A float16 output cannot feed the float32 paste graph: its crop takes the host round trip.
+        self._fp16_out = swapper.session.get_outputs()[0].type == "tensor(float16)"
         self._latents = tuple(
             ort.OrtValue.ortvalue_from_numpy(
                 np.ascontiguousarray(np.asarray(lat).reshape(1, -1), dtype=swapper.source_dtype),
@@ -157,8 +160,9 @@ class DeviceFacePath:
 
     @staticmethod
     def supports(swapper: InSwapper) -> bool:
-        """The paste graph takes the swapped crop as float32: an fp16-output swapper stays on OpenCV."""
-        return bool(swapper.session.get_outputs()[0].type == "tensor(float)")
+        """A float32 or float16 output (the paste graph takes float32: a float16 crop is converted
+        on its host round trip, see `apply`)."""
+        return swapper.session.get_outputs()[0].type in ("tensor(float)", "tensor(float16)")
 
     def apply(
         self,
@@ -209,13 +213,15 @@ class DeviceFacePath:
             t0 = time.perf_counter()
             mask = compositor.crop_mask(size, m)
             paste_input: Any = swapped
-            if finish is not None:
-                face = finish.mask(target, m, mask)
+            face = finish.mask(target, m, mask) if finish is not None else None
+            if face is not None:
                 mask = face.alpha
-                if finish.swapped is not None:
-                    crop_bgr = self._fetch(swapped, signed=False, copies=copies)
-                    finish.swapped(target, m, face, crop_bgr)
-                    paste_input = self._send(crop_bgr, signed=False)
+            edit = finish.swapped if finish is not None else None
+            if edit is not None or self._fp16_out:
+                crop_bgr = self._fetch(swapped, signed=False, copies=copies)
+                if edit is not None and face is not None:
+                    edit(target, m, face, crop_bgr)
+                paste_input = self._send(crop_bgr, signed=False)
             self.ops.paste(frame, paste_input, mask, m, opacity=opacity * target.weight)
             copies.add_params(2, _THETA_BYTES + mask.size * 4)
             _add_ms(timings, "paste", t0)

@@ -333,10 +333,14 @@ class FaceSwapWorker:
         self, image: ImageBGR, config: MasksSettings, settings: Settings, timings: dict[str, float]
     ) -> HostFinish | None:
         """The device path's host steps, done as the OpenCV path does them, on crops only: the
-        mouth cut out of the paste mask, colour match and sharpening. None when none is on."""
+        extra masks (occlusion and region models read the host frame, which still holds the
+        original picture; the mouth needs only the landmarks) combined into the paste mask, colour
+        match and sharpening. None when none is on."""
         comp = settings.composite
         enhancing = self._enhancer is not None
-        if not (config.mouth or comp.colour_match or comp.sharpen > 0.0):
+        if not (
+            config.mouth or config.occlusion or config.regions or comp.colour_match or comp.sharpen > 0.0
+        ):
             return None
         size = self._size
 
@@ -441,8 +445,6 @@ def _host_only_stages(
             enhancer is not None and settings.enhancer.every_n > 1,
         ),
         ("float16 enhancer", enhancer is not None and not DeviceRestorer.supports(enhancer.restorer)),
-        ("occlusion mask", masks.occlusion),
-        ("region mask", masks.regions),
     )
     return [name for name, on in named if on]
 

@@ -291,6 +291,50 @@ def test_the_quality_preset_runs_on_the_device_path(swapper_file: Path, quality_
     assert diff.mean() <= 3.0
 
 
+def test_occlusion_and_region_masks_join_the_paste_mask_on_the_device(
+    swapper_file: Path, quality_paths: ModelPaths
+) -> None:
+    s = Settings().with_overrides({"masks.occlusion": True, "masks.regions": True})
+    frame = smooth_frame(H, W, 15)
+    # A saturated green "hand" over the lower face: the occluder double marks it as not-face.
+    cx, cy = FACES[0].kps[3:].mean(axis=0).astype(int)
+    frame[cy - 10 : cy + 25, cx - 40 : cx + 40] = (0, 255, 0)
+    plan = FramePlan([FACES[0]])
+    cv = frame.copy()
+    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
+        cv, plan, s
+    )
+    worker = FaceSwapWorker(
+        swapper(swapper_file),
+        identity(1),
+        s,
+        StoreQualityModels(quality_paths, FACTORY),
+        factory=FACTORY,
+        device_graphs=True,
+    )
+    dev = frame.copy()
+    timings = worker.apply(dev, plan, s)
+    assert {"copies", "mask.occlusion", "mask.regions"} <= set(timings)
+    assert worker.device_path is not None and worker.device_path.last_copies.crop_round_trips == 0
+    assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL
+    # The hand kept its own pixels on both paths.
+    np.testing.assert_array_equal(
+        dev[cy : cy + 15, cx - 20 : cx + 20], frame[cy : cy + 15, cx - 20 : cx + 20]
+    )
+
+
+def test_a_float16_output_swapper_runs_on_the_device_path(tmp_path: Path) -> None:
+    path = tmp_path / "inswapper_128_fp16.onnx"
+    onnx.save(build_inswapper(fp16=True, fp16_io=True), str(path))
+    frame = smooth_frame(H, W, 16)
+    plan = FramePlan([FACES[0]])
+    cv, dev, timings, worker = both_paths(path, plan, Settings(), frame)
+    assert worker.device_path is not None and "copies" in timings
+    # The float16 crop is converted on its one host round trip (the paste graph takes float32).
+    assert worker.device_path.last_copies.crop_round_trips == 1
+    assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL + 1
+
+
 def test_reusing_enhancer_corrections_stays_on_the_opencv_path_and_says_so_once(
     swapper_file: Path, quality_paths: ModelPaths, caplog: pytest.LogCaptureFixture
 ) -> None:
