@@ -128,11 +128,6 @@ class FaceRestorer:
     def from_file(cls, path: Path | str, factory: SessionFactory) -> FaceRestorer:
         return open_wrapped(path, factory, cls)
 
-    @property
-    def float32_io(self) -> bool:
-        """Image input and output are float32 (what the device path's graphs exchange)."""
-        return self.image_dtype == np.float32 and self.session.get_outputs()[0].type == "tensor(float)"
-
     def extra_feeds(self) -> dict[str, npt.NDArray[Any]]:
         """The inputs besides the image (CodeFormer's fidelity weight), for a caller that binds the
         image itself (realtime.device_path). The arrays are live: later settings changes show."""

@@ -16,7 +16,7 @@ the way realtime.gpu_bench counts them (`Copies`): 1 frame upload, per face 3 sm
 uploads (crop matrix, paste matrix, paste mask), 1 download. They are counted as issued, also when
 the path is forced onto the CPU provider (tests), where the "transfers" are host memcpys.
 
-With an enhancer (a float32-I/O restorer, restoring every frame) each face then goes on, still
+With an enhancer (restoring every frame) each face then goes on, still
 on the device: the FFHQ crop graph reads the swapped frame -> the restorer (IOBinding) -> the
 signed paste graph blends its output back with the swap's mask carried into FFHQ space, at
 `enhancer.blend` strength, limited to the swap's own region. Per face that adds the FFHQ crop
@@ -31,10 +31,10 @@ the face's small crop only: the swapped crop (or the restorer's output, for shar
 enhancer) is downloaded (196 kB at 128 px), finished like the OpenCV path does it, and bound back
 as the paste's input, while the frame stays on the device. Each such trip is counted
 (`Copies.crop_round_trips`). The occlusion and region masks run on the host frame's crops and
-join the paste mask. A float16-output swapper's crop takes the same round trip (the paste graph
-takes float32). Reusing a restorer's correction over several frames (`enhancer.every_n` > 1) and
-float16 restorers still need the OpenCV path, which FaceSwapWorker keeps for frames that use them
-(see docs/GPU.md, "Not yet on the device").
+join the paste mask. A float16-output swapper's or restorer's crop takes the same round trip (the
+paste graph takes float32). Reusing a restorer's correction over several frames
+(`enhancer.every_n` > 1) still needs the OpenCV path, which FaceSwapWorker keeps for frames that
+use it (see docs/GPU.md, "Not yet on the device").
 """
 
 from __future__ import annotations
@@ -97,20 +97,18 @@ class DeviceRestorer:
     """A face restorer bound for the device path: its FFHQ crop spec, template and mask buffer."""
 
     def __init__(self, restorer: FaceRestorer, device_id: int) -> None:
-        if not self.supports(restorer):
-            raise ValueError("the device path needs a restorer with float32 input and output")
         self.restorer = restorer
         self.size = restorer.size
         device = SessionFactory.device_type_of(restorer.session)
         self.bound = BoundSession(restorer.session, device, device_id)
-        # The restorer's own preprocessing fused into the crop graph: RGB, x / 127.5 - 1.
-        self.spec = CropSpec(self.size, rgb=True, scale=1.0 / 127.5, offset=-1.0)
+        # The restorer's own preprocessing fused into the crop graph: RGB, x / 127.5 - 1 (cast to
+        # float16 last for a float16 file, whose output then takes the host round trip: the paste
+        # graph takes float32).
+        fp16 = restorer.image_dtype == np.float16
+        self.spec = CropSpec(self.size, rgb=True, scale=1.0 / 127.5, offset=-1.0, fp16=fp16)
+        self.float32_output = restorer.session.get_outputs()[0].type == "tensor(float)"
         self.template = ffhq_template(self.size)
         self.mask: MaskArray = np.zeros((self.size, self.size), dtype=np.float32)  # reused per face
-
-    @staticmethod
-    def supports(restorer: FaceRestorer) -> bool:
-        return restorer.float32_io
 
     def matrix(self, kps: npt.ArrayLike) -> Matrix2x3:
         """frame -> FFHQ crop (the same fit as realtime.enhance.FaceEnhanceStage.matrix)."""
@@ -256,9 +254,10 @@ class DeviceFacePath:
         face = self.ops.crop(frame, m, bound.spec)
         copies.add_params(1, _THETA_BYTES)
         (restored,) = bound.bound.run({restorer.image_name: face, **restorer.extra_feeds()})
-        if after is not None:
+        if after is not None or not bound.float32_output:
             crop_bgr = self._fetch(restored, signed=True, copies=copies)
-            after(crop_bgr)
+            if after is not None:
+                after(crop_bgr)
             restored = self._send(crop_bgr, signed=True)
         mask = bound.carry_mask(mask_swap, m_swap, m)
         # The FFHQ crop is larger than the face; its mask is zero beyond the swap's square.

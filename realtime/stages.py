@@ -39,7 +39,7 @@ from realtime.compositor import (
     paste_region,
     unsharp_mask,
 )
-from realtime.device_path import DeviceFacePath, DeviceRestorer, HostFinish
+from realtime.device_path import DeviceFacePath, HostFinish
 from realtime.enhance import FaceEnhanceStage
 from realtime.face_models import AnalysisModels, FaceDetector, QualityModels, embedding_distance
 from realtime.masks import FaceMask, FaceMasks
@@ -438,13 +438,12 @@ def _host_only_stages(
 ) -> list[str]:
     """The stages this frame uses that only the OpenCV path runs (empty: the device path can)."""
     named = (
-        # The device path restores every frame with float32 models; reusing a correction over
-        # several frames and float16 restorers are OpenCV-path only.
+        # The device path restores every frame; reusing a correction over several frames is
+        # OpenCV-path only.
         (
             "enhancer reusing corrections (every_n > 1)",
             enhancer is not None and settings.enhancer.every_n > 1,
         ),
-        ("float16 enhancer", enhancer is not None and not DeviceRestorer.supports(enhancer.restorer)),
     )
     return [name for name, on in named if on]
 

@@ -310,30 +310,42 @@ def build_restorer(
     input_name: str = "input",
     with_weight: bool = False,
     weight_type: int = TensorProto.DOUBLE,
+    fp16_io: bool = False,
 ) -> onnx.ModelProto:
     """Restorer double: `input_name` [1,3,size,size] (+ `weight` [1] for CodeFormer) -> `output`
-    [1,3,size,size]: out = RESTORER_MIX @ x + RESTORER_BIAS per pixel (+ CODEFORMER_WEIGHT_GAIN * weight)."""
-    nodes = [helper.make_node("Conv", [input_name, "mix_w", "mix_b"], ["mixed"], kernel_shape=[1, 1])]
+    [1,3,size,size]: out = RESTORER_MIX @ x + RESTORER_BIAS per pixel (+ CODEFORMER_WEIGHT_GAIN * weight).
+    fp16_io: float16 image input and output (the maths stays float32 inside)."""
+    nodes: list[onnx.NodeProto] = []
+    conv_in = input_name
+    if fp16_io:
+        nodes.append(helper.make_node("Cast", [input_name], ["input_f32"], to=TensorProto.FLOAT))
+        conv_in = "input_f32"
+    nodes.append(helper.make_node("Conv", [conv_in, "mix_w", "mix_b"], ["mixed"], kernel_shape=[1, 1]))
     inits = [
         numpy_helper.from_array(RESTORER_MIX.reshape(3, 3, 1, 1), "mix_w"),
         numpy_helper.from_array(RESTORER_BIAS, "mix_b"),
     ]
-    inputs = [helper.make_tensor_value_info(input_name, TensorProto.FLOAT, [1, 3, size, size])]
+    image_type = TensorProto.FLOAT16 if fp16_io else TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(input_name, image_type, [1, 3, size, size])]
     if with_weight:
         inputs.append(helper.make_tensor_value_info("weight", weight_type, [1]))
         inits.append(numpy_helper.from_array(CODEFORMER_WEIGHT_GAIN.reshape(1, 3, 1, 1), "gain"))
         nodes += [
             helper.make_node("Cast", ["weight"], ["weight_f"], to=TensorProto.FLOAT),
             helper.make_node("Mul", ["weight_f", "gain"], ["shift"]),
-            helper.make_node("Add", ["mixed", "shift"], ["output"]),
+            helper.make_node("Add", ["mixed", "shift"], ["restored"]),
         ]
     else:
-        nodes.append(helper.make_node("Identity", ["mixed"], ["output"]))
+        nodes.append(helper.make_node("Identity", ["mixed"], ["restored"]))
+    if fp16_io:
+        nodes.append(helper.make_node("Cast", ["restored"], ["output"], to=TensorProto.FLOAT16))
+    else:
+        nodes.append(helper.make_node("Identity", ["restored"], ["output"]))
     graph = helper.make_graph(
         nodes,
         "restorer_double",
         inputs,
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("output", image_type, [1, 3, size, size])],
         initializer=inits,
     )
     return _finish(graph)

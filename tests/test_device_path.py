@@ -32,7 +32,7 @@ from realtime.settings import Settings, load_preset
 from realtime.source_face import SourceIdentity
 from realtime.stage_api import FramePlan, SwapTarget
 from realtime.stages import FaceSwapWorker
-from tests.doubles import build_inswapper, write_all
+from tests.doubles import build_inswapper, build_restorer, write_all
 from tests.engine_fakes import FakeSource, RecordingSink
 from tests.test_device_ops import PASTE_TOL, bgr_to_nv12, smooth_frame
 
@@ -333,6 +333,28 @@ def test_a_float16_output_swapper_runs_on_the_device_path(tmp_path: Path) -> Non
     # The float16 crop is converted on its one host round trip (the paste graph takes float32).
     assert worker.device_path.last_copies.crop_round_trips == 1
     assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL + 1
+
+
+def test_a_float16_restorer_runs_on_the_device_path(swapper_file: Path, tmp_path: Path) -> None:
+    write_all(tmp_path)
+    onnx.save(build_restorer(256, fp16_io=True), str(tmp_path / "GPEN-BFR-256.onnx"))
+    paths = ModelPaths(ModelStore(tmp_path, allow_unverified=True))
+    s = enhancer_settings()
+    frame = smooth_frame(H, W, 17)
+    plan = FramePlan([FACES[0]])
+    cv = frame.copy()
+    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(paths, FACTORY)).apply(
+        cv, plan, s
+    )
+    worker = enhancing_worker(swapper_file, paths, s, identity(1))
+    dev = frame.copy()
+    timings = worker.apply(dev, plan, s)
+    assert "copies" in timings and "enhance" in timings
+    assert worker.device_path is not None
+    # The float16 output is converted on one host round trip (the paste graph takes float32).
+    assert worker.device_path.last_copies.crop_round_trips == 1
+    rows, cols = core_of(FACES[0].kps)
+    assert np.abs(dev[rows, cols].astype(np.int16) - cv[rows, cols]).mean() <= 1.0
 
 
 def test_reusing_enhancer_corrections_stays_on_the_opencv_path_and_says_so_once(
