@@ -30,7 +30,7 @@ mask on the host (uploaded per face anyway); colour matching and sharpening run 
 the face's small crop only: the swapped crop (or the restorer's output, for sharpening after an
 enhancer) is downloaded (196 kB at 128 px), finished like the OpenCV path does it, and bound back
 as the paste's input, while the frame stays on the device. Each such trip is counted
-(`Copies.crop_round_trips`). The occlusion and region masks run on the host frame's crops and
+(`Copies.crop_downloads` / `crop_uploads`). The occlusion and region masks run on the host frame's crops and
 join the paste mask. A float16-output swapper's or restorer's crop takes the same round trip (the
 paste graph takes float32). Reusing a restorer's correction over several frames
 (`enhancer.every_n` > 1) still needs the OpenCV path, which FaceSwapWorker keeps for frames that
@@ -219,7 +219,7 @@ class DeviceFacePath:
                 crop_bgr = self._fetch(swapped, signed=False, copies=copies)
                 if edit is not None and face is not None:
                     edit(target, m, face, crop_bgr)
-                paste_input = self._send(crop_bgr, signed=False)
+                paste_input = self._send(crop_bgr, signed=False, copies=copies)
             self.ops.paste(frame, paste_input, mask, m, opacity=opacity * target.weight)
             copies.add_params(2, _THETA_BYTES + mask.size * 4)
             _add_ms(timings, "paste", t0)
@@ -258,7 +258,7 @@ class DeviceFacePath:
             crop_bgr = self._fetch(restored, signed=True, copies=copies)
             if after is not None:
                 after(crop_bgr)
-            restored = self._send(crop_bgr, signed=True)
+            restored = self._send(crop_bgr, signed=True, copies=copies)
         mask = bound.carry_mask(mask_swap, m_swap, m)
         # The FFHQ crop is larger than the face; its mask is zero beyond the swap's square.
         r = paste_region(shape, InSwapper.input_size, m_swap)
@@ -269,12 +269,14 @@ class DeviceFacePath:
     def _fetch(self, value: Any, *, signed: bool, copies: Copies) -> ImageBGR:
         """A model's output crop brought to the host and decoded like the OpenCV path decodes it."""
         host = np.asarray(value.numpy())  # the download (a view on the CPU provider)
-        copies.crop_round_trips += 1
-        copies.crop_bytes += 2 * int(host.nbytes)
+        copies.crop_downloads += 1
+        copies.crop_bytes += int(host.nbytes)
         return np.ascontiguousarray(decode_signed_crop(host) if signed else decode_crop(host))
 
-    def _send(self, crop: ImageBGR, *, signed: bool) -> npt.NDArray[np.float32]:
+    def _send(self, crop: ImageBGR, *, signed: bool, copies: Copies) -> npt.NDArray[np.float32]:
         """The finished crop as the paste's input (bound from host memory: ORT uploads it)."""
+        copies.crop_uploads += 1
+        copies.crop_bytes += int(crop.size) * 4
         size = int(crop.shape[0])
         buf = self._host_crops.get((size, signed))
         if buf is None:

@@ -80,8 +80,10 @@ class Copies:
     param_bytes: int = 0
     downloads: int = 0
     download_bytes: int = 0
-    # Face crops taken to the host and back for a host-only finishing step (colour match, sharpen).
-    crop_round_trips: int = 0
+    # Face crops taken to the host (and sent back) for host-only steps: colour match, sharpening,
+    # a float16 model output, a restorer correction kept or re-applied.
+    crop_downloads: int = 0
+    crop_uploads: int = 0
     crop_bytes: int = 0
 
     def add_params(self, count: int, nbytes: int) -> None:
@@ -90,16 +92,19 @@ class Copies:
 
     @property
     def total(self) -> int:
-        """Every transfer: frame and parameter uploads, downloads, and crop round trips (2 each)."""
-        return self.frame_uploads + self.param_uploads + self.downloads + 2 * self.crop_round_trips
+        """Every transfer: frame and parameter uploads, frame downloads, crop downloads and uploads."""
+        return (
+            self.frame_uploads + self.param_uploads + self.downloads + self.crop_downloads + self.crop_uploads
+        )
 
     def describe(self) -> str:
         text = (
             f"up {self.frame_uploads} frame + {self.param_uploads} params ({self.param_bytes / 1e3:.0f} kB), "
             f"down {self.downloads} ({self.download_bytes / 1e6:.1f} MB)"
         )
-        if self.crop_round_trips:
-            text += f", {self.crop_round_trips} crop round trips ({self.crop_bytes / 1e3:.0f} kB)"
+        if self.crop_downloads or self.crop_uploads:
+            kb = self.crop_bytes / 1e3
+            text += f", crops down {self.crop_downloads} / up {self.crop_uploads} ({kb:.0f} kB)"
         return text
 
 

@@ -144,7 +144,12 @@ def test_colour_match_and_sharpening_finish_the_crop_on_the_host_only(swapper_fi
     assert worker.device_path is not None
     copies = worker.device_path.last_copies
     # The frame went up and down once; only the 128 px crop made a round trip.
-    assert (copies.frame_uploads, copies.downloads, copies.crop_round_trips) == (1, 1, 1)
+    assert (copies.frame_uploads, copies.downloads, copies.crop_downloads, copies.crop_uploads) == (
+        1,
+        1,
+        1,
+        1,
+    )
     assert timings["copies"] == 1 + 3 + 1 + 2
     # Unsharp masking scales the crop graph's 1-level differences by up to 1 + amount = 3.
     assert np.abs(dev.astype(np.int16) - cv).max() <= 3
@@ -284,7 +289,12 @@ def test_the_quality_preset_runs_on_the_device_path(swapper_file: Path, quality_
     assert {"copies", "colour", "enhance", "sharpen"} <= set(timings)
     assert worker.device_path is not None
     copies = worker.device_path.last_copies
-    assert (copies.frame_uploads, copies.downloads, copies.crop_round_trips) == (1, 1, 2)
+    assert (copies.frame_uploads, copies.downloads, copies.crop_downloads, copies.crop_uploads) == (
+        1,
+        1,
+        2,
+        2,
+    )
     rows, cols = core_of(FACES[0].kps)
     diff = np.abs(dev[rows, cols].astype(np.int16) - cv[rows, cols])
     print(f"\nquality preset, device vs OpenCV in the face: mean {diff.mean():.2f}, max {diff.max()} levels")
@@ -315,7 +325,7 @@ def test_occlusion_and_region_masks_join_the_paste_mask_on_the_device(
     dev = frame.copy()
     timings = worker.apply(dev, plan, s)
     assert {"copies", "mask.occlusion", "mask.regions"} <= set(timings)
-    assert worker.device_path is not None and worker.device_path.last_copies.crop_round_trips == 0
+    assert worker.device_path is not None and worker.device_path.last_copies.crop_downloads == 0
     assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL
     # The hand kept its own pixels on both paths.
     np.testing.assert_array_equal(
@@ -331,7 +341,7 @@ def test_a_float16_output_swapper_runs_on_the_device_path(tmp_path: Path) -> Non
     cv, dev, timings, worker = both_paths(path, plan, Settings(), frame)
     assert worker.device_path is not None and "copies" in timings
     # The float16 crop is converted on its one host round trip (the paste graph takes float32).
-    assert worker.device_path.last_copies.crop_round_trips == 1
+    assert worker.device_path.last_copies.crop_downloads == worker.device_path.last_copies.crop_uploads == 1
     assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL + 1
 
 
@@ -352,7 +362,7 @@ def test_a_float16_restorer_runs_on_the_device_path(swapper_file: Path, tmp_path
     assert "copies" in timings and "enhance" in timings
     assert worker.device_path is not None
     # The float16 output is converted on one host round trip (the paste graph takes float32).
-    assert worker.device_path.last_copies.crop_round_trips == 1
+    assert worker.device_path.last_copies.crop_downloads == worker.device_path.last_copies.crop_uploads == 1
     rows, cols = core_of(FACES[0].kps)
     assert np.abs(dev[rows, cols].astype(np.int16) - cv[rows, cols]).mean() <= 1.0
 
