@@ -32,15 +32,16 @@ enhancer) is downloaded (196 kB at 128 px), finished like the OpenCV path does i
 as the paste's input, while the frame stays on the device. Each such trip is counted
 (`Copies.crop_downloads` / `crop_uploads`). The occlusion and region masks run on the host frame's crops and
 join the paste mask. A float16-output swapper's or restorer's crop takes the same round trip (the
-paste graph takes float32). Reusing a restorer's correction over several frames
-(`enhancer.every_n` > 1) still needs the OpenCV path, which FaceSwapWorker keeps for frames that
-use it (see docs/GPU.md, "Not yet on the device").
+paste graph takes float32). With `enhancer.every_n` > 1 a face's correction (restored -
+input) is kept on the host and added to the current frame's FFHQ crop on the frames in between, as
+realtime/enhance.py does.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,13 @@ from realtime.masks import FaceMask
 from realtime.stage_api import SwapTarget
 
 _THETA_BYTES = 2 * 3 * 4  # one float32 2x3 matrix
+_MAX_KEPT_FACES = 8  # restorer corrections kept for reuse (oldest dropped first)
+
+
+@dataclass(slots=True)
+class _Correction:
+    delta: npt.NDArray[np.float32]  # (S, S, 3) restored - input, FFHQ-aligned, BGR
+    age: int = 0  # frames since the restorer produced it
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +156,9 @@ class DeviceFacePath:
         self._frame: Any = None  # the reused device frame (OrtValue), per resolution
         self._restorer: DeviceRestorer | None = None  # bound for the enhancer in use
         self._host_crops: dict[tuple[int, bool], npt.NDArray[np.float32]] = {}  # finished crops
+        # Restorer corrections kept per face for enhancer.every_n > 1 (restored - input, FFHQ space).
+        self._corrections: OrderedDict[Hashable, _Correction] = OrderedDict()
+        self.restorer_runs = 0  # for metrics and tests
         self.last_copies = Copies()
 
     def bind_restorer(self, restorer: FaceRestorer) -> DeviceRestorer:
@@ -172,6 +183,7 @@ class DeviceFacePath:
         *,
         restorer: FaceRestorer | None = None,
         blend: float = 1.0,
+        every_n: int = 1,
         picture: Any = None,
         finish: HostFinish | None = None,
     ) -> Copies:
@@ -183,10 +195,15 @@ class DeviceFacePath:
         `image` was downloaded from; when it can be bound as is it replaces the upload.
 
         finish: the host finishing steps (see HostFinish); default: the feathered box as the mask.
+
+        every_n > 1: the restorer runs on every Nth frame per face (track id and identity); its
+        correction (restored - input, aligned space) is kept on the host and added to the current
+        frame's FFHQ crop in between, as realtime.enhance does (one crop down and up per face).
         """
         copies = Copies()
         self.last_copies = copies
         if not targets:
+            self._corrections.clear()  # nobody left to reuse a correction for
             return copies
         size = InSwapper.input_size
         t0 = time.perf_counter()
@@ -197,6 +214,7 @@ class DeviceFacePath:
             _add_ms(timings, "upload", t0)
         else:
             _add_ms(timings, "nv12", t0)
+        keys: list[Hashable] = []
         for target in targets:
             if not 0 <= target.identity < len(self._latents):
                 raise ValueError(
@@ -226,8 +244,25 @@ class DeviceFacePath:
             if restorer is not None and blend > 0.0:
                 t0 = time.perf_counter()
                 after = finish.restored if finish is not None else None
-                self._enhance(frame, image.shape, target, m, mask, restorer, opacity * blend, copies, after)
-                _add_ms(timings, "enhance", t0)
+                key = (target.track_id, target.identity) if every_n > 1 and target.track_id >= 0 else None
+                ran = self._enhance(
+                    frame,
+                    image.shape,
+                    target,
+                    m,
+                    mask,
+                    restorer,
+                    opacity * blend,
+                    copies,
+                    after,
+                    key,
+                    every_n,
+                )
+                if key is not None:
+                    keys.append(key)
+                _add_ms(timings, "enhance" if ran else "enhance.reuse", t0)
+        for gone in [k for k in self._corrections if k not in keys]:
+            del self._corrections[gone]  # faces that left: their corrections go with them
         t0 = time.perf_counter()
         np.copyto(image, np.asarray(frame.numpy()))  # the one download
         copies.downloads += 1
@@ -246,25 +281,64 @@ class DeviceFacePath:
         strength: float,
         copies: Copies,
         after: Callable[[ImageBGR], None] | None = None,
-    ) -> None:
+        key: Hashable | None = None,
+        every_n: int = 1,
+    ) -> bool:
         """Restore one swapped face on the device: FFHQ crop -> restorer -> signed paste (with
-        `after` run on the host on the restorer's output first, e.g. sharpening)."""
+        `after` run on the host on the restorer's output first, e.g. sharpening). With a `key`,
+        reuse that face's kept correction on all but every `every_n`th call. True: the model ran."""
         bound = self.bind_restorer(restorer)
         m = bound.matrix(target.kps)
         face = self.ops.crop(frame, m, bound.spec)
         copies.add_params(1, _THETA_BYTES)
-        (restored,) = bound.bound.run({restorer.image_name: face, **restorer.extra_feeds()})
-        if after is not None or not bound.float32_output:
-            crop_bgr = self._fetch(restored, signed=True, copies=copies)
+        cached = self._corrections.get(key) if key is not None else None
+        ran = cached is None or cached.age + 1 >= max(every_n, 1)
+        result: Any
+        if ran:
+            (result,) = bound.bound.run({restorer.image_name: face, **restorer.extra_feeds()})
+            self.restorer_runs += 1
+            if key is not None:
+                # Keep restored - input for the frames in between (both decoded as the host does).
+                before = self._fetch(face, signed=True, copies=copies)
+                restored = self._fetch(result, signed=True, copies=copies)
+                self._keep(key, before, restored)
+                if after is not None:
+                    after(restored)
+                result = self._send(restored, signed=True, copies=copies)
+            elif after is not None or not bound.float32_output:
+                crop_bgr = self._fetch(result, signed=True, copies=copies)
+                if after is not None:
+                    after(crop_bgr)
+                result = self._send(crop_bgr, signed=True, copies=copies)
+        else:
+            assert cached is not None and key is not None
+            cached.age += 1
+            self._corrections.move_to_end(key)
+            # This frame's face, at this frame's alignment, plus the kept correction: no ghost of
+            # where the head was, only the correction is older.
+            crop_bgr = self._fetch(face, signed=True, copies=copies)
+            corrected = np.add(crop_bgr, cached.delta, dtype=np.float32)
+            np.copyto(crop_bgr, np.rint(np.clip(corrected, 0.0, 255.0)), casting="unsafe")
             if after is not None:
                 after(crop_bgr)
-            restored = self._send(crop_bgr, signed=True, copies=copies)
+            result = self._send(crop_bgr, signed=True, copies=copies)
         mask = bound.carry_mask(mask_swap, m_swap, m)
         # The FFHQ crop is larger than the face; its mask is zero beyond the swap's square.
         r = paste_region(shape, InSwapper.input_size, m_swap)
         limit = Box(r.x0, r.y0, r.x1, r.y1)
-        self.ops.paste(frame, restored, mask, m, opacity=strength * target.weight, signed=True, limit=limit)
+        self.ops.paste(frame, result, mask, m, opacity=strength * target.weight, signed=True, limit=limit)
         copies.add_params(2, _THETA_BYTES + mask.size * 4)
+        return ran
+
+    def _keep(self, key: Hashable, before: ImageBGR, restored: ImageBGR) -> None:
+        entry = self._corrections.get(key)
+        if entry is None or entry.delta.shape != before.shape:
+            entry = self._corrections[key] = _Correction(np.zeros(before.shape, dtype=np.float32))
+            while len(self._corrections) > _MAX_KEPT_FACES:
+                self._corrections.popitem(last=False)
+        np.subtract(restored, before, out=entry.delta, dtype=np.float32)
+        entry.age = 0
+        self._corrections.move_to_end(key)
 
     def _fetch(self, value: Any, *, signed: bool, copies: Copies) -> ImageBGR:
         """A model's output crop brought to the host and decoded like the OpenCV path decodes it."""

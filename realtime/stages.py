@@ -13,7 +13,6 @@ reports its own ms ("swap", "mask.occlusion", "mask.regions", "mask.mouth", "col
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -165,9 +164,10 @@ class FaceSwapWorker:
     on later is loaded once, at the first frame that needs it.
 
     factory: the pipeline's session factory. When it asks for CUDA/TensorRT (and the swapper really
-    runs there), swap + paste go through realtime.device_path.DeviceFacePath, so the face stays on
-    the device from the crop to the paste; frames that use the enhancer, an extra mask, colour
-    matching or sharpening take the OpenCV path (logged once). `device_graphs` forces that choice
+    runs there), every frame goes through realtime.device_path.DeviceFacePath: the frame stays on
+    the device from upload (or NVDEC picture) to download, the enhancer runs there too, and the
+    host steps (extra masks, colour match, sharpening, kept corrections) touch small crops only
+    (see HostFinish). `device_graphs` forces that choice
     (True: the device path with the graphs even on the CPU provider, for tests; False: OpenCV).
     Each frame on the device path reports its host<->device transfers as timings["copies"].
     """
@@ -231,25 +231,23 @@ class FaceSwapWorker:
         enhancer = self._enhancer
         comp = settings.composite
         timings = {"swap": 0.0, "paste": 0.0}
-        if self._device is not None and plan.targets:
-            host_only = _host_only_stages(enhancer, mask_config, settings)
-            if not host_only:
-                for target in plan.targets:
-                    self._latent(target)  # the same error as the OpenCV path for a bad identity
-                copies = self._device.apply(
-                    image,
-                    plan.targets,
-                    self._compositor,
-                    comp.opacity,
-                    timings,
-                    restorer=enhancer.restorer if enhancer is not None else None,
-                    blend=settings.enhancer.blend,
-                    picture=device_picture,
-                    finish=self._host_finish(image, mask_config, settings, timings),
-                )
-                timings["copies"] = float(copies.total)
-                return timings
-            _say_host_fallback(tuple(host_only))
+        if self._device is not None:
+            for target in plan.targets:
+                self._latent(target)  # the same error as the OpenCV path for a bad identity
+            copies = self._device.apply(
+                image,
+                plan.targets,
+                self._compositor,
+                comp.opacity,
+                timings,
+                restorer=enhancer.restorer if enhancer is not None else None,
+                blend=settings.enhancer.blend,
+                every_n=settings.enhancer.every_n,
+                picture=device_picture,
+                finish=self._host_finish(image, mask_config, settings, timings),
+            )
+            timings["copies"] = float(copies.total)
+            return timings
         keys: list[Hashable] = []
         for target in plan.targets:
             t0 = time.perf_counter()
@@ -431,30 +429,6 @@ class FaceSwapWorker:
                 raise
             self._unavailable[name] = err.user_message()
             raise StageUnavailableError(f"{name} is off for this run: {err.user_message()}") from err
-
-
-def _host_only_stages(
-    enhancer: FaceEnhanceStage | None, masks: MasksSettings, settings: Settings
-) -> list[str]:
-    """The stages this frame uses that only the OpenCV path runs (empty: the device path can)."""
-    named = (
-        # The device path restores every frame; reusing a correction over several frames is
-        # OpenCV-path only.
-        (
-            "enhancer reusing corrections (every_n > 1)",
-            enhancer is not None and settings.enhancer.every_n > 1,
-        ),
-    )
-    return [name for name, on in named if on]
-
-
-@functools.cache
-def _say_host_fallback(stages: tuple[str, ...]) -> None:
-    """One log line per process and set of stages (every worker and frame would repeat it)."""
-    log.warning(
-        "GPU face path: %s not on the device yet; frames that use it take the OpenCV path",
-        " + ".join(stages),
-    )
 
 
 def _ms(t0: float) -> float:

@@ -8,7 +8,6 @@ graph's own output buffer; and the engine must run end to end on it.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -367,26 +366,31 @@ def test_a_float16_restorer_runs_on_the_device_path(swapper_file: Path, tmp_path
     assert np.abs(dev[rows, cols].astype(np.int16) - cv[rows, cols]).mean() <= 1.0
 
 
-def test_reusing_enhancer_corrections_stays_on_the_opencv_path_and_says_so_once(
-    swapper_file: Path, quality_paths: ModelPaths, caplog: pytest.LogCaptureFixture
+def test_kept_enhancer_corrections_are_reused_on_the_device_path(
+    swapper_file: Path, quality_paths: ModelPaths
 ) -> None:
-    s = enhancer_settings(**{"enhancer.every_n": 2})
-    frame = smooth_frame(H, W, 11)
-    plan = FramePlan([FACES[0]])
-    cv = frame.copy()
-    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
-        cv, plan, s
-    )
-    with caplog.at_level(logging.WARNING, logger="realtime.stages"):
-        outs = []
-        for _ in range(2):  # two workers: the line is said once per process
-            dev = frame.copy()
-            timings = enhancing_worker(swapper_file, quality_paths, s, identity(1)).apply(dev, plan, s)
-            outs.append(dev)
-    assert "copies" not in timings and "enhance" in timings
-    np.testing.assert_array_equal(outs[0], cv)  # the very same OpenCV path
-    lines = [r.getMessage() for r in caplog.records if "not on the device yet" in r.getMessage()]
-    assert len(lines) == 1 and "every_n > 1" in lines[0]
+    """enhancer.every_n = 3: the restorer runs on frames 0 and 3; in between the face's kept
+    correction is added to the current frame's crop, matching the OpenCV path's reuse."""
+    s = enhancer_settings(**{"enhancer.every_n": 3})
+    host = FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY))
+    worker = enhancing_worker(swapper_file, quality_paths, s, identity(1))
+    rows, cols = core_of(FACES[0].kps)
+    for i in range(4):
+        frame = smooth_frame(H, W, 20 + i)  # the picture changes every frame
+        plan = FramePlan([FACES[0]])
+        cv = frame.copy()
+        host.apply(cv, plan, s)
+        dev = frame.copy()
+        timings = worker.apply(dev, plan, s)
+        assert "copies" in timings
+        assert ("enhance" in timings) == (i % 3 == 0) and ("enhance.reuse" in timings) == (i % 3 != 0)
+        diff = np.abs(dev[rows, cols].astype(np.int16) - cv[rows, cols])
+        assert diff.mean() <= 1.0, f"frame {i}: mean {diff.mean():.2f}"
+    assert worker.device_path is not None and worker.device_path.restorer_runs == 2
+    # A frame without the face forgets its correction: when it is back the restorer runs again.
+    worker.apply(smooth_frame(H, W, 30), FramePlan([]), s)
+    worker.apply(smooth_frame(H, W, 31), FramePlan([FACES[0]]), s)
+    assert worker.device_path.restorer_runs == 3
 
 
 class HostPicture:
