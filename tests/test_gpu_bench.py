@@ -90,6 +90,38 @@ def test_allow_cpu_runs_the_whole_path(doubles: BenchModels, tmp_path: Path) -> 
     assert "+ 3 params" in swap and "+ 6 params" in enhanced  # crop matrix; paste matrix + mask (x2)
 
 
+def test_allow_cpu_runs_the_whole_engine_too(doubles: BenchModels, tmp_path: Path) -> None:
+    """With a folder of every model the engine's own rows follow: fps with every frame pushed
+    through, glass-to-glass p50/p99 at a 60 fps camera's pace, swap-only and with the enhancer."""
+    no_cuda_here()
+    from tests.doubles import write_all
+
+    folder = tmp_path / "all"
+    write_all(folder)
+    out = io.StringIO()
+    code = run_gpu_bench(
+        out,
+        budget_s=120,
+        allow_cpu=True,
+        models=doubles,
+        cache_dir=tmp_path,
+        sizes=TINY,
+        frames=12,
+        warmup=1,
+        engine_models=folder,
+    )
+    text = out.getvalue()
+    assert code == 0, text
+    rows = [line for line in text.splitlines() if line.startswith("CPU ") and " engine" in line]
+    assert len(rows) == 4, text  # two engine paths, each printed as it finishes and in the table
+    for row in rows:
+        assert "skipped" not in row
+        fps, p50, p99 = (float(x) for x in NUMBERS.search(row).groups())  # type: ignore[union-attr]
+        assert fps > 0 and 0 < p50 <= p99
+        # The CPU provider keeps the OpenCV path (no device transfers to count).
+        assert "OpenCV path" in row
+
+
 def test_a_spent_budget_skips_with_the_reason(doubles: BenchModels, tmp_path: Path) -> None:
     no_cuda_here()
     out = io.StringIO()
