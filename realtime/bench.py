@@ -31,7 +31,7 @@ import platformdirs
 from models.session import InferenceClock, SessionConfig, SessionFactory
 from models.types import ImageBGR
 from realtime.app import ModelOptions, prepare_face_swap
-from realtime.engine import Engine
+from realtime.engine import Engine, StageSet
 from realtime.frames import VideoFrame
 from realtime.metrics import Summary
 from realtime.settings import Settings, load_preset, parse_override
@@ -225,12 +225,19 @@ def run_engine(
     photo_path: Path,
     *,
     live_fps: float | None = None,
+    stages: StageSet | None = None,
 ) -> BenchResult:
-    """FaceCast's engine on the same clip: every frame as fast as possible, or paced like a camera."""
+    """FaceCast's engine on the same clip: every frame as fast as possible, or paced like a camera.
+    `stages`: models loaded by an earlier run, reused (else loaded from `options` for this run)."""
     clock = options.clock or InferenceClock()
-    stages_factory = prepare_face_swap([photo_path], settings, options)
+    factory: Callable[[Settings], StageSet]
+    if stages is None:
+        factory = prepare_face_swap([photo_path], settings, options)
+    else:
+        loaded = stages
+        factory = lambda _settings: loaded  # noqa: E731 - the engine asks once, at start
     source = ClipSource(clip, frames, fps=live_fps or 30.0, live=live_fps is not None)
-    engine = Engine(source, NullSink(), settings, stages_factory)
+    engine = Engine(source, NullSink(), settings, factory)
     engine.start()
     clock.reset()
     t0 = time.perf_counter()
@@ -239,10 +246,10 @@ def run_engine(
     if engine.error is not None:
         raise engine.error
     snap = engine.stats()
-    stages = {k: v.mean for k, v in snap.stages_ms.items()}
+    stage_ms = {k: v.mean for k, v in snap.stages_ms.items()}
     mode = f"live {live_fps:.0f} fps" if live_fps else "every frame"
     name = f"FaceCast engine ({mode})"
-    result = _result(name, snap.frames_out, wall, clock.total_ms, snap.latency_ms, stages)
+    result = _result(name, snap.frames_out, wall, clock.total_ms, snap.latency_ms, stage_ms)
     result.detections = int(snap.stages_ms["detect"].count) if "detect" in snap.stages_ms else 0
     if live_fps:
         lat = engine.metrics.latencies_ms()
