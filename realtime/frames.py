@@ -53,7 +53,8 @@ def fit_processing_size(frame: VideoFrame, longest: int) -> VideoFrame:
     """Scale the frame's picture down so the face stages see at most `longest` px on the longer side
     (`pipeline.processing_size`); the sinks scale it back to their output size. The frame itself is
     updated and returned; a frame that already fits is left as it is."""
-    h, w = int(frame.image.shape[0]), int(frame.image.shape[1])
+    # width/height, not image.shape: an NVDEC frame knows its size without downloading its picture.
+    w, h = frame.width, frame.height
     new_w, new_h = processing_shape(w, h, longest)
     if (new_w, new_h) == (w, h):
         return frame

@@ -50,6 +50,27 @@ def test_fit_scales_the_picture_itself_without_aliasing() -> None:
     assert fit_processing_size(same, 0).image is image
 
 
+def test_a_frame_that_fits_is_not_downloaded_from_the_gpu() -> None:
+    """An NVDEC frame's picture stays on the GPU unless it really has to be scaled."""
+    from realtime.nvdec import DeviceVideoFrame
+
+    downloads: list[int] = []
+
+    class Picture:
+        width, height, pitch, gpu_id, ptr = 640, 480, 640, 0, 0
+
+    def download(picture: object) -> ImageBGR:
+        downloads.append(1)
+        return np.zeros((480, 640, 3), dtype=np.uint8)
+
+    frame = DeviceVideoFrame(Picture(), 0, 0.0, None, download)  # type: ignore[arg-type]
+    fit_processing_size(frame, 0)
+    fit_processing_size(frame, 1280)
+    assert downloads == [] and not frame.image_loaded
+    assert fit_processing_size(frame, 320).image.shape == (240, 320, 3)
+    assert downloads == [1]
+
+
 def test_a_bad_processing_size_is_rejected_with_its_name() -> None:
     with pytest.raises(SettingsError, match=r"pipeline\.processing_size"):
         Settings().with_overrides({"pipeline.processing_size": 50})
