@@ -13,6 +13,7 @@ the pipeline's own cost), compute-equivalent stand-ins with --standins, real mod
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -183,9 +184,11 @@ def run_naive(
 
     det = SCRFD(model_file=str(models_dir / "det_10g.onnx"), session=session("det_10g.onnx"))
     rec = ArcFaceONNX(model_file=str(models_dir / "w600k_r50.onnx"), session=session("w600k_r50.onnx"))
-    swapper = INSwapper(
-        model_file=str(models_dir / "inswapper_128.onnx"), session=session("inswapper_128.onnx")
-    )
+    # insightface's INSwapper prints its input shape to stdout, which would corrupt `bench --json`.
+    with contextlib.redirect_stdout(sys.stderr):
+        swapper = INSwapper(
+            model_file=str(models_dir / "inswapper_128.onnx"), session=session("inswapper_128.onnx")
+        )
     size = (det_size, det_size)
     _, kpss = det.detect(source_photo, input_size=size)
     src = SimpleNamespace(kps=kpss[0])

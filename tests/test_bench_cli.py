@@ -1,0 +1,49 @@
+"""`main.py bench` as a user runs it: a table, or JSON on stdout that a script can parse."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        str(ROOT / "main.py"),
+        "bench",
+        "--frames",
+        "6",
+        "--width",
+        "320",
+        "--height",
+        "180",
+    ]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=240, cwd=ROOT)
+
+
+def test_json_on_stdout_parses_and_holds_both_loops() -> None:
+    done = bench("--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)  # nothing else may be printed on stdout
+    names = [r["name"] for r in payload["results"]]
+    assert names == ["naive loop (insightface)", "FaceCast engine (every frame)"]
+    assert payload["speedup"] > 0
+    for result in payload["results"]:
+        assert result["frames"] == 6 and result["fps"] > 0
+        assert {"p50", "p99"} <= set(result["latency_ms"])
+
+
+@pytest.mark.parametrize("preset", ["ultra-low-latency", "quality"])
+def test_every_preset_runs_in_the_table_mode(preset: str) -> None:
+    """The ultra-low-latency preset's 320 px detector once crashed the naive loop (the detector
+    double only answered at 640)."""
+    done = bench("--preset", preset)
+    assert done.returncode == 0, done.stderr
+    assert "speed-up FaceCast / naive:" in done.stdout
+    assert f"preset {preset}" in done.stdout
