@@ -133,8 +133,8 @@ def colour_transfer(crop: ImageBGR, reference: ImageBGR, mask: MaskArray | None 
     central half of the crop, so hair and background do not bias the skin. With a mask that holds
     too little face to measure (under 16 px of weight) the crop is returned unchanged.
     """
-    src = cv2.cvtColor(crop, cv2.COLOR_BGR2LAB).astype(np.float32)
-    ref = cv2.cvtColor(reference, cv2.COLOR_BGR2LAB).astype(np.float32)
+    src = np.asarray(cv2.cvtColor(crop, cv2.COLOR_BGR2LAB), dtype=np.uint8)
+    ref = np.asarray(cv2.cvtColor(reference, cv2.COLOR_BGR2LAB), dtype=np.uint8)
     if mask is None:
         c = crop.shape[0]
         lo, hi = c // 4, c - c // 4
@@ -147,22 +147,36 @@ def colour_transfer(crop: ImageBGR, reference: ImageBGR, mask: MaskArray | None 
     total = float(weights.sum())
     if total < 16.0:
         return crop.copy()
-    s_mean, s_std = _weighted_stats(src, weights, total)
-    r_mean, r_std = _weighted_stats(ref, weights, total)
-    out = (src - s_mean) * (r_std / s_std) + r_mean
-    lab = np.clip(out, 0, 255).astype(np.uint8)
+    (s_mean, s_std), (r_mean, r_std) = _weighted_stats(src, ref, weights, total)
+    # out = (x - s_mean) * gain + r_mean per channel, as one affine transform on the uint8 LAB
+    # image (one SIMD pass, saturating). The -0.4999 makes OpenCV's rounding a truncation, as the
+    # float maths' clip-and-cast would do.
+    gain = r_std / s_std
+    affine = np.zeros((3, 4), dtype=np.float64)
+    affine[[0, 1, 2], [0, 1, 2]] = gain
+    affine[:, 3] = r_mean - s_mean * gain - 0.4999
+    lab = cv2.transform(src, affine)
     return np.asarray(cv2.cvtColor(lab, cv2.COLOR_LAB2BGR), dtype=np.uint8)
 
 
+Stats = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
+
+
 def _weighted_stats(
-    lab: npt.NDArray[np.float32], weights: MaskArray, total: float
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-    """Per-channel weighted mean and standard deviation (+1e-3 so a flat patch cannot divide by 0)."""
-    flat = lab.reshape(-1, 3)
-    w = weights.reshape(-1)
-    mean = (w @ flat) / np.float32(total)
-    var = (w @ np.square(flat - mean)) / np.float32(total)
-    return mean.astype(np.float32), (np.sqrt(var) + np.float32(1e-3)).astype(np.float32)
+    src: npt.NDArray[np.uint8], ref: npt.NDArray[np.uint8], weights: MaskArray, total: float
+) -> tuple[Stats, Stats]:
+    """Per-channel weighted mean and standard deviation (+1e-3 so a flat patch cannot divide by 0)
+    of both LAB crops, from one float64 matrix-vector product: [x, x^2] of six channels, weighted."""
+    n = weights.size
+    cols = np.empty((n, 12), dtype=np.float64)
+    cols[:, 0:3] = src.reshape(n, 3)
+    cols[:, 3:6] = ref.reshape(n, 3)
+    np.square(cols[:, 0:6], out=cols[:, 6:12])
+    moments = (weights.reshape(n).astype(np.float64) @ cols) / total
+    mean = moments[0:6]
+    # E[x^2] - E[x]^2 in float64: exact enough for 8-bit data (no float32 cancellation).
+    std = np.sqrt(np.maximum(moments[6:12] - mean * mean, 0.0)) + 1e-3
+    return (mean[0:3], std[0:3]), (mean[3:6], std[3:6])
 
 
 def unsharp_mask(
