@@ -183,6 +183,20 @@ def enhancing_worker(
     return FaceSwapWorker(swapper(swapper_file), people, s, quality, factory=FACTORY, device_graphs=True)
 
 
+def both_with_quality(
+    swapper_file: Path, paths: ModelPaths, s: Settings, frame: npt.NDArray[np.uint8], plan: FramePlan
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], dict[str, float], FaceSwapWorker]:
+    """`frame` through the OpenCV path and the forced device path, each with the quality models."""
+    cv = frame.copy()
+    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(paths, FACTORY)).apply(
+        cv, plan, s
+    )
+    worker = enhancing_worker(swapper_file, paths, s, identity(1))
+    dev = frame.copy()
+    timings = worker.apply(dev, plan, s)
+    return cv, dev, timings, worker
+
+
 def core_of(kps: npt.NDArray[np.float32]) -> tuple[slice, slice]:
     """Rows and columns of the frame where the swap's feathered mask is fully opaque."""
     m = estimate_norm(kps, 128)
@@ -202,13 +216,7 @@ def test_the_enhancer_runs_on_the_device_and_matches_the_opencv_enhancer(
     frame = smooth_frame(H, W, 9)
     target = FACES[0]
     plan = FramePlan([target])
-    cv = frame.copy()
-    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
-        cv, plan, s
-    )
-    worker = enhancing_worker(swapper_file, quality_paths, s, identity(1))
-    dev = frame.copy()
-    timings = worker.apply(dev, plan, s)
+    cv, dev, timings, worker = both_with_quality(swapper_file, quality_paths, s, frame, plan)
     assert "copies" in timings and timings["enhance"] > 0  # the device path ran the restorer
 
     plain = frame.copy()
@@ -278,13 +286,7 @@ def test_the_quality_preset_runs_on_the_device_path(swapper_file: Path, quality_
     s = load_preset("quality").with_overrides({"pipeline.provider": "cpu"})
     frame = smooth_frame(H, W, 14)
     plan = FramePlan([FACES[0]])
-    cv = frame.copy()
-    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
-        cv, plan, s
-    )
-    worker = enhancing_worker(swapper_file, quality_paths, s, identity(1))
-    dev = frame.copy()
-    timings = worker.apply(dev, plan, s)
+    cv, dev, timings, worker = both_with_quality(swapper_file, quality_paths, s, frame, plan)
     assert {"copies", "colour", "enhance", "sharpen"} <= set(timings)
     assert worker.device_path is not None
     copies = worker.device_path.last_copies
@@ -309,20 +311,7 @@ def test_occlusion_and_region_masks_join_the_paste_mask_on_the_device(
     cx, cy = FACES[0].kps[3:].mean(axis=0).astype(int)
     frame[cy - 10 : cy + 25, cx - 40 : cx + 40] = (0, 255, 0)
     plan = FramePlan([FACES[0]])
-    cv = frame.copy()
-    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(quality_paths, FACTORY)).apply(
-        cv, plan, s
-    )
-    worker = FaceSwapWorker(
-        swapper(swapper_file),
-        identity(1),
-        s,
-        StoreQualityModels(quality_paths, FACTORY),
-        factory=FACTORY,
-        device_graphs=True,
-    )
-    dev = frame.copy()
-    timings = worker.apply(dev, plan, s)
+    cv, dev, timings, worker = both_with_quality(swapper_file, quality_paths, s, frame, plan)
     assert {"copies", "mask.occlusion", "mask.regions"} <= set(timings)
     assert worker.device_path is not None and worker.device_path.last_copies.crop_downloads == 0
     assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL
@@ -351,13 +340,7 @@ def test_a_float16_restorer_runs_on_the_device_path(swapper_file: Path, tmp_path
     s = enhancer_settings()
     frame = smooth_frame(H, W, 17)
     plan = FramePlan([FACES[0]])
-    cv = frame.copy()
-    FaceSwapWorker(swapper(swapper_file), identity(1), s, StoreQualityModels(paths, FACTORY)).apply(
-        cv, plan, s
-    )
-    worker = enhancing_worker(swapper_file, paths, s, identity(1))
-    dev = frame.copy()
-    timings = worker.apply(dev, plan, s)
+    cv, dev, timings, worker = both_with_quality(swapper_file, paths, s, frame, plan)
     assert "copies" in timings and "enhance" in timings
     assert worker.device_path is not None
     # The float16 output is converted on one host round trip (the paste graph takes float32).
