@@ -45,7 +45,7 @@ import numpy.typing as npt
 from models.errors import SourceError
 from models.types import ImageBGR
 from realtime.frames import VideoFrame
-from realtime.sources import DEFAULT_FPS, IMAGE_EXTENSIONS, FrameSource, Pacer, open_source
+from realtime.sources import DEFAULT_FPS, IMAGE_EXTENSIONS, FrameSource, KnownFormat, Pacer, open_source
 
 log = logging.getLogger(__name__)
 
@@ -436,7 +436,7 @@ class DeviceVideoFrame(VideoFrame):
 # ------------------------------------------------------------------------------------------ sources
 
 
-class _NvdecBase:
+class _NvdecBase(KnownFormat):
     """What the file and stream sources share: decoder output -> cloned frames -> DeviceVideoFrames."""
 
     def __init__(self, gpu_id: int, driver: CudaDriver | None, drop_behind: bool) -> None:
@@ -451,14 +451,6 @@ class _NvdecBase:
         self._size = (0, 0)
         self._fps = 0.0
         self._next_index = 0
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self._size
-
-    @property
-    def fps(self) -> float:
-        return self._fps
 
     @property
     def copier(self) -> SurfaceCopier | None:

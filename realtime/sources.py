@@ -61,6 +61,21 @@ class FrameSource(Protocol):
     def description(self) -> str: ...
 
 
+class KnownFormat:
+    """`size` and `fps` of a source, read from what open() found (0 before it)."""
+
+    _size: tuple[int, int] = (0, 0)
+    _fps: float = 0.0
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self._size
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+
 class Pacer:
     """Sleeps until a media time is due, measured from one absolute start time.
 
@@ -170,7 +185,7 @@ class CameraSettings:
     retry_delay_s: float = 0.5
 
 
-class CameraSource:
+class CameraSource(KnownFormat):
     """A webcam through OpenCV. Survives short dropouts by reopening the device `retries` times."""
 
     def __init__(
@@ -196,14 +211,6 @@ class CameraSource:
         self._fps = 0.0
         self._next_index = 0
         self.reconnects = 0
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self._size
-
-    @property
-    def fps(self) -> float:
-        return self._fps
 
     @property
     def is_live(self) -> bool:
@@ -314,7 +321,7 @@ class CameraSource:
 # ----------------------------------------------------------------------------------------- video file
 
 
-class VideoFileSource:
+class VideoFileSource(KnownFormat):
     """A video file decoded with PyAV, as fast as it is read or paced like a camera (`realtime`).
 
     Damaged packets are skipped and counted in `bad_packets`; a file with no decodable frame at all is
@@ -340,14 +347,6 @@ class VideoFileSource:
         self._pass_first_pts: float | None = None
         self._pass_last_pts = 0.0
         self._loop_offset_s = 0.0
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self._size
-
-    @property
-    def fps(self) -> float:
-        return self._fps
 
     @property
     def is_live(self) -> bool:
@@ -496,7 +495,7 @@ def load_image(path: str | Path) -> ImageBGR:
     return image  # type: ignore[return-value]
 
 
-class ImageSource:
+class ImageSource(KnownFormat):
     """A still image: delivered once, or repeated at `fps` (paced) to feed a live output."""
 
     def __init__(self, path: str | Path, repeat: bool = False, fps: float = DEFAULT_FPS) -> None:
@@ -509,14 +508,6 @@ class ImageSource:
         self._image: ImageBGR | None = None
         self._size = (0, 0)
         self._next_index = 0
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self._size
-
-    @property
-    def fps(self) -> float:
-        return self._fps
 
     @property
     def is_live(self) -> bool:

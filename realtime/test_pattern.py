@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from models.types import ImageBGR
 from realtime.frames import VideoFrame
-from realtime.sources import Pacer
+from realtime.sources import KnownFormat, Pacer
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def _background(width: int, height: int) -> ImageBGR:
     return np.ascontiguousarray(bgr)
 
 
-class TestPatternSource:
+class TestPatternSource(KnownFormat):
     """A live, camera-like FrameSource rendering a moving synthetic pattern at `fps`.
 
     face: paste the moving astronaut (skipped when scikit-image is missing).
@@ -119,14 +119,6 @@ class TestPatternSource:
         self._alpha: F32 | None = None
         self._inverse_alpha: F32 | None = None
         self._next_index = 0
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self._size
-
-    @property
-    def fps(self) -> float:
-        return self._fps
 
     @property
     def is_live(self) -> bool:
