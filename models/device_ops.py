@@ -49,7 +49,7 @@ from onnx import TensorProto, helper, numpy_helper
 from models.align import Matrix2x3, invert_affine
 from models.iobinding import BoundSession, TensorView, numpy_dtype
 from models.session import SessionFactory
-from models.types import FloatArray, ImageBGR
+from models.types import Box, FloatArray, ImageBGR
 
 log = logging.getLogger(__name__)
 
@@ -96,20 +96,6 @@ class CropSpec:
 # inswapper_128: RGB, x / 255 (models.inswapper). ArcFace: RGB, (x - 127.5) / 127.5 (models.arcface).
 INSWAPPER_CROP = CropSpec(128, rgb=True, scale=1.0 / 255.0)
 ARCFACE_CROP = CropSpec(112, rgb=True, scale=1.0 / 127.5, offset=-1.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Box:
-    """Frame pixels [y0:y1, x0:x1]."""
-
-    x0: int
-    y0: int
-    x1: int
-    y1: int
-
-    @property
-    def empty(self) -> bool:
-        return self.x1 <= self.x0 or self.y1 <= self.y0
 
 
 def _checked(m: npt.ArrayLike) -> Matrix2x3:
@@ -901,9 +887,7 @@ class DeviceOps:
         size = int(tuple(swapped.shape if isinstance(swapped, np.ndarray) else swapped.shape())[-1])
         box = paste_box(mat, size, h, w)
         if limit is not None:
-            box = Box(
-                max(box.x0, limit.x0), max(box.y0, limit.y0), min(box.x1, limit.x1), min(box.y1, limit.y1)
-            )
+            box = box.intersect(limit)
         if box.empty or opacity <= 0.0:
             return
         alpha = np.asarray(mask, dtype=np.float32)

@@ -30,3 +30,23 @@ class Detection:
         w = float(self.box[2] - self.box[0])
         h = float(self.box[3] - self.box[1])
         return max(w, 0.0) * max(h, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Box:
+    """A rectangle of frame pixels, [y0:y1, x0:x1] (integer bounds, end exclusive)."""
+
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+
+    @property
+    def empty(self) -> bool:
+        return self.x1 <= self.x0 or self.y1 <= self.y0
+
+    def intersect(self, other: Box) -> Box:
+        """The part of this rectangle inside `other` (possibly empty)."""
+        return Box(
+            max(self.x0, other.x0), max(self.y0, other.y0), min(self.x1, other.x1), min(self.y1, other.y1)
+        )

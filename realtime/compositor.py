@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.align import Matrix2x3, invert_affine
-from models.types import ImageBGR
+from models.types import Box, ImageBGR
 
 MaskArray = npt.NDArray[np.float32]
 
@@ -34,18 +34,7 @@ class MaskSettings:
     min_blur_px: int = 5
 
 
-@dataclass(frozen=True, slots=True)
-class Region:
-    """A rectangle of the frame, [y0:y1, x0:x1]."""
-
-    x0: int
-    y0: int
-    x1: int
-    y1: int
-
-    @property
-    def empty(self) -> bool:
-        return self.x1 <= self.x0 or self.y1 <= self.y0
+Region = Box  # a rectangle of the frame (models.types.Box; the device ops share it)
 
 
 def crop_scale(m: Matrix2x3) -> float:
@@ -316,14 +305,7 @@ class Compositor:
         out = frame if inplace else frame.copy()
         size = int(crop.shape[0])
         full = paste_region(frame.shape, size, m)
-        if region is not None:
-            full = Region(
-                max(full.x0, region.x0),
-                max(full.y0, region.y0),
-                min(full.x1, region.x1),
-                min(full.y1, region.y1),
-            )
-        region = full
+        region = full if region is None else full.intersect(region)
         if region.empty or opacity <= 0.0:
             return out
         if colour_match:

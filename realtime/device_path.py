@@ -51,7 +51,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from models.align import Matrix2x3, estimate_norm, invert_affine, similarity_transform
-from models.device_ops import Box, CropSpec, DeviceOps, decode_crop, decode_signed_crop
+from models.device_ops import CropSpec, DeviceOps, decode_crop, decode_signed_crop
 from models.enhancers import FaceRestorer, ffhq_template
 from models.inswapper import SOURCE_NAME, TARGET_NAME, InSwapper
 from models.iobinding import BoundSession, TensorView
@@ -324,8 +324,7 @@ class DeviceFacePath:
             result = self._send(crop_bgr, signed=True, copies=copies)
         mask = bound.carry_mask(mask_swap, m_swap, m)
         # The FFHQ crop is larger than the face; its mask is zero beyond the swap's square.
-        r = paste_region(shape, InSwapper.input_size, m_swap)
-        limit = Box(r.x0, r.y0, r.x1, r.y1)
+        limit = paste_region(shape, InSwapper.input_size, m_swap)
         self.ops.paste(frame, result, mask, m, opacity=strength * target.weight, signed=True, limit=limit)
         copies.add_params(2, _THETA_BYTES + mask.size * 4)
         return ran
