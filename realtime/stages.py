@@ -292,9 +292,7 @@ class FaceSwapWorker:
                 _add_ms(timings, "enhance" if done.ran_model else "enhance.reuse", t0)
 
             if comp.sharpen > 0.0:
-                t0 = time.perf_counter()
-                unsharp_mask(crop, comp.sharpen, out=crop, blurred=self._blur_buffer(crop))
-                _add_ms(timings, "sharpen", t0)
+                self._sharpen(crop, comp.sharpen, timings)
 
             t0 = time.perf_counter()
             self._compositor.paste(
