@@ -136,6 +136,16 @@ STAGES: tuple[Stage, ...] = (
                 tooltip="More = higher fps on a fast GPU, more latency; takes effect at the next Start",
             ),
             Control(
+                "pipeline.read_ahead",
+                "Read-ahead (files)",
+                "int",
+                0,
+                8,
+                1,
+                tooltip="Video files only: frames analysed ahead of the swaps, for throughput. "
+                "Live cameras ignore it (it would add latency)",
+            ),
+            Control(
                 "pipeline.processing_size",
                 "Processing size",
                 "int",

@@ -4,9 +4,11 @@ Threads and hand-offs (nothing unbounded anywhere):
 - capture: reads the source. Live sources overwrite a one-frame slot (the stale frame is dropped
   and counted, never queued); file sources read every frame and wait for the slot to empty.
 - analyser: one thread, every frame in order (tracking needs it). It takes a frame only when one
-  of `frames_in_flight` permits is free, so at most that many frames are between capture and sink.
+  of the permits is free, so at most that many frames are between capture and sink: live sources
+  have `frames_in_flight` permits; files and clips `read_ahead` more, so the serial analysis of the
+  next frames overlaps the swaps instead of waiting for them (throughput, where latency is moot).
 - swap workers: `frames_in_flight` threads, each owning its own swapper session.
-- sink: sends frames in capture order (a reorder buffer of at most `frames_in_flight` entries),
+- sink: sends frames in capture order (a reorder buffer of at most as many entries as permits),
   records glass-to-glass latency, and releases the permit. Only the sink paces (the virtual camera
   sleeps to its frame clock).
 Control (stop, new settings) never waits behind video: it is read by every thread each frame.
@@ -84,6 +86,12 @@ def needs_reload(old: Settings, new: Settings) -> bool:
     )
 
 
+def permits(settings: Settings, live: bool) -> int:
+    """How many frames may be between capture and sink at once."""
+    pipeline = settings.pipeline
+    return pipeline.frames_in_flight + (0 if live else pipeline.read_ahead)
+
+
 @dataclass
 class _Job:
     seq: int
@@ -100,7 +108,7 @@ class _Pipes:
     lock: threading.Lock = field(default_factory=threading.Lock)
     slot: VideoFrame | None = None
     source_done: bool = False
-    jobs: list[_Job] = field(default_factory=list)  # analysed, waiting for a worker (<= in flight)
+    jobs: list[_Job] = field(default_factory=list)  # analysed, waiting for a worker (<= permits)
     done: dict[int, VideoFrame] = field(default_factory=dict)  # swapped, waiting for the sink
     in_flight: int = 0
     next_seq: int = 0  # next sequence number the analyser hands out
@@ -333,10 +341,11 @@ class Engine:
 
     def _analyse_loop(self) -> None:
         pipes = self._pipes
+        live = self._source.is_live
         while not self._stop.is_set():
             with pipes.lock:
                 while not self._stop.is_set():
-                    limit = self._settings.pipeline.frames_in_flight
+                    limit = permits(self._settings, live)
                     if pipes.slot is not None and pipes.in_flight < limit:
                         break
                     if pipes.slot is None and pipes.source_done:

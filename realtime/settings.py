@@ -143,11 +143,15 @@ class PipelineSettings:
     provider: Literal["cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"] = "cpu"
     fp16: bool = True
     frames_in_flight: int = 2
+    # Files and clips only: how many frames the (serial) analysis may run ahead of the swap workers,
+    # so that it overlaps their work. Live sources ignore it: there it would only add latency.
+    read_ahead: int = 2
     # Longest side of the frame the face stages see; 0 = the source's own size.
     processing_size: int = 0
 
     def validate(self) -> None:
         _check(1 <= self.frames_in_flight <= 8, "pipeline.frames_in_flight", "1-8")
+        _check(0 <= self.read_ahead <= 8, "pipeline.read_ahead", "0-8")
         _check(
             self.processing_size == 0 or 160 <= self.processing_size <= 4096,
             "pipeline.processing_size",

@@ -10,7 +10,7 @@ import pytest
 
 from models.errors import SinkError, SourceError
 from realtime.engine import Engine, StageSet, passthrough_stages
-from realtime.settings import Settings
+from realtime.settings import Settings, SettingsError
 from realtime.stage_api import PassthroughAnalyser
 from tests.engine_fakes import FakeSource, RecordingSink, SlowWorker
 
@@ -225,3 +225,54 @@ def test_a_model_that_rejects_every_frame_passes_frames_through_and_says_so_once
     warnings = [e for e in events if e.kind == "warning"]
     assert len(warnings) == 1 and "640x640" in warnings[0].message
     assert engine.stats().errors == 30
+
+
+class InFlightProbe:
+    """An analyser that records how many frames are between capture and sink when it starts one."""
+
+    def __init__(self, sink: RecordingSink) -> None:
+        self.sink = sink
+        self.started = 0
+        self.seen: list[int] = []
+
+    def analyse(self, image, ts, s):  # type: ignore[no-untyped-def]
+        from realtime.stage_api import FramePlan
+
+        self.started += 1
+        self.seen.append(self.started - len(self.sink.indices))  # never more than truly in flight
+        return FramePlan()
+
+
+def run_probe(source: FakeSource, s: Settings) -> tuple[InFlightProbe, SlowWorker, RecordingSink]:
+    sink = RecordingSink()
+    probe, worker = InFlightProbe(sink), SlowWorker(base_delay_s=0.02)
+
+    def factory(st: Settings) -> StageSet:
+        return StageSet(probe, tuple(worker for _ in range(st.pipeline.frames_in_flight)), "probe")
+
+    engine = Engine(source, sink, s, factory)
+    engine.start()
+    assert engine.wait(20)
+    return probe, worker, sink
+
+
+@pytest.mark.parametrize("read_ahead", [0, 2])
+def test_files_analyse_up_to_read_ahead_frames_beyond_the_swaps(read_ahead: int) -> None:
+    s = settings(2).with_overrides({"pipeline.read_ahead": read_ahead})
+    probe, worker, sink = run_probe(FakeSource(frames=40), s)
+    assert sink.indices == list(range(40))
+    assert worker.max_active[0] <= 2  # still two swaps at once: one per worker
+    # The analysis runs ahead while both workers are busy, but never further than allowed.
+    assert max(probe.seen) == 2 + read_ahead
+
+
+def test_live_sources_ignore_read_ahead_so_latency_stays_low() -> None:
+    s = settings(2).with_overrides({"pipeline.read_ahead": 4})
+    probe, worker, _sink = run_probe(FakeSource(frames=120, fps=200.0, is_live=True, pace=True), s)
+    assert max(probe.seen) <= 2
+    assert worker.max_active[0] <= 2
+
+
+def test_read_ahead_is_validated() -> None:
+    with pytest.raises(SettingsError, match=r"pipeline\.read_ahead"):
+        settings(2).with_overrides({"pipeline.read_ahead": 9})
