@@ -100,6 +100,14 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def nvc_errors(nvc: ModuleType | None) -> tuple[type[BaseException], ...]:
+    """What PyNvVideoCodec's calls raise: its own PyNvVCException types, which derive from
+    Exception and NOT from RuntimeError (2.2.4), plus RuntimeError/ValueError (argument checks, the
+    CUDA driver). Catching only RuntimeError would let a decoder or encoder failure crash the app."""
+    own = [getattr(nvc, name, None) for name in ("PyNvVCException", "PyNvVCExceptionUnsupported")]
+    return (RuntimeError, ValueError, *(t for t in own if isinstance(t, type) and issubclass(t, Exception)))
+
+
 # ------------------------------------------------------------------------------------- CUDA driver
 
 
@@ -446,6 +454,7 @@ class _NvdecBase(KnownFormat):
         self._driver = driver
         self._copier: SurfaceCopier | None = None
         self._nvc: ModuleType | None = None
+        self._errors: tuple[type[BaseException], ...] = nvc_errors(None)
         self._decoder: Any = None
         self._queue: deque[tuple[DeviceNV12, float | None]] = deque()
         self._size = (0, 0)
@@ -469,6 +478,7 @@ class _NvdecBase(KnownFormat):
             except RuntimeError as err:
                 raise SourceError(f"{what}: CUDA is not usable for NVDEC ({err}).") from err
         self._nvc = nvc
+        self._errors = nvc_errors(nvc)
         self._copier = SurfaceCopier(driver, self.gpu_id)
         return nvc
 
@@ -478,7 +488,7 @@ class _NvdecBase(KnownFormat):
         try:
             for frame in self._decoder.Decode(packet):
                 self._queue.append((self._copier.clone(frame), pts_of(frame)))
-        except RuntimeError as err:  # PyNvVideoCodec and the CUDA driver both raise RuntimeError
+        except self._errors as err:
             raise SourceError(f"{self.description}: NVDEC decoding failed ({_first_line(err)}).") from err
         while self._drop_behind and len(self._queue) > _MAX_FRAMES_BEHIND:
             self._queue.popleft()
@@ -540,7 +550,7 @@ class NvdecFileSource(_NvdecBase):
         nvc = self._start(str(self.path))
         try:
             self._open_demuxer(nvc)
-        except (RuntimeError, ValueError) as err:
+        except self._errors as err:
             self.close()
             raise SourceError(f"NVDEC cannot read {self.path} ({_first_line(err)}).") from err
         first = self._next_decoded()
@@ -604,7 +614,10 @@ class NvdecFileSource(_NvdecBase):
             # A new demuxer and decoder per pass: whether a decoder accepts data after its
             # end-of-stream flush is not documented.
             self._loop_offset_s = (self._last_pts or 0.0) + 1.0 / self._fps
-            self._open_demuxer(self._nvc)
+            try:
+                self._open_demuxer(self._nvc)
+            except self._errors as err:
+                raise SourceError(f"NVDEC cannot reopen {self.path} to loop ({_first_line(err)}).") from err
         self._frames_this_pass += 1
         return self._queue.popleft()
 
@@ -725,15 +738,19 @@ class NvdecStreamSource(_NvdecBase):
         self._size = (int(stream.codec_context.width), int(stream.codec_context.height))
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
         self._fps = float(rate) if rate else DEFAULT_FPS
-        self._decoder = nvc.CreateDecoder(
-            gpuid=self.gpu_id,
-            codec=nvc.cudaVideoCodec.H264 if codec == "h264" else nvc.cudaVideoCodec.HEVC,
-            cudacontext=0,
-            cudastream=0,
-            usedevicememory=True,
-            outputColorType=nvc.OutputColorType.NATIVE,
-            latency=nvc.DisplayDecodeLatencyType.LOW,  # no display delay; live streams have no B-frames
-        )
+        try:
+            self._decoder = nvc.CreateDecoder(
+                gpuid=self.gpu_id,
+                codec=nvc.cudaVideoCodec.H264 if codec == "h264" else nvc.cudaVideoCodec.HEVC,
+                cudacontext=0,
+                cudastream=0,
+                usedevicememory=True,
+                outputColorType=nvc.OutputColorType.NATIVE,
+                latency=nvc.DisplayDecodeLatencyType.LOW,  # no display delay; live streams have no B-frames
+            )
+        except self._errors as err:
+            self.close()
+            raise SourceError(f"NVDEC cannot decode {self.spec} ({_first_line(err)}).") from err
         self._packets = container.demux(stream)
         first = self._next_decoded()
         if first is None:

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from models.errors import SinkError
 from models.types import ImageBGR
 from realtime.frames import VideoFrame
-from realtime.nvdec import nvdec_available
+from realtime.nvdec import nvc_errors, nvdec_available
 from realtime.sinks import (
     DEFAULT_FPS,
     IMAGE_EXTENSIONS,
@@ -111,6 +111,7 @@ class NvencFileSink:
         self.frames_written = 0
         self._fallback: VideoFileSink | None = None
         self._encoder: Any = None
+        self._errors: tuple[type[BaseException], ...] = nvc_errors(None)
         self._container: av.container.OutputContainer | None = None
         self._stream: Any = None
         self._temp = self.path
@@ -130,8 +131,11 @@ class NvencFileSink:
     def open(self, width: int, height: int, fps: float) -> None:
         w, h, rate = _even(width), _even(height), fps or DEFAULT_FPS
         try:
-            self._encoder = self._create_encoder(w, h, rate)
-        except (ImportError, RuntimeError, ValueError) as err:
+            nvc = importlib.import_module("PyNvVideoCodec")  # ImportError/RuntimeError: no driver
+            self._errors = nvc_errors(nvc)
+            self._encoder = self._create_encoder(nvc, w, h, rate)
+        except (ImportError, *self._errors) as err:
+            # e.g. a GPU without NVENC (A100, H100): PyNvVCException from CreateEncoder.
             self.fallback_reason = _first_line(err)
             log.warning("NVENC not used for %s (%s); encoding on the CPU.", self.path, self.fallback_reason)
             self._fallback = VideoFileSink(self.path)
@@ -158,13 +162,16 @@ class NvencFileSink:
         self._last_pts = self._last_muxed = -1
         self.frames_written = 0
 
-    def _create_encoder(self, width: int, height: int, fps: float) -> Any:
-        nvc = importlib.import_module("PyNvVideoCodec")  # ImportError/RuntimeError: no driver
+    def _create_encoder(self, nvc: Any, width: int, height: int, fps: float) -> Any:
         options: dict[str, Any] = {
             "codec": self.codec,
             "preset": self.preset,
             "tuning_info": self.tuning_info,
-            "fps": round(fps),
+            "fps": f"{fps:.3f}".rstrip("0").rstrip("."),  # parsed as a fraction: 29.97 stays 29.97
+            # A keyframe (IDR) every 2 s: left unset, NVENC's GOP is infinite, i.e. one IDR for the
+            # whole file (no seeking, and a decode error would last to the end).
+            "gop": max(1, round(2 * fps)),
+            "idrperiod": max(1, round(2 * fps)),
             "bf": 0,  # no B-frames: packets come out in input order, one per frame, no reordering delay
             "gpu_id": self.gpu_id,
         }
@@ -188,7 +195,7 @@ class NvencFileSink:
         try:
             # A flat view like PyNvVideoCodec's encode sample feeds (np.fromfile of one frame).
             self._mux(self._encoder.Encode(self._nv12.reshape(-1)))
-        except (OSError, RuntimeError, av.error.FFmpegError) as err:
+        except (OSError, av.error.FFmpegError, *self._errors) as err:
             self.abort()
             raise _write_error(self.path, err) from err
         self.frames_written += 1
@@ -221,7 +228,7 @@ class NvencFileSink:
             container.close()
             self._container = self._encoder = None
             os.replace(self._temp, self.path)
-        except (OSError, RuntimeError, av.error.FFmpegError) as err:
+        except (OSError, av.error.FFmpegError, *self._errors) as err:
             self.abort()
             raise _write_error(self.path, err) from err
 

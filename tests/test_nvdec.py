@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from models.errors import SourceError
+from models.errors import SinkError, SourceError
 from realtime import nvdec, nvenc
 from realtime.nvdec import (
     DeviceVideoFrame,
@@ -237,6 +237,10 @@ class FakeEncoder:
         return self._out(self.ctx.encode(None))
 
 
+class PyNvVCException(Exception):
+    """Like PyNvVideoCodec 2.2.4's: derives from Exception, not RuntimeError."""
+
+
 class FakeNvc:
     """Builds the fake module and records every call that matters."""
 
@@ -251,6 +255,7 @@ class FakeNvc:
         for enum_type in (OutputColorType, DisplayDecodeLatencyType, VideoPacketFlag, cudaVideoCodec):
             setattr(m, enum_type.__name__, enum_type)
         m.PacketData = PacketData  # type: ignore[attr-defined]
+        m.PyNvVCException = PyNvVCException  # type: ignore[attr-defined]
         m.CreateDemuxer = self.CreateDemuxer  # type: ignore[attr-defined]
         m.CreateDecoder = self.CreateDecoder  # type: ignore[attr-defined]
         m.CreateEncoder = self.CreateEncoder  # type: ignore[attr-defined]
@@ -558,6 +563,47 @@ def test_a_decoder_error_is_a_source_error(
         NvdecFileSource(h264_clip, driver=HostDriver(fake_nvc.log)).open()
 
 
+def test_pynvvideocodec_own_exceptions_are_source_errors_too(
+    fake_nvc: FakeNvc, h264_clip: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(self: FakeDecoder, packet: PacketData) -> list[FakeDecodedFrame]:
+        raise PyNvVCException("cuvidDecodePicture failed: CUDA_ERROR_INVALID_VALUE")
+
+    monkeypatch.setattr(FakeDecoder, "Decode", failing)
+    with pytest.raises(SourceError, match="NVDEC decoding failed"):
+        NvdecFileSource(h264_clip, driver=HostDriver(fake_nvc.log)).open()
+
+
+def test_a_stream_whose_decoder_cannot_be_made_is_a_source_error(
+    fake_nvc: FakeNvc, h264_clip: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Tracked:
+        def __init__(self, container: Any) -> None:
+            self.container, self.closed = container, False
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.container, name)
+
+        def close(self) -> None:
+            self.closed = True
+            self.container.close()
+
+    containers: list[Tracked] = []
+
+    def opener(file: str, **kwargs: Any) -> Any:
+        containers.append(Tracked(av.open(str(h264_clip))))
+        return containers[-1]
+
+    def no_decoder(**kwargs: Any) -> FakeDecoder:
+        raise PyNvVCException("Codec not supported on this GPU")
+
+    monkeypatch.setattr(fake_nvc.module, "CreateDecoder", no_decoder)
+    source = NvdecStreamSource("rtsp://cam/live", driver=HostDriver(fake_nvc.log), opener=opener)
+    with pytest.raises(SourceError, match=r"NVDEC cannot decode rtsp://cam/live \(Codec not supported"):
+        source.open()
+    assert containers[0].closed  # not leaked
+
+
 def test_without_a_cuda_driver_the_source_says_so(fake_nvc: FakeNvc, h264_clip: Path) -> None:
     # No injected driver: the ctypes CUDA driver is tried, and this machine has no libcuda.
     try:
@@ -662,6 +708,7 @@ def test_nvenc_sink_encodes_and_muxes_a_playable_file(fake_nvc: FakeNvc, tmp_pat
     assert args == (SIZE[0], SIZE[1], "NV12", True)
     assert kwargs["codec"] == "h264" and kwargs["preset"] == "P4" and kwargs["tuning_info"] == "low_latency"
     assert kwargs["bf"] == 0
+    assert kwargs["gop"] == kwargs["idrperiod"] == round(2 * FPS)  # not NVENC's infinite GOP
     assert not sink.fallback_reason and "NVENC" in sink.description
     with av.open(str(out)) as container:
         stream = container.streams.video[0]
@@ -684,6 +731,50 @@ def test_nvenc_sink_falls_back_to_the_cpu_writer_with_the_reason(
     sink.close()
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 5
+
+
+def test_nvenc_missing_on_the_gpu_falls_back_to_the_cpu_writer(
+    fake_nvc: FakeNvc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_nvenc(*args: Any, **kwargs: Any) -> FakeEncoder:
+        raise PyNvVCException("NV_ENC_ERR_NO_ENCODE_DEVICE: This GPU has no NVENC")
+
+    monkeypatch.setattr(fake_nvc.module, "CreateEncoder", no_nvenc)  # e.g. an A100 or H100
+    out = tmp_path / "out.mp4"
+    sink = nvenc.NvencFileSink(out)
+    sink.open(*SIZE, FPS)
+    assert "no NVENC" in sink.fallback_reason and "NVENC not used" in sink.description
+    for frame in _frames(3):
+        sink.send(frame)
+    sink.close()
+    with av.open(str(out)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 3
+
+
+def test_an_nvenc_failure_mid_file_is_a_sink_error_and_removes_the_partial_file(
+    fake_nvc: FakeNvc, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.mp4"
+    sink = nvenc.NvencFileSink(out)
+    sink.open(*SIZE, FPS)
+    frames = list(_frames(3))
+    sink.send(frames[0])
+
+    def broken(frame: Any) -> list[dict[str, Any]]:
+        raise PyNvVCException("NV_ENC_ERR_ENCODER_BUSY")
+
+    fake_nvc.encoders[0].Encode = broken  # type: ignore[method-assign]
+    with pytest.raises(SinkError, match="NV_ENC_ERR_ENCODER_BUSY"):
+        sink.send(frames[1])
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_nvenc_keeps_fractional_frame_rates(fake_nvc: FakeNvc, tmp_path: Path) -> None:
+    for fps, text in ((29.97, "29.97"), (30.0, "30"), (23.976, "23.976")):
+        sink = nvenc.NvencFileSink(tmp_path / f"{text}.mp4")
+        sink.open(*SIZE, fps)
+        assert fake_nvc.encoder_calls[-1][1]["fps"] == text
+        sink.abort()
 
 
 def test_open_gpu_sink_routes(fake_nvc: FakeNvc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
