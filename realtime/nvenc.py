@@ -131,15 +131,15 @@ class NvencFileSink:
     def open(self, width: int, height: int, fps: float) -> None:
         w, h, rate = _even(width), _even(height), fps or DEFAULT_FPS
         try:
-            nvc = importlib.import_module("PyNvVideoCodec")  # ImportError/RuntimeError: no driver
-            self._errors = nvc_errors(nvc)
+            nvc = importlib.import_module("PyNvVideoCodec")
+        except (ImportError, RuntimeError) as err:  # no wheel, or no driver
+            self._fall_back(width, height, fps, err)
+            return
+        self._errors = nvc_errors(nvc)
+        try:
             self._encoder = self._create_encoder(nvc, w, h, rate)
-        except (ImportError, *self._errors) as err:
-            # e.g. a GPU without NVENC (A100, H100): PyNvVCException from CreateEncoder.
-            self.fallback_reason = _first_line(err)
-            log.warning("NVENC not used for %s (%s); encoding on the CPU.", self.path, self.fallback_reason)
-            self._fallback = VideoFileSink(self.path)
-            self._fallback.open(width, height, fps)
+        except self._errors as err:  # e.g. a GPU without NVENC (A100, H100): PyNvVCException
+            self._fall_back(width, height, fps, err)
             return
         self._temp = _prepare_target(self.path)
         try:
@@ -161,6 +161,15 @@ class NvencFileSink:
         self._first_index = None
         self._last_pts = self._last_muxed = -1
         self.frames_written = 0
+
+    def _fall_back(self, width: int, height: int, fps: float, err: BaseException) -> None:
+        self.fallback_reason = _first_line(err)
+        log.warning("NVENC not used for %s (%s); encoding on the CPU.", self.path, self.fallback_reason)
+        self._fallback = VideoFileSink(self.path)
+        self._fallback.open(width, height, fps)
+
+    def _write_errors(self) -> tuple[type[BaseException], ...]:
+        return (OSError, av.error.FFmpegError, *self._errors)
 
     def _create_encoder(self, nvc: Any, width: int, height: int, fps: float) -> Any:
         options: dict[str, Any] = {
@@ -195,7 +204,7 @@ class NvencFileSink:
         try:
             # A flat view like PyNvVideoCodec's encode sample feeds (np.fromfile of one frame).
             self._mux(self._encoder.Encode(self._nv12.reshape(-1)))
-        except (OSError, av.error.FFmpegError, *self._errors) as err:
+        except self._write_errors() as err:
             self.abort()
             raise _write_error(self.path, err) from err
         self.frames_written += 1
@@ -228,7 +237,7 @@ class NvencFileSink:
             container.close()
             self._container = self._encoder = None
             os.replace(self._temp, self.path)
-        except (OSError, av.error.FFmpegError, *self._errors) as err:
+        except self._write_errors() as err:
             self.abort()
             raise _write_error(self.path, err) from err
 
