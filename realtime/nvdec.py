@@ -529,6 +529,7 @@ class NvdecFileSource(_NvdecBase):
         self._flushed = False
         self._timebase = 0.0
         self._last_pts: float | None = None
+        self._pass_first_s: float | None = None  # the file's own first timestamp (.ts files: ~1.4 s)
         self._loop_offset_s = 0.0
         self._frames_this_pass = 0
 
@@ -613,7 +614,9 @@ class NvdecFileSource(_NvdecBase):
                 return None
             # A new demuxer and decoder per pass: whether a decoder accepts data after its
             # end-of-stream flush is not documented.
-            self._loop_offset_s = (self._last_pts or 0.0) + 1.0 / self._fps
+            # The next pass starts one frame after this one ended: its own first timestamp is
+            # taken off, or a file that starts at 1.4 s would stall pacing 1.4 s per loop.
+            self._loop_offset_s = (self._last_pts or 0.0) + 1.0 / self._fps - (self._pass_first_s or 0.0)
             try:
                 self._open_demuxer(self._nvc)
             except self._errors as err:
@@ -627,7 +630,10 @@ class NvdecFileSource(_NvdecBase):
         raw = getattr(frame, "timestamp", None)
         pts = None
         if raw is not None and self._timebase:
-            pts = float(raw) * self._timebase + self._loop_offset_s
+            own = float(raw) * self._timebase
+            if self._pass_first_s is None:
+                self._pass_first_s = own
+            pts = own + self._loop_offset_s
         if pts is None or (self._last_pts is not None and pts <= self._last_pts):
             pts = (self._last_pts + 1.0 / self._fps) if self._last_pts is not None else 0.0
         self._last_pts = pts

@@ -13,6 +13,7 @@ What a fake cannot prove (real NVDEC/NVENC behaviour, stream/event semantics, me
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import enum
 import importlib
@@ -143,6 +144,7 @@ class FakeDecoder:
         self._log = log
         self._ctx = av.CodecContext.create("h264", "r")
         self._handed_out: list[FakeDecodedFrame] = []
+        self._pts: collections.deque[int] = collections.deque()
 
     def Decode(self, packet: PacketData) -> list[FakeDecodedFrame]:
         # The previous call's surfaces are reused now: scribble over them and expire their frames.
@@ -156,7 +158,10 @@ class FakeDecoder:
             raise RuntimeError("NVDEC needs Annex B: the packet does not start with a start code")
         decoded = []
         if data:
+            # Like NVDEC, a frame carries the pts of the packet it came from (in display order).
+            self._pts.append(int(packet.pts))
             for parsed in self._ctx.parse(data):
+                parsed.pts = self._pts.popleft() if self._pts else None
                 decoded += self._ctx.decode(parsed)
         else:
             for parsed in self._ctx.parse(b""):
@@ -361,14 +366,17 @@ def h264_clip(tmp_path: Path) -> Path:
     return write_h264(tmp_path / "clip.mp4", FRAMES)
 
 
-def write_h264(path: Path, frames: int) -> Path:
-    """An H.264 clip with B-frames (libx264 defaults): decode order differs from display order."""
+def write_h264(path: Path, frames: int, first_pts: int = 0) -> Path:
+    """An H.264 clip with B-frames (libx264 defaults): decode order differs from display order.
+    `first_pts` (in frames) starts the file's timeline later, as broadcast .ts files do."""
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=Fraction(int(FPS)))
         stream.width, stream.height, stream.pix_fmt = SIZE[0], SIZE[1], "yuv420p"
         stream.options = {"crf": "12"}
         for n in range(frames):
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(synthetic_frame(n, SIZE), format="bgr24")))
+            frame = av.VideoFrame.from_ndarray(synthetic_frame(n, SIZE), format="bgr24")
+            frame.pts = first_pts + n
+            container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
     return path
 
@@ -543,6 +551,22 @@ def test_file_source_loops_with_increasing_pts(fake_nvc: FakeNvc, h264_clip: Pat
     assert all(b > a for a, b in itertools.pairwise(pts))
     assert [read_frame_number(f.image) for f in frames[FRAMES - 1 : FRAMES + 2]] == [FRAMES - 1, 0, 1]
     assert sum(1 for e in fake_nvc.log if e[0] == "CreateDemuxer") == 3
+
+
+def test_looping_a_file_that_starts_late_does_not_stall_at_the_loop(
+    fake_nvc: FakeNvc, tmp_path: Path
+) -> None:
+    ts_clip = write_h264(tmp_path / "clip.ts", FRAMES, first_pts=35)  # starts at 1.4 s
+    source = NvdecFileSource(ts_clip, loop=True, driver=HostDriver(fake_nvc.log))
+    source.open()
+    try:
+        frames = read_all(source, limit=2 * FRAMES + 1)
+    finally:
+        source.close()
+    pts = [f.pts for f in frames]
+    assert pts[0] > 1.0  # the file's own timeline is kept
+    steps = [b - a for a, b in itertools.pairwise(pts)]
+    assert steps == pytest.approx([1 / FPS] * len(steps), abs=2e-3)  # no gap at the loop
 
 
 def test_ten_bit_video_is_refused_with_a_reason(monkeypatch: pytest.MonkeyPatch, h264_clip: Path) -> None:
