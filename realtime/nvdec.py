@@ -50,6 +50,7 @@ from realtime.sources import DEFAULT_FPS, IMAGE_EXTENSIONS, FrameSource, KnownFo
 log = logging.getLogger(__name__)
 
 NVDEC_CODECS = ("h264", "hevc")
+ANNEXB_START_CODES = (b"\x00\x00\x00\x01", b"\x00\x00\x01")
 # 8-bit 4:2:0 decodes to NV12; 10-bit (P016) and 4:4:4 would need other conversions.
 NVDEC_PIXEL_FORMATS = frozenset({"yuv420p", "yuvj420p", "nv12"})
 STREAM_SCHEMES = (
@@ -334,8 +335,14 @@ class SurfaceCopier:
         # 0 is refused by PyNvVideoCodec, so the copier's own non-default stream is passed. The
         # capsule itself is not needed: the pointers come from the per-plane CUDA array interfaces.
         frame.__dlpack__(stream=self.stream)
-        y, uv = (plane.__cuda_array_interface__ for plane in frame.cuda()[:2])
+        planes = frame.cuda()
+        y, uv = (plane.__cuda_array_interface__ for plane in planes[:2])
         height, width = int(y["shape"][0]), int(y["shape"][1])
+        if len(planes) != 2 or y["typestr"] != "|u1" or int(uv["shape"][0]) != (height + 1) // 2:
+            # P016 (10-bit) has 16-bit planes, 4:4:4 three full planes: NV12 maths would be garbage.
+            raise RuntimeError(
+                f"the decoded picture is not 8-bit 4:2:0 NV12 ({len(planes)} planes, {y['typestr']})"
+            )
         pitch = int(y["strides"][0]) if y.get("strides") else width
         uv_pitch = int(uv["strides"][0]) if uv.get("strides") else width
         if uv_pitch != pitch:
@@ -739,6 +746,13 @@ class NvdecStreamSource(_NvdecBase):
                 f"{self.spec} sends {codec}; NVDEC is used here for H.264/HEVC only.",
                 hint="Ask the camera/stream for H.264, or use the CPU source.",
             )
+        pix_fmt = stream.codec_context.pix_fmt
+        if pix_fmt is not None and pix_fmt not in NVDEC_PIXEL_FORMATS:
+            self.close()
+            raise SourceError(
+                f"{self.spec} sends {codec} as {pix_fmt}; NVDEC is used here for 8-bit 4:2:0 only.",
+                hint="Ask the camera/stream for 8-bit 4:2:0 (yuv420p), or use the CPU source.",
+            )
         self._codec = codec
         self._bsf = av.bitstream.BitStreamFilterContext(f"{codec}_mp4toannexb", stream)
         self._size = (int(stream.codec_context.width), int(stream.codec_context.height))
@@ -757,6 +771,7 @@ class NvdecStreamSource(_NvdecBase):
         except self._errors as err:
             self.close()
             raise SourceError(f"NVDEC cannot decode {self.spec} ({_first_line(err)}).") from err
+        self._feed_parameter_sets(stream)
         self._packets = container.demux(stream)
         first = self._next_decoded()
         if first is None:
@@ -804,6 +819,24 @@ class NvdecStreamSource(_NvdecBase):
         pd.bsl = packet.buffer_size
         pd.pts = packet.pts if packet.pts is not None else 0
         pd.decode_flag = nvc.VideoPacketFlag.ENDOFPICTURE
+        self._decode(pd, _no_pts)
+
+    def _feed_parameter_sets(self, stream: Any) -> None:
+        """Hand NVDEC the SPS/PPS (VPS) that arrived out of band, once, before the first picture.
+
+        RTSP cameras often announce them only in the SDP: FFmpeg puts them in extradata as Annex B,
+        the mp4toannexb filter then passes packets through untouched, and NVDEC's parser would never
+        see a sequence header (FFmpeg's own NVDEC decoder feeds extradata the same way). avcC/hvcC
+        extradata (MP4, FLV) is left to the filter, which inserts it before keyframes.
+        """
+        assert self._nvc is not None
+        header = bytes(stream.codec_context.extradata or b"")
+        if not header.startswith(ANNEXB_START_CODES):
+            return
+        pd = self._nvc.PacketData()
+        buffer = np.frombuffer(header, np.uint8)  # referenced until Decode returns
+        pd.bsl_data = int(buffer.ctypes.data)
+        pd.bsl = int(buffer.size)
         self._decode(pd, _no_pts)
 
     def _flush(self) -> tuple[DeviceNV12, float | None] | None:

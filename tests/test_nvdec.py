@@ -684,6 +684,83 @@ def test_stream_source_rejects_other_codecs(fake_nvc: FakeNvc, tmp_path: Path) -
         source.open()
 
 
+def split_nals(data: bytes) -> list[bytes]:
+    """Annex B -> NAL units (without start codes)."""
+    parts = data.replace(b"\x00\x00\x00\x01", b"\x00\x00\x01").split(b"\x00\x00\x01")
+    return [p for p in parts if p]
+
+
+class SdpOnlyCamera:
+    """An RTSP camera that announces SPS/PPS only in the SDP: FFmpeg has them as Annex B
+    extradata, and no packet carries them (a raw .h264 file with its parameter sets cut out)."""
+
+    def __init__(self, path: Path) -> None:
+        self.container = av.open(str(path), format="h264")
+        self.streams = self.container.streams
+
+    def demux(self, stream: Any) -> Iterator[av.Packet]:
+        for packet in self.container.demux(stream):
+            kept = [n for n in split_nals(bytes(packet)) if n[0] & 0x1F not in (7, 8)]
+            if kept:
+                yield av.Packet(b"".join(b"\x00\x00\x00\x01" + n for n in kept))
+
+    def close(self) -> None:
+        self.container.close()
+
+
+def test_stream_source_feeds_out_of_band_parameter_sets_first(fake_nvc: FakeNvc, tmp_path: Path) -> None:
+    raw = tmp_path / "cam.h264"
+    with av.open(str(raw), "w", format="h264") as container:
+        stream = container.add_stream("libx264", rate=Fraction(int(FPS)))
+        stream.width, stream.height, stream.pix_fmt = SIZE[0], SIZE[1], "yuv420p"
+        for n in range(FRAMES):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(synthetic_frame(n, SIZE), format="bgr24")))
+        container.mux(stream.encode(None))
+    camera = SdpOnlyCamera(raw)
+    header = bytes(camera.streams.video[0].codec_context.extradata)
+    assert header.startswith(b"\x00\x00") and {n[0] & 0x1F for n in split_nals(header)} == {7, 8}
+    source = NvdecStreamSource(
+        "rtsp://cam/sdp", driver=HostDriver(fake_nvc.log), opener=lambda f, **k: camera
+    )
+    source.open()
+    try:
+        frames = read_all(source)
+    finally:
+        source.close()
+    first_decode = next(e for e in fake_nvc.log if e[0] == "Decode")
+    assert first_decode[1] == len(header) and first_decode[3] == 0  # the SPS/PPS alone, first
+    assert [read_frame_number(f.image) for f in frames] == list(range(FRAMES))
+
+
+@pytest.mark.parametrize("pix_fmt", ["yuv420p10le", "yuv444p"])
+def test_stream_source_refuses_what_nvdec_would_not_give_as_nv12(
+    fake_nvc: FakeNvc, tmp_path: Path, pix_fmt: str
+) -> None:
+    clip = tmp_path / f"{pix_fmt}.mkv"
+    with av.open(str(clip), "w") as c:
+        s = c.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt = SIZE[0], SIZE[1], pix_fmt
+        c.mux(s.encode(av.VideoFrame.from_ndarray(synthetic_frame(0, SIZE), format="bgr24")))
+        c.mux(s.encode(None))
+    source = NvdecStreamSource(
+        "rtsp://cam/x", driver=HostDriver(fake_nvc.log), opener=lambda f, **k: av.open(str(clip))
+    )
+    with pytest.raises(SourceError, match=f"as {pix_fmt}; NVDEC is used here for 8-bit 4:2:0 only"):
+        source.open()
+
+
+def test_a_decoded_picture_that_is_not_nv12_is_a_source_error(
+    fake_nvc: FakeNvc, h264_clip: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def three_planes(self: FakeDecodedFrame) -> list[_Plane]:  # what a 4:4:4 surface looks like
+        ptr, pitch, h, w = self._surface.ctypes.data, self._surface.shape[1], self.height, self.width
+        return [_Plane(ptr + i * pitch * h, (h, w, 1), (pitch, 1, 1)) for i in range(3)]
+
+    monkeypatch.setattr(FakeDecodedFrame, "cuda", three_planes)
+    with pytest.raises(SourceError, match="not 8-bit 4:2:0 NV12"):
+        NvdecFileSource(h264_clip, driver=HostDriver(fake_nvc.log)).open()
+
+
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
