@@ -654,8 +654,10 @@ def stream_open_args(
 
     - rtsp://…, rtmp://…, http(s)://…, srt://…, udp://…, tcp://…: network streams (RTSP over TCP:
       UDP loses packets on busy Wi-Fi, and a lost packet is a broken picture until the next keyframe);
-    - /dev/videoN or v4l2:/dev/videoN: a V4L2 camera asked for its H.264 stream;
-    - dshow:video=NAME: a DirectShow camera asked for H.264 (Windows).
+    - /dev/videoN or v4l2:/dev/videoN: a V4L2 camera asked for its H.264 stream.
+    DirectShow cameras (Windows) cannot be asked for H.264 here: FFmpeg's dshow input takes the
+    codec only from the ffmpeg tool's -vcodec flag, which PyAV has no way to set (an unknown option
+    is dropped silently), so such a camera would always deliver raw video.
     """
     lowered = spec.lower()
     if lowered.startswith(STREAM_SCHEMES):
@@ -671,11 +673,14 @@ def stream_open_args(
     if lowered.startswith("v4l2:") or lowered.startswith("/dev/video"):
         return spec.removeprefix("v4l2:"), "v4l2", {"input_format": "h264", **camera}
     if lowered.startswith("dshow:"):
-        return spec.removeprefix("dshow:"), "dshow", {"vcodec": "h264", **camera}
+        raise SourceError(
+            f"{spec}: a DirectShow camera's H.264 stream cannot be requested through PyAV.",
+            hint="Use the camera's index instead (e.g. --input 0): OpenCV reads it and the frame is "
+            "uploaded to the GPU once.",
+        )
     raise SourceError(
         f"Not a stream or H.264 camera: {spec}",
-        hint="Use rtsp://, rtmp://, http(s)://, srt://, udp:// or tcp:// URLs, /dev/videoN (V4L2) "
-        "or dshow:video=NAME (Windows).",
+        hint="Use rtsp://, rtmp://, http(s)://, srt://, udp:// or tcp:// URLs, or /dev/videoN (V4L2).",
     )
 
 
@@ -901,7 +906,7 @@ def open_gpu_source(
         return src, f"decoding with NVDEC on GPU {gpu_id} ({why})"
     if spec.isascii() and spec.isdigit():
         return cpu(
-            "camera indices are read through OpenCV (give /dev/videoN or dshow:video=NAME for a "
+            "camera indices are read through OpenCV (on Linux, give /dev/videoN for a "
             "camera's H.264 stream through NVDEC)"
         )
     path = Path(spec)

@@ -773,10 +773,6 @@ def test_a_decoded_picture_that_is_not_nv12_is_a_source_error(
             "/dev/video2",
             ("/dev/video2", "v4l2", {"input_format": "h264", "video_size": "1280x720", "framerate": "30"}),
         ),
-        (
-            "dshow:video=Cam",
-            ("video=Cam", "dshow", {"vcodec": "h264", "video_size": "1280x720", "framerate": "30"}),
-        ),
     ],
 )
 def test_stream_open_args(spec: str, expected: tuple[str, str | None, dict[str, str]]) -> None:
@@ -786,6 +782,13 @@ def test_stream_open_args(spec: str, expected: tuple[str, str | None, dict[str, 
 def test_stream_open_args_rejects_other_inputs() -> None:
     with pytest.raises(SourceError, match="Not a stream"):
         stream_open_args("movie.mp4")
+
+
+def test_a_directshow_camera_is_refused_with_what_to_use_instead() -> None:
+    # PyAV cannot set dshow's codec (ffmpeg's -vcodec flag), so it would always get raw video.
+    with pytest.raises(SourceError, match="DirectShow") as info:
+        stream_open_args("dshow:video=Cam", 1280, 720, 30)
+    assert "index" in info.value.user_message()
 
 
 # ------------------------------------------------------------------------------------------- NVENC
