@@ -50,6 +50,7 @@ from models.align import Matrix2x3, invert_affine
 from models.iobinding import BoundSession, TensorView, numpy_dtype
 from models.session import SessionFactory
 from models.types import Box, FloatArray, ImageBGR
+from models.yuv import BT601_LIMITED, YuvColour, nv12_to_bgr_host
 
 log = logging.getLogger(__name__)
 
@@ -326,8 +327,11 @@ def build_crop_for_arcface() -> onnx.ModelProto:
     return build_warp_crop(ARCFACE_CROP)
 
 
-def build_nv12_to_bgr(height: int, width: int) -> onnx.ModelProto:
-    """nv12 uint8 [3h/2, w] -> bgr uint8 [h, w, 3] for one resolution.
+def build_nv12_to_bgr(height: int, width: int, colour: YuvColour = BT601_LIMITED) -> onnx.ModelProto:
+    """nv12 uint8 [3h/2, w] -> bgr uint8 [h, w, 3] for one resolution and colour (matrix, range).
+
+    BT.601 limited range uses OpenCV's own fixed-point coefficients (bit-exact with cvtColor); any
+    other colour the exact ones of models.yuv, like its host twin nv12_to_bgr_host.
 
     Static shapes: the Y/UV split points are then initializers (Slice bounds are host inputs on
     CUDA, and TensorRT wants them constant); a camera keeps its resolution, and DeviceOps rebuilds
@@ -339,26 +343,28 @@ def build_nv12_to_bgr(height: int, width: int) -> onnx.ModelProto:
     if height < 2 or width < 2 or height % 2 or width % 2:
         raise ValueError(f"NV12 needs an even, positive size, got {width}x{height}")
     h, w = height, width
-    g = _Graph(f"nv12_to_bgr_{w}x{h}")
+    g = _Graph(f"nv12_to_bgr_{w}x{h}_{colour.matrix}_{'full' if colour.full_range else 'limited'}")
     f = g.op("Cast", ["nv12"], to=TensorProto.FLOAT)
     ax0 = g.const([0], np.int64, "ax0")
     y = g.op("Slice", [f, g.const([0], np.int64, "y0"), g.const([h], np.int64, "y1"), ax0])
     uv = g.op("Slice", [f, g.const([h], np.int64, "uv0"), g.const([h * 3 // 2], np.int64, "uv1"), ax0])
     # OpenCV: R = floor(CY*max(Y-16, 0) + CVR*(V-128) + 1/2), saturated; likewise G and B.
     # Here luma = CY*max(Y, 16); the -16*CY, the -128 offsets and the +1/2 of the rounding fold
-    # into one bias on the quarter-size chroma.
+    # into one bias on the quarter-size chroma. Full range: no black level, no clamp.
+    if colour.is_opencv:
+        gain, black = _CY, 16.0
+        cmat = np.array([[_CUB, 0.0], [_CUG, _CVG], [0.0, _CVR]], dtype=np.float64)  # rows B,G,R; cols u,v
+    else:
+        gain, black, cmat = colour.coefficients()
+    clamped = g.op("Clip", [y, g.const(black, np.float32, "black")]) if black else y
     luma = g.op(
         "Reshape",
         [
-            g.op(
-                "Mul",
-                [g.op("Clip", [y, g.const(16.0, np.float32, "sixteen")]), g.const(_CY, np.float32, "cy")],
-            ),
+            g.op("Mul", [clamped, g.const(gain, np.float32, "cy")]),
             g.const([1, 1, h, w], np.int64, "luma_shape"),
         ],
     )
-    cmat = np.array([[_CUB, 0.0], [_CUG, _CVG], [0.0, _CVR]], dtype=np.float64)  # rows B, G, R; cols u, v
-    bias = (-128.0 * cmat.sum(axis=1) - 16.0 * _CY + 0.5).reshape(3, 1)
+    bias = (-128.0 * cmat.sum(axis=1) - black * gain + 0.5).reshape(3, 1)
     uv_planar = g.op(
         "Reshape",
         [
@@ -615,8 +621,9 @@ def warp_crop_cv2(
     return dst
 
 
-def nv12_to_bgr_cv2(nv12: npt.NDArray[np.uint8]) -> ImageBGR:
-    return np.asarray(cv2.cvtColor(nv12, cv2.COLOR_YUV2BGR_NV12), dtype=np.uint8)
+def nv12_to_bgr_cv2(nv12: npt.NDArray[np.uint8], colour: YuvColour = BT601_LIMITED) -> ImageBGR:
+    """The graph's CPU twin: OpenCV for BT.601 limited range, else models.yuv's float maths."""
+    return nv12_to_bgr_host(nv12, colour)
 
 
 def decode_crop(crop: npt.NDArray[Any]) -> ImageBGR:
@@ -727,9 +734,12 @@ class WarpCrop(_Runner):
 class Nv12ToBgr(_Runner):
     """Runs the NV12 -> BGR graph for one resolution; the output [h,w,3] buffer is reused."""
 
-    def __init__(self, factory: SessionFactory, height: int, width: int) -> None:
-        super().__init__(factory, build_nv12_to_bgr(height, width), f"nv12_to_bgr_{width}x{height}")
-        self.height, self.width = height, width
+    def __init__(
+        self, factory: SessionFactory, height: int, width: int, colour: YuvColour = BT601_LIMITED
+    ) -> None:
+        graph = build_nv12_to_bgr(height, width, colour)
+        super().__init__(factory, graph, f"nv12_to_bgr_{width}x{height} ({colour})")
+        self.height, self.width, self.colour = height, width, colour
 
     def run(self, nv12: Frame | TensorView) -> Any:
         shape = _shape_of(nv12)
@@ -790,6 +800,10 @@ class DeviceOps:
             # memory-bound anyway: the CUDA provider runs them with no build step.
             # dataclasses.replace keeps every other field (the shared fallbacks list, the clock).
             factory = replace(factory, config=replace(factory.config, provider="cuda"))
+        if factory.config.tf32 and factory.config.provider == "cuda":
+            # Exact float32 MatMuls: the affine maths (inverse, sampling grid, colour matrix) in
+            # TF32 would shift crops and pastes by up to a pixel against the OpenCV twins.
+            factory = replace(factory, config=replace(factory.config, tf32=False))
         self.factory = factory
         self._auto = use_graphs is None
         self.use_graphs: bool = factory.device_type != "cpu" if use_graphs is None else use_graphs
@@ -842,9 +856,10 @@ class DeviceOps:
 
     # -- colour ------------------------------------------------------------------------------
 
-    def nv12_to_bgr(self, nv12: Frame | TensorView) -> Any:
-        """BGR [h,w,3] uint8 of an NV12 [3h/2, w] frame (graph: on the device; else OpenCV). A
-        TensorView (e.g. a decoder's picture bound by pointer) needs the graphs."""
+    def nv12_to_bgr(self, nv12: Frame | TensorView, colour: YuvColour = BT601_LIMITED) -> Any:
+        """BGR [h,w,3] uint8 of an NV12 [3h/2, w] frame in the stream's `colour` (matrix, range)
+        (graph: on the device; else the CPU twin). A TensorView (e.g. a decoder's picture bound by
+        pointer) needs the graphs."""
         rows, width = _shape_of(nv12)
         height = int(rows) * 2 // 3
         if not self.use_graphs:
@@ -852,11 +867,13 @@ class DeviceOps:
                 raise ValueError("a picture bound by pointer needs the device graphs (use_graphs)")
             if self._host_bgr is None or self._host_bgr.shape != (height, int(width), 3):
                 self._host_bgr = np.empty((height, int(width), 3), dtype=np.uint8)
-            cv2.cvtColor(self._host_frame(nv12), cv2.COLOR_YUV2BGR_NV12, dst=self._host_bgr)
+            nv12_to_bgr_host(self._host_frame(nv12), colour, out=self._host_bgr)
             return ort.OrtValue.ortvalue_from_numpy(self._host_bgr)
-        if self._nv12 is None or (self._nv12.height, self._nv12.width) != (height, int(width)):
-            self._nv12 = Nv12ToBgr(self.factory, height, int(width))
+        current = self._nv12
+        if current is None or (current.height, current.width, current.colour) != (height, int(width), colour):
+            self._nv12 = Nv12ToBgr(self.factory, height, int(width), colour)
             self._adopt(self._nv12)
+        assert self._nv12 is not None
         return self._nv12.run(nv12)
 
     # -- paste-back --------------------------------------------------------------------------

@@ -119,6 +119,10 @@ class SessionConfig:
     arena_extend_strategy: ArenaExtendStrategy = "kSameAsRequested"
     gpu_mem_limit: int | None = None  # bytes; caps the CUDA arena only (None = no cap)
     heartbeat_s: float = 10.0  # TensorRT engine builds: seconds between "still building" notes
+    # CUDA's default lets cuBLAS run float MatMuls in TF32 (10-bit mantissa) on Ampere and newer:
+    # fine for the networks, not for the device ops' geometry (a 1,000 px translation through a
+    # TF32 MatMul is off by ~0.5 px), which turn it off.
+    tf32: bool = True
 
     def __post_init__(self) -> None:
         _check_stream(self.cuda_stream)
@@ -231,6 +235,8 @@ class SessionFactory:
             }
             if cfg.gpu_mem_limit is not None:
                 cuda["gpu_mem_limit"] = int(cfg.gpu_mem_limit)
+            if not cfg.tf32:
+                cuda["use_tf32"] = 0
             if stream is not None:
                 cuda["user_compute_stream"] = str(stream)
             chain.append((CUDA, cuda))
@@ -287,14 +293,20 @@ class SessionFactory:
         providers = self.providers(cache, cuda_stream)
         options = self.session_options()
 
-        def open_session() -> ort.InferenceSession:
-            return ort.InferenceSession(source, sess_options=options, providers=providers)
+        def open_session(chain: Sequence[ProviderEntry]) -> ort.InferenceSession:
+            # enable_fallback=0: ORT's own fallback retries with bare provider names, which drops
+            # device_id, the memory limit and the stream; open_falling_back() keeps them.
+            return ort.InferenceSession(
+                source, sess_options=options, providers=list(chain), enable_fallback=0
+            )
 
         try:
             if provider == "cpu":
-                session, captured = open_session(), ""
+                session, captured = open_session(providers), ""
             else:
-                session, captured = self._open_gpu(open_session, name, cache)
+                session, captured = self._open_gpu(
+                    lambda: open_falling_back(open_session, providers), name, cache
+                )
         except Exception as exc:  # ORT raises several exception types for unreadable protobufs
             raise ModelContractError(
                 f"{name} is not a readable ONNX model ({type(exc).__name__}: {str(exc).splitlines()[0]}).",
@@ -429,6 +441,24 @@ class SessionFactory:
             log.warning("%s", msg)
         if log_text.strip():
             log.debug("ONNX Runtime output while opening %s:\n%s", name, log_text)
+
+
+def open_falling_back(
+    open_chain: Callable[[Sequence[ProviderEntry]], ort.InferenceSession], chain: Sequence[ProviderEntry]
+) -> ort.InferenceSession:
+    """Open a session with `chain`; when a provider's registration raises (TensorRT without its
+    libraries does), retry without that provider, keeping the others' options. ORT's built-in
+    fallback would retry with bare names: CUDA on GPU 0, default arena, no worker stream. The error
+    is printed as ORT prints it, so the fallback note (captured output) can explain it."""
+    remaining = list(chain)
+    while True:
+        try:
+            return open_chain(remaining)
+        except (ValueError, RuntimeError) as err:
+            if len(remaining) <= 1:
+                raise  # nothing left to fall back to: the caller reports it (e.g. a corrupt model)
+            failed = remaining.pop(0)
+            print(f"EP Error {err} when using {failed if isinstance(failed, str) else failed[0]}", flush=True)
 
 
 def provider_label(provider: str) -> str:

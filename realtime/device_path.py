@@ -57,6 +57,7 @@ from models.inswapper import SOURCE_NAME, TARGET_NAME, InSwapper
 from models.iobinding import BoundSession, TensorView
 from models.session import SessionFactory
 from models.types import ImageBGR
+from models.yuv import BT601_LIMITED
 from realtime.compositor import Compositor, MaskArray, compose_affine, paste_region
 from realtime.gpu_bench import Copies
 from realtime.masks import FaceMask
@@ -371,7 +372,7 @@ class DeviceFacePath:
         ):
             return None
         view = TensorView(int(picture.ptr), (height * 3 // 2, width), np.dtype(np.uint8), where, picture)
-        return self.ops.nv12_to_bgr(view)
+        return self.ops.nv12_to_bgr(view, getattr(picture, "colour", BT601_LIMITED))
 
     def _upload(self, image: ImageBGR) -> Any:
         shape = [int(d) for d in image.shape]

@@ -38,12 +38,12 @@ from typing import Any, Protocol
 import av
 import av.bitstream
 import av.error
-import cv2
 import numpy as np
 import numpy.typing as npt
 
 from models.errors import SourceError
 from models.types import ImageBGR
+from models.yuv import BT601_LIMITED, YuvColour, colour_of, nv12_to_bgr_host
 from realtime.frames import VideoFrame
 from realtime.sources import DEFAULT_FPS, IMAGE_EXTENSIONS, FrameSource, KnownFormat, Pacer, open_source
 
@@ -233,16 +233,24 @@ class DeviceNV12:
     per-plane views NVENC accepts as input (GPU_API_NOTES.md §1, "Encoder").
     """
 
-    __slots__ = ("__weakref__", "gpu_id", "height", "pitch", "ptr", "width")
+    __slots__ = ("__weakref__", "colour", "gpu_id", "height", "pitch", "ptr", "width")
 
     def __init__(
-        self, ptr: int, width: int, height: int, pitch: int, gpu_id: int, release: Callable[[], None]
+        self,
+        ptr: int,
+        width: int,
+        height: int,
+        pitch: int,
+        gpu_id: int,
+        release: Callable[[], None],
+        colour: YuvColour = BT601_LIMITED,
     ) -> None:
         self.ptr = ptr
         self.width = width
         self.height = height
         self.pitch = pitch
         self.gpu_id = gpu_id
+        self.colour = colour  # the stream's YUV matrix and range: how to turn this into BGR
         weakref.finalize(self, release)
 
     @property
@@ -329,7 +337,7 @@ class SurfaceCopier:
         self.clones = 0
         self.downloads = 0
 
-    def clone(self, frame: Any) -> DeviceNV12:
+    def clone(self, frame: Any, colour: YuvColour = BT601_LIMITED) -> DeviceNV12:
         """A copy of a decoded frame that stays valid after the decoder reuses its surface."""
         # __dlpack__(stream) makes `stream` wait for this frame's decode event (cuStreamWaitEvent);
         # 0 is refused by PyNvVideoCodec, so the copier's own non-default stream is passed. The
@@ -361,7 +369,7 @@ class SurfaceCopier:
         self.driver.stream_synchronize(self.stream)
         self.clones += 1
         pool = self._pool
-        return DeviceNV12(dst, width, height, pitch, self.gpu_id, lambda: pool.put(total, dst))
+        return DeviceNV12(dst, width, height, pitch, self.gpu_id, lambda: pool.put(total, dst), colour)
 
     def download_nv12(self, buf: DeviceNV12) -> npt.NDArray[np.uint8]:
         """The NV12 picture on the host, (1.5 H, W) uint8: one device-to-host copy."""
@@ -372,8 +380,8 @@ class SurfaceCopier:
 
     def download_bgr(self, buf: DeviceNV12) -> ImageBGR:
         nv12 = np.ascontiguousarray(self.download_nv12(buf))
-        # BT.601, like the CPU sources' conversions (realtime/sinks.py uses OpenCV's BT.601 too).
-        return np.ascontiguousarray(cv2.cvtColor(nv12, cv2.COLOR_YUV2BGR_NV12), dtype=np.uint8)
+        # In the stream's own matrix and range, as the CPU sources (PyAV) convert it.
+        return nv12_to_bgr_host(nv12, buf.colour)
 
     def close(self) -> None:
         self._pool.close()
@@ -461,6 +469,7 @@ class _NvdecBase(KnownFormat):
         self._driver = driver
         self._copier: SurfaceCopier | None = None
         self._nvc: ModuleType | None = None
+        self._colour = BT601_LIMITED  # set from the stream's tags at open()
         self._errors: tuple[type[BaseException], ...] = nvc_errors(None)
         self._decoder: Any = None
         self._queue: deque[tuple[DeviceNV12, float | None]] = deque()
@@ -494,7 +503,7 @@ class _NvdecBase(KnownFormat):
         assert self._decoder is not None and self._copier is not None
         try:
             for frame in self._decoder.Decode(packet):
-                self._queue.append((self._copier.clone(frame), pts_of(frame)))
+                self._queue.append((self._copier.clone(frame, self._colour), pts_of(frame)))
         except self._errors as err:
             raise SourceError(f"{self.description}: NVDEC decoding failed ({_first_line(err)}).") from err
         while self._drop_behind and len(self._queue) > _MAX_FRAMES_BEHIND:
@@ -556,6 +565,7 @@ class NvdecFileSource(_NvdecBase):
             what = "is a folder, not a video file" if self.path.is_dir() else "not found"
             raise SourceError(f"Video file {what}: {self.path}")
         nvc = self._start(str(self.path))
+        self._colour = _probe_colour(self.path)
         try:
             self._open_demuxer(nvc)
         except self._errors as err:
@@ -759,6 +769,7 @@ class NvdecStreamSource(_NvdecBase):
                 hint="Ask the camera/stream for 8-bit 4:2:0 (yuv420p), or use the CPU source.",
             )
         self._codec = codec
+        self._colour = colour_of(stream.codec_context.colorspace, stream.codec_context.color_range, pix_fmt)
         self._bsf = av.bitstream.BitStreamFilterContext(f"{codec}_mp4toannexb", stream)
         self._size = (int(stream.codec_context.width), int(stream.codec_context.height))
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
@@ -871,6 +882,18 @@ def _probe_video(path: Path) -> tuple[str, str] | None:
             return ctx.name, str(ctx.format.name if ctx.format else "")
     except (av.error.FFmpegError, OSError, ValueError):
         return None
+
+
+def _probe_colour(path: Path) -> YuvColour:
+    """The file's YUV matrix and range from its tags (BT.601 limited when PyAV cannot tell)."""
+    try:
+        with av.open(str(path)) as container:
+            if container.streams.video:
+                ctx = container.streams.video[0].codec_context
+                return colour_of(ctx.colorspace, ctx.color_range, ctx.pix_fmt)
+    except (av.error.FFmpegError, OSError, ValueError) as err:
+        log.info("Could not read the colour tags of %s (%s); assuming BT.601 limited range.", path, err)
+    return BT601_LIMITED
 
 
 def open_gpu_source(

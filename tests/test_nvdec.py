@@ -904,3 +904,26 @@ def test_bgr_to_nv12_round_trips() -> None:
     image = cv2.GaussianBlur(synthetic_frame(3, SIZE), (5, 5), 1)
     back = cv2.cvtColor(nvenc.bgr_to_nv12(image), cv2.COLOR_YUV2BGR_NV12)
     assert np.abs(back.astype(int) - image.astype(int)).mean() < 3
+
+
+def test_nvdec_frames_keep_a_bt709_file_colours_like_the_cpu_source(
+    fake_nvc: FakeNvc, tmp_path: Path
+) -> None:
+    from models.yuv import YuvColour
+    from tests.test_yuv import PATCHES, patches_clip
+
+    clip = patches_clip(tmp_path / "hd.mp4", "yuv420p", 1, 1)  # tagged BT.709, limited range
+    gpu_source = NvdecFileSource(clip, driver=HostDriver(fake_nvc.log))
+    cpu_source = VideoFileSource(clip)
+    gpu_source.open()
+    cpu_source.open()
+    try:
+        gpu_frame, cpu_frame = gpu_source.read(), cpu_source.read()
+    finally:
+        gpu_source.close()
+        cpu_source.close()
+    assert isinstance(gpu_frame, DeviceVideoFrame) and cpu_frame is not None
+    assert gpu_frame.device.colour == YuvColour("bt709", full_range=False)
+    for i in range(len(PATCHES)):
+        y, x = 16, 16 * i + 8
+        assert np.abs(gpu_frame.image[y, x].astype(int) - cpu_frame.image[y, x]).max() <= 2

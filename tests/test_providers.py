@@ -59,6 +59,12 @@ ORT_TRT_EP_ERROR = (
     "Falling back to ['CUDAExecutionProvider', 'CPUExecutionProvider'] and retrying.\n"
     "****************************************"
 )
+TRT_REGISTER_ERROR = (
+    "/onnxruntime_src/onnxruntime/python/onnxruntime_pybind_state.cc:729 void "
+    "onnxruntime::python::RegisterTensorRTPluginsAsCustomOps(PySessionOptions&, const "
+    "onnxruntime::ProviderOptions&) Please install TensorRT libraries as mentioned in the GPU "
+    "requirements page, make sure they're in the PATH or LD_LIBRARY_PATH, and that your GPU is supported."
+)
 PRELOAD_OUTPUT = (
     "Failed to load libcublasLt.so.13: libcublasLt.so.13: cannot open shared object file: No such file "
     "or directory\nPlease follow https://onnxruntime.ai/docs/install/#cuda-and-cudnn to install CUDA."
@@ -88,6 +94,7 @@ class Script:
     native_log: str = ""  # written to fd 2 like ORT's C++ logger
     python_log: str = ""  # printed like ORT's Python "EP Error" fallback
     build_s: float = 0.0  # time spent "building" (TensorRT)
+    refuse: str = ""  # a provider whose registration raises (as TensorRT's does without its libraries)
     created: list[FakeSession] = field(default_factory=list)
     preloads: int = 0
 
@@ -101,7 +108,11 @@ class FakeSession:
         self.script = script
         self.providers_asked = providers
         self.sess_options = sess_options
+        self.kwargs = kw
         self.thread = threading.get_ident()
+        first = (providers or [CPU])[0]
+        if script.refuse and (first if isinstance(first, str) else first[0]) == script.refuse:
+            raise RuntimeError(TRT_REGISTER_ERROR)
         if script.native_log:
             os.write(2, script.native_log.encode())
         if script.python_log:
@@ -147,6 +158,19 @@ def fake_ort(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
 
 def test_cpu_chain_is_cpu_only() -> None:
     assert SessionFactory().providers() == [CPU]
+
+
+def test_device_ops_sessions_turn_tf32_off_and_the_networks_keep_it() -> None:
+    from models.device_ops import DeviceOps
+
+    for provider in ("cuda", "tensorrt"):
+        factory = SessionFactory(SessionConfig(provider=provider, device_id=1))
+        assert all("use_tf32" not in e[1] for e in factory.providers() if isinstance(e, tuple))
+        ops = DeviceOps(factory, use_graphs=True)
+        cuda, cpu = ops.factory.providers()
+        assert cpu == CPU
+        assert cuda[0] == CUDA and cuda[1]["use_tf32"] == 0 and cuda[1]["device_id"] == 1  # type: ignore[index]
+        assert ops.factory.fallbacks is factory.fallbacks  # notes still reach the app
 
 
 def test_cuda_chain_has_exactly_the_options_ort_expects() -> None:
@@ -270,6 +294,25 @@ def test_tensorrt_fallback_names_tensorrt_and_the_pip_fix(fake_ort: Script) -> N
     assert "TensorRT did not load: TensorRT 10 libraries not found" in message
     assert 'pip install "tensorrt-cu13-libs==10.*"' in message
     assert "CUDA did not load" not in message and message.endswith("Running on CUDA.")
+
+
+def test_tensorrt_failing_falls_back_to_cuda_with_its_options_kept(fake_ort: Script) -> None:
+    # ORT's own fallback would retry with bare names: CUDA on GPU 0, no memory limit, no stream.
+    fake_ort.refuse = TENSORRT
+    fake_ort.loaded = (CUDA, CPU)
+    config = SessionConfig(provider="tensorrt", device_id=1, gpu_mem_limit=2 << 30, cuda_stream=4242)
+    factory = SessionFactory(config)
+    session = factory.create(tiny_model(), "inswapper_128")
+    assert session.get_providers() == [CUDA, CPU]
+    (opened,) = fake_ort.created  # the TensorRT attempt raised; this is the retry
+    assert opened.kwargs["enable_fallback"] == 0
+    cuda, cpu = opened.providers_asked
+    assert cpu == CPU and cuda[0] == CUDA
+    assert cuda[1]["device_id"] == 1 and cuda[1]["gpu_mem_limit"] == 2 << 30
+    assert cuda[1]["user_compute_stream"] == "4242"
+    (message,) = factory.fallbacks
+    assert "TensorRT did not load: TensorRT 10 libraries not found" in message
+    assert message.endswith("Running on CUDA.")
 
 
 def test_tensorrt_and_cuda_both_failing_are_both_reported(fake_ort: Script) -> None:
