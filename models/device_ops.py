@@ -916,6 +916,9 @@ class DeviceOps:
             crop = swapped if isinstance(swapped, np.ndarray) else swapped.numpy()
             theta = shift_target(invert_affine(mat), box.x0, box.y0)
             roi[:] = paste_blend_cv2(roi, crop, alpha, theta, signed=signed)
+            if not isinstance(frame, np.ndarray) and frame.device_name().lower() != "cpu":
+                # numpy() of a device frame is a host copy: the blend must go back, or it is lost.
+                frame.update_inplace(host)
             return
         runner = self._pastes.get((size, signed))
         if runner is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -141,6 +142,10 @@ class MTCNN:
 
         folder = find_mtcnn_model_dir()
         factory = factory if factory is not None else SessionFactory()
+        if factory.config.provider == "tensorrt":
+            # Every scale of the image pyramid (and every face count) is a new input shape, and
+            # TensorRT rebuilds an engine for each: the CUDA provider runs these small nets as well.
+            factory = replace(factory, config=replace(factory.config, provider="cuda"))
         self._pnet = factory.create(folder / "pnet.onnx", "MTCNN P-net")
         self._rnet = factory.create(folder / "rnet.onnx", "MTCNN R-net")
         self._onet = factory.create(folder / "onet.onnx", "MTCNN O-net")

@@ -100,9 +100,14 @@ def describe(session: ort.InferenceSession) -> str:
     return f"an unrecognised model (inputs {ins or 'none'}; outputs {outs or 'none'})"
 
 
-def _open(path: Path | str, factory: SessionFactory, want: Contract) -> tuple[Path, ort.InferenceSession]:
+def _open(
+    path: Path | str,
+    factory: SessionFactory,
+    want: Contract,
+    run_shapes: Sequence[Sequence[int]] | None = None,
+) -> tuple[Path, ort.InferenceSession]:
     p = Path(path)
-    session = factory.create(p, label=p.name)
+    session = factory.create(p, label=p.name, run_shapes=run_shapes)
     if identify_contract(session) != want:
         role, expected = _EXPECTED[want]
         raise ModelContractError(
@@ -118,7 +123,9 @@ def _named(path: Path, err: ModelContractError) -> ModelContractError:
 
 def load_detector(path: Path | str, factory: SessionFactory, **kw: Any) -> SCRFD:
     """An SCRFD detector; `kw` go to SCRFD (input_size, swap_rb, score_threshold, nms_threshold)."""
-    p, session = _open(path, factory, "detector/scrfd")
+    width, height = kw.get("input_size", (640, 640))
+    # SCRFD's input height and width are dynamic: TensorRT builds its engine for the size given here.
+    p, session = _open(path, factory, "detector/scrfd", [(1, 3, int(height), int(width))])
     try:
         return SCRFD(session, **kw)
     except ModelContractError as err:

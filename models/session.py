@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar, cast
 
+import numpy as np
 import onnxruntime as ort
 
 from models import trt_cache
@@ -271,11 +272,20 @@ class SessionFactory:
     # ------------------------------------------------------------------------------------ sessions
 
     def create(
-        self, model: Path | bytes, label: str = "", *, cuda_stream: int | None = None
+        self,
+        model: Path | bytes,
+        label: str = "",
+        *,
+        cuda_stream: int | None = None,
+        run_shapes: Sequence[Sequence[int]] | None = None,
     ) -> ort.InferenceSession:
         """Open a session; raise ModelError with a one-line reason for a missing/corrupt file.
 
         `cuda_stream` overrides the config's stream for this session (one stream per worker).
+        `run_shapes`: the input shapes (one per input, in order) the model will be run with. Only
+        TensorRT uses them: it builds the engine of a model whose inputs are not fixed at its first
+        run, so that run happens here, announced, instead of stalling the first frame. A dynamic
+        batch dimension alone is taken as 1 without them.
         """
         name = label or (model.name if isinstance(model, Path) else "in-memory model")
         if isinstance(model, Path):
@@ -305,7 +315,7 @@ class SessionFactory:
                 session, captured = open_session(providers), ""
             else:
                 session, captured = self._open_gpu(
-                    lambda: open_falling_back(open_session, providers), name, cache
+                    lambda: open_falling_back(open_session, providers), name, cache, run_shapes
                 )
         except Exception as exc:  # ORT raises several exception types for unreadable protobufs
             raise ModelContractError(
@@ -391,29 +401,46 @@ class SessionFactory:
         open_session: Callable[[], ort.InferenceSession],
         name: str,
         cache: trt_cache.TrtCachePaths | None,
+        run_shapes: Sequence[Sequence[int]] | None = None,
     ) -> tuple[ort.InferenceSession, str]:
         """Create a GPU session while capturing what ORT prints about providers that fail to load."""
         # No announcement when TensorRT is not installed at all: the session falls back at once.
-        building = (
+        tensorrt = (
             self.config.provider == "tensorrt"
             and TENSORRT in ort.get_available_providers()
             and trt_cache.tensorrt_version() != "none"
-            and (cache is None or not cache.has_engine())
         )
+        building = tensorrt and (cache is None or not cache.has_engine())
+        unbuilt: list[str] = []  # set when TensorRT will build at the first frame after all
+
+        def open_and_build() -> ort.InferenceSession:
+            session = open_session()
+            if TENSORRT in session.get_providers() and not build_by_running(session, run_shapes):
+                unbuilt.append(name)
+            return session
+
         t0 = time.perf_counter()
         with OutputCapture() as capture:
             if building:
                 where = f"cached in {cache.engine_dir}" if cache else "not cached: no cache folder set"
                 self._report(f"building TensorRT engine for {name} (first run, can take minutes)… ({where})")
+            if tensorrt:
+                # Also with a cached engine: a model with dynamic inputs loads or rebuilds it on the
+                # warm-up run, which the heartbeat covers when it is slow.
                 session = run_with_heartbeat(
-                    lambda: capture.run(open_session),
+                    lambda: capture.run(open_and_build),
                     lambda s: self._report(f"still building TensorRT engine for {name}… {s:.0f} s"),
                     self.config.heartbeat_s,
                 )
             else:
                 session = capture.run(open_session)
         # The text is complete only after the capture ended (its fd reader drains the pipe then).
-        if building and TENSORRT in session.get_providers():
+        if unbuilt:
+            self._report(
+                f"TensorRT builds the engine for {name} at its first frame (its input size is not "
+                "fixed): expect a pause when the video starts"
+            )
+        elif building and TENSORRT in session.get_providers():
             self._report(f"TensorRT engine for {name} ready after {time.perf_counter() - t0:.0f} s")
         return session, capture.text()
 
@@ -441,6 +468,45 @@ class SessionFactory:
             log.warning("%s", msg)
         if log_text.strip():
             log.debug("ONNX Runtime output while opening %s:\n%s", name, log_text)
+
+
+_NUMPY_OF_ORT = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(uint8)": np.uint8,
+}
+
+
+def warmup_feeds(inputs: Sequence[Any], run_shapes: Sequence[Sequence[int]] | None) -> dict[str, Any] | None:
+    """Zero inputs of the shapes a model will run with; {} when every input shape is fixed (nothing
+    to warm up), None when a dynamic dimension other than the batch has no given size."""
+    if all(all(isinstance(d, int) for d in i.shape) for i in inputs) and run_shapes is None:
+        return {}
+    feeds: dict[str, Any] = {}
+    for index, node in enumerate(inputs):
+        if run_shapes is not None and index < len(run_shapes):
+            dims: list[Any] = [int(d) for d in run_shapes[index]]
+        else:
+            dims = [1 if (axis == 0 and not isinstance(d, int)) else d for axis, d in enumerate(node.shape)]
+        dtype = _NUMPY_OF_ORT.get(node.type)
+        if dtype is None or not all(isinstance(d, int) and d > 0 for d in dims):
+            return None
+        feeds[node.name] = np.zeros(dims, dtype=dtype)
+    return feeds
+
+
+def build_by_running(session: ort.InferenceSession, run_shapes: Sequence[Sequence[int]] | None) -> bool:
+    """TensorRT builds the engine of a model with dynamic inputs at its first run, not when the
+    session is made (ORT's TensorRT provider): run it once here. False when the sizes are unknown."""
+    feeds = warmup_feeds(session.get_inputs(), run_shapes)
+    if feeds is None:
+        return False
+    if feeds:
+        session.run(None, feeds)
+    return True
 
 
 def open_falling_back(

@@ -232,7 +232,9 @@ def tensorrt_version() -> str:
             version = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             continue
-        if version.split(".")[0] == str(_TENSORRT_MAJOR) or dist != "tensorrt":
+        # ORT's TensorRT provider links libnvinfer.so.10: TensorRT 11 (`pip install tensorrt`
+        # today pulls tensorrt-cu13-libs 11.x) cannot load, whichever package brought it.
+        if version.split(".")[0] == str(_TENSORRT_MAJOR):
             return version
     return _tensorrt_version_from_library() or "none"
 

@@ -650,3 +650,41 @@ def test_paste_graph_reads_its_region_once_so_in_place_output_is_safe() -> None:
     model = build_paste_blend(128)
     consumers = [n for n in model.graph.node if "region" in n.input]
     assert [n.op_type for n in consumers] == ["Cast"]
+
+
+class HostCopyFrame:
+    """A frame that lives on the GPU, as the OpenCV path sees it: numpy() is a host COPY."""
+
+    def __init__(self, image: npt.NDArray[np.uint8]) -> None:
+        self.image = image
+        self.updates = 0
+
+    def shape(self) -> list[int]:
+        return list(self.image.shape)
+
+    def element_type(self) -> int:
+        return int(onnx.TensorProto.UINT8)
+
+    def device_name(self) -> str:
+        return "Cuda"
+
+    def numpy(self) -> npt.NDArray[np.uint8]:
+        return self.image.copy()
+
+    def update_inplace(self, host: npt.NDArray[np.uint8]) -> None:
+        self.updates += 1
+        np.copyto(self.image, host)
+
+
+def test_the_opencv_path_writes_a_device_frame_back_instead_of_blending_into_a_copy() -> None:
+    frame = smooth_frame(240, 320, 11)
+    m = np.array([[0.9, 0.1, -80.0], [-0.1, 0.9, -40.0]])
+    crop = swapped_crop(128, 12)
+    mask = Compositor().crop_mask(128, m)
+    expected = frame.copy()
+    DeviceOps(FACTORY, use_graphs=False).paste(expected, crop, mask, m)
+    assert not np.array_equal(expected, frame)
+    device = HostCopyFrame(frame.copy())
+    DeviceOps(FACTORY, use_graphs=False).paste(device, crop, mask, m)
+    assert device.updates == 1
+    np.testing.assert_array_equal(device.image, expected)

@@ -95,6 +95,8 @@ class Script:
     python_log: str = ""  # printed like ORT's Python "EP Error" fallback
     build_s: float = 0.0  # time spent "building" (TensorRT)
     refuse: str = ""  # a provider whose registration raises (as TensorRT's does without its libraries)
+    inputs: list[tuple[str, list[Any]]] = field(default_factory=lambda: [("x", [1, 2])])  # name, shape
+    runs: list[dict[str, tuple[int, ...]]] = field(default_factory=list)  # input shapes of each run
     created: list[FakeSession] = field(default_factory=list)
     preloads: int = 0
 
@@ -132,6 +134,16 @@ class FakeSession:
 
     def get_providers(self) -> list[str]:
         return list(self.script.loaded)
+
+    def get_inputs(self) -> list[Any]:
+        return [
+            types.SimpleNamespace(name=n, shape=shape, type="tensor(float)")
+            for n, shape in self.script.inputs
+        ]
+
+    def run(self, outputs: Any, feeds: dict[str, Any]) -> list[Any]:
+        self.script.runs.append({k: tuple(v.shape) for k, v in feeds.items()})
+        return []
 
 
 @pytest.fixture
@@ -315,6 +327,40 @@ def test_tensorrt_failing_falls_back_to_cuda_with_its_options_kept(fake_ort: Scr
     assert message.endswith("Running on CUDA.")
 
 
+@pytest.mark.parametrize(
+    ("inputs", "run_shapes", "expected_runs"),
+    [
+        ([("x", [1, 3, 112, 112])], None, []),  # fixed shapes: TensorRT builds when the session is made
+        ([("x", ["N", 3, 112, 112])], None, [{"x": (1, 3, 112, 112)}]),  # a dynamic batch: 1
+        ([("input.1", [1, 3, "h", "w"])], [(1, 3, 320, 320)], [{"input.1": (1, 3, 320, 320)}]),  # SCRFD
+    ],
+)
+def test_tensorrt_builds_dynamic_models_on_a_warm_up_run_at_open(
+    fake_ort: Script,
+    inputs: list[tuple[str, list[Any]]],
+    run_shapes: list[tuple[int, ...]] | None,
+    expected_runs: list[dict[str, tuple[int, ...]]],
+) -> None:
+    fake_ort.loaded = (TENSORRT, CUDA, CPU)
+    fake_ort.inputs = inputs
+    notes: list[str] = []
+    factory = SessionFactory(SessionConfig(provider="tensorrt"), progress=notes.append)
+    factory.create(tiny_model(), "det_10g.onnx", run_shapes=run_shapes)
+    assert fake_ort.runs == expected_runs
+    assert notes[0].startswith("building TensorRT engine for det_10g.onnx")
+    assert notes[-1].startswith("TensorRT engine for det_10g.onnx ready after")
+
+
+def test_tensorrt_says_when_the_build_waits_for_the_first_frame(fake_ort: Script) -> None:
+    fake_ort.loaded = (TENSORRT, CUDA, CPU)
+    fake_ort.inputs = [("input.1", [1, 3, "h", "w"])]  # sizes unknown and not given
+    notes: list[str] = []
+    factory = SessionFactory(SessionConfig(provider="tensorrt"), progress=notes.append)
+    factory.create(tiny_model(), "det_10g.onnx")
+    assert fake_ort.runs == []
+    assert "at its first frame" in notes[-1] and "ready after" not in notes[-1]
+
+
 def test_tensorrt_and_cuda_both_failing_are_both_reported(fake_ort: Script) -> None:
     fake_ort.python_log = ORT_TRT_EP_ERROR
     fake_ort.native_log = ORT_CUDA_LOAD_ERROR
@@ -431,8 +477,7 @@ def test_first_tensorrt_build_is_announced_with_a_heartbeat(tmp_path: Path, fake
     notes.clear()
     fake_ort.build_s = 0.0
     SessionFactory(cfg, progress=notes.append).create(tiny_model(), "inswapper_128")
-    assert notes == []
-    assert fake_ort.created[-1].thread == threading.get_ident()
+    assert notes == []  # nothing to announce (a slow load would still get the heartbeat)
 
 
 def test_heartbeat_printed_by_the_caller_is_not_swallowed_by_the_capture(
@@ -469,3 +514,30 @@ def test_corrupt_model_still_raises_a_model_error(fake_ort: Script, monkeypatch:
     monkeypatch.setattr(ort, "InferenceSession", broken)
     with pytest.raises(ModelContractError, match="not a readable ONNX model"):
         SessionFactory(SessionConfig(provider="cuda")).create(b"garbage", "x")
+
+
+@pytest.mark.parametrize(
+    ("installed", "expected"),
+    [
+        ({"tensorrt-cu13-libs": "10.13.2.6"}, "10.13.2.6"),
+        ({"tensorrt-cu13-libs": "11.4.0.1"}, "none"),  # `pip install tensorrt` today: ORT cannot load it
+        ({"tensorrt-cu13-libs": "11.4.0.1", "tensorrt-libs": "10.9.0"}, "10.9.0"),
+    ],
+)
+def test_only_tensorrt_10_counts_as_installed(
+    monkeypatch: pytest.MonkeyPatch, installed: dict[str, str], expected: str
+) -> None:
+    import importlib.metadata
+
+    def version(dist: str) -> str:
+        if dist in installed:
+            return installed[dist]
+        raise importlib.metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(trt_cache, "_tensorrt_version_from_library", lambda: None)
+    trt_cache.tensorrt_version.cache_clear()
+    try:
+        assert trt_cache.tensorrt_version() == expected
+    finally:
+        trt_cache.tensorrt_version.cache_clear()
