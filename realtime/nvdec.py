@@ -774,6 +774,12 @@ class NvdecStreamSource(_NvdecBase):
         self._size = (int(stream.codec_context.width), int(stream.codec_context.height))
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
         self._fps = float(rate) if rate else DEFAULT_FPS
+        # LOW: no display delay, each picture comes back at once. A stream with B-frames (some IP
+        # cameras) needs NVDEC's reorder delay to come out in display order.
+        reordered = bool(stream.codec_context.has_b_frames)
+        latency = nvc.DisplayDecodeLatencyType.NATIVE if reordered else nvc.DisplayDecodeLatencyType.LOW
+        if reordered:
+            log.info("%s has B-frames: NVDEC keeps its reorder delay (a few frames of latency).", self.spec)
         try:
             self._decoder = nvc.CreateDecoder(
                 gpuid=self.gpu_id,
@@ -782,7 +788,7 @@ class NvdecStreamSource(_NvdecBase):
                 cudastream=0,
                 usedevicememory=True,
                 outputColorType=nvc.OutputColorType.NATIVE,
-                latency=nvc.DisplayDecodeLatencyType.LOW,  # no display delay; live streams have no B-frames
+                latency=latency,
             )
         except self._errors as err:
             self.close()

@@ -366,13 +366,13 @@ def h264_clip(tmp_path: Path) -> Path:
     return write_h264(tmp_path / "clip.mp4", FRAMES)
 
 
-def write_h264(path: Path, frames: int, first_pts: int = 0) -> Path:
+def write_h264(path: Path, frames: int, first_pts: int = 0, b_frames: bool = True) -> Path:
     """An H.264 clip with B-frames (libx264 defaults): decode order differs from display order.
     `first_pts` (in frames) starts the file's timeline later, as broadcast .ts files do."""
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=Fraction(int(FPS)))
         stream.width, stream.height, stream.pix_fmt = SIZE[0], SIZE[1], "yuv420p"
-        stream.options = {"crf": "12"}
+        stream.options = {"crf": "12"} if b_frames else {"crf": "12", "bf": "0"}
         for n in range(frames):
             frame = av.VideoFrame.from_ndarray(synthetic_frame(n, SIZE), format="bgr24")
             frame.pts = first_pts + n
@@ -643,7 +643,11 @@ def test_without_a_cuda_driver_the_source_says_so(fake_nvc: FakeNvc, h264_clip: 
 # ---------------------------------------------------------------------------------- stream source
 
 
-def test_stream_source_feeds_annexb_pictures_with_low_latency(fake_nvc: FakeNvc, h264_clip: Path) -> None:
+@pytest.mark.parametrize("b_frames", [False, True])
+def test_stream_source_feeds_annexb_pictures_with_low_latency(
+    fake_nvc: FakeNvc, tmp_path: Path, b_frames: bool
+) -> None:
+    h264_clip = write_h264(tmp_path / "live.mp4", FRAMES, b_frames=b_frames)
     opened: list[tuple[str, dict[str, Any]]] = []
 
     def opener(file: str, **kwargs: Any) -> Any:
@@ -662,7 +666,9 @@ def test_stream_source_feeds_annexb_pictures_with_low_latency(fake_nvc: FakeNvc,
     assert kwargs["options"]["rtsp_transport"] == "tcp" and kwargs["options"]["fflags"] == "nobuffer"
     (decoder,) = fake_nvc.decoder_kwargs
     assert decoder["usedevicememory"] is True
-    assert decoder["latency"] == DisplayDecodeLatencyType.LOW
+    # No display delay, unless the stream has B-frames: then NVDEC must reorder them.
+    expected = DisplayDecodeLatencyType.NATIVE if b_frames else DisplayDecodeLatencyType.LOW
+    assert decoder["latency"] == expected
     picture_decodes = [e for e in fake_nvc.log if e[0] == "Decode" and e[1] > 0]
     assert picture_decodes and all(e[3] == VideoPacketFlag.ENDOFPICTURE for e in picture_decodes)
     assert_cloned_before_next_decode(fake_nvc.log)
