@@ -344,3 +344,54 @@ def test_open_sink_routes_by_spec(tmp_path: Path) -> None:
     assert isinstance(open_sink(str(tmp_path / "a.mkv")), VideoFileSink)
     with pytest.raises(SinkError, match="window"):
         open_sink("window")
+
+
+# ------------------------------------------------------------------ pacing: one clock, the camera's
+
+
+def live_latency_p50(sink: Any) -> float:
+    """Glass-to-glass p50 (ms) of a 30 fps camera into `sink` through a passthrough engine."""
+    from realtime.engine import Engine
+    from realtime.settings import Settings
+    from tests.engine_fakes import FakeSource
+
+    camera = FakeSource(frames=45, fps=30.0, is_live=True, pace=True, size=(320, 240))
+    engine = Engine(camera, sink, Settings())
+    engine.start()
+    assert engine.wait(20)
+    return float(engine.stats().latency_ms.p50)
+
+
+def test_the_gui_virtual_camera_adds_no_frame_of_latency_to_a_live_camera(
+    vcam_recorder: RecordingBackendHandle,
+) -> None:
+    from gui.config import OutputConfig
+    from gui.controller import make_sink
+
+    sink = make_sink(
+        OutputConfig(vcam=True, vcam_width=320, vcam_height=240), lambda err: None, vcam_recorder.name
+    )
+    # A second 30 fps clock in the sink held each frame up to a frame period (19-33 ms p50).
+    assert live_latency_p50(sink) < 12.0
+    assert len(vcam_recorder.frames) == 45
+
+
+@pytest.mark.parametrize(("realtime", "paced"), [(True, False), (False, True)])
+def test_the_cli_virtual_camera_paces_only_sources_that_do_not(
+    vcam_recorder: RecordingBackendHandle, tmp_path: Path, realtime: bool, paced: bool
+) -> None:
+    import argparse
+
+    from main import open_output
+    from realtime.sources import open_source
+
+    clip = tmp_path / "clip.mp4"
+    sink_for_clip = VideoFileSink(clip)
+    sink_for_clip.open(96, 64, 25.0)
+    for i in range(3):
+        sink_for_clip.send(numbered(i))
+    sink_for_clip.close()
+    source = open_source(str(clip), realtime=realtime, loop=False)
+    args = argparse.Namespace(output="vcam", width=None, height=None, fps=None)
+    sink = open_output(args, source)
+    assert isinstance(sink, VirtualCameraSink) and sink.pace is paced
