@@ -9,8 +9,9 @@ Threads and hand-offs (nothing unbounded anywhere):
   next frames overlaps the swaps instead of waiting for them (throughput, where latency is moot).
 - swap workers: `frames_in_flight` threads, each owning its own swapper session.
 - sink: sends frames in capture order (a reorder buffer of at most as many entries as permits),
-  records glass-to-glass latency, and releases the permit. Only the sink paces (the virtual camera
-  sleeps to its frame clock).
+  records glass-to-glass latency, and releases the permit. One clock paces a run, never two: a
+  live source's (a camera delivers at its rate), else the virtual camera's frame clock (callers
+  build it with pace=not source.is_live; two clocks held each frame up to a frame period).
 Control (stop, new settings) never waits behind video: it is read by every thread each frame.
 """
 
