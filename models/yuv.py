@@ -19,6 +19,8 @@ from models.types import ImageBGR
 
 # FFmpeg's AVColorSpace / AVColorRange numbers (libavutil/pixfmt.h), as PyAV reports them.
 AVCOL_SPC_BT709 = 1
+AVCOL_SPC_SMPTE170M = 6  # BT.601 (525-line): the matrix OpenCV's and swscale's defaults use
+AVCOL_RANGE_MPEG = 1  # limited range, 16-235
 AVCOL_RANGE_JPEG = 2
 
 # Luma and blue/red weights of the two matrices (ITU-R BT.601 and BT.709).

@@ -24,6 +24,7 @@ import pyvirtualcam.camera
 
 from models.errors import SinkError, VirtualCameraUnavailableError
 from models.types import ImageBGR
+from models.yuv import AVCOL_RANGE_MPEG, AVCOL_SPC_SMPTE170M
 from realtime.frames import VideoFrame
 
 log = logging.getLogger(__name__)
@@ -371,6 +372,10 @@ class VideoFileSink:
         if not isinstance(stream, av.VideoStream):
             raise ValueError(f"{codec} is not a video encoder")
         stream.width, stream.height, stream.pix_fmt = w, h, self.pix_fmt
+        # Say which YUV the file holds (BT.601, limited range: OpenCV's and swscale's default).
+        # Untagged HD video is shown as BT.709 by browsers and most players: reds and greens shift.
+        stream.codec_context.colorspace = AVCOL_SPC_SMPTE170M
+        stream.codec_context.color_range = AVCOL_RANGE_MPEG
         if codec == "libx264" and self.bitrate is None:
             stream.options = {"crf": str(self.crf), "preset": self.preset}
         else:
@@ -393,6 +398,7 @@ class VideoFileSink:
             av_frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
         else:
             av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+        av_frame.colorspace, av_frame.color_range = AVCOL_SPC_SMPTE170M, AVCOL_RANGE_MPEG
         if self._first_index is None:
             self._first_index = frame.index
         av_frame.pts = max(frame.index - self._first_index, self._last_pts + 1)

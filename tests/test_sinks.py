@@ -395,3 +395,18 @@ def test_the_cli_virtual_camera_paces_only_sources_that_do_not(
     args = argparse.Namespace(output="vcam", width=None, height=None, fps=None)
     sink = open_output(args, source)
     assert isinstance(sink, VirtualCameraSink) and sink.pace is paced
+
+
+def test_recordings_say_which_yuv_they_hold(tmp_path: Path) -> None:
+    # Untagged HD video is shown as BT.709 by browsers and most players; ours is BT.601 limited.
+    path = tmp_path / "hd.mp4"
+    sink = VideoFileSink(path)
+    sink.open(1280, 720, 30.0)
+    red = VideoFrame(np.full((720, 1280, 3), (40, 60, 200), np.uint8), 0, 0.0)
+    sink.send(red)
+    sink.close()
+    with av.open(str(path)) as container:
+        ctx = container.streams.video[0].codec_context
+        assert (ctx.colorspace, ctx.color_range) == (6, 1)  # SMPTE 170M (BT.601), limited range
+        frame = next(container.decode(video=0))
+    assert np.abs(frame.to_ndarray(format="bgr24")[360, 640].astype(int) - (40, 60, 200)).max() <= 3
