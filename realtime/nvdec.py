@@ -45,7 +45,16 @@ from models.errors import SourceError
 from models.types import ImageBGR
 from models.yuv import BT601_LIMITED, YuvColour, colour_of, nv12_to_bgr_host
 from realtime.frames import VideoFrame
-from realtime.sources import DEFAULT_FPS, IMAGE_EXTENSIONS, FrameSource, KnownFormat, Pacer, open_source
+from realtime.sources import (
+    DEFAULT_FPS,
+    IMAGE_EXTENSIONS,
+    FrameSource,
+    KnownFormat,
+    Pacer,
+    open_source,
+    playback_mode,
+    require_video_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -555,15 +564,12 @@ class NvdecFileSource(_NvdecBase):
 
     @property
     def description(self) -> str:
-        mode = ", real time" if self.realtime else ""
-        mode += ", looping" if self.loop else ""
+        mode = playback_mode(self.realtime, self.loop)
         w, h = self._size
         return f"video file {self.path} (NVDEC on GPU {self.gpu_id}, {w}x{h} @ {self._fps:g} fps{mode})"
 
     def open(self) -> None:
-        if not self.path.is_file():
-            what = "is a folder, not a video file" if self.path.is_dir() else "not found"
-            raise SourceError(f"Video file {what}: {self.path}")
+        require_video_file(self.path)
         nvc = self._start(str(self.path))
         self._colour = _probe_colour(self.path)
         try:

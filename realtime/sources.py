@@ -321,6 +321,18 @@ class CameraSource(KnownFormat):
 # ----------------------------------------------------------------------------------------- video file
 
 
+def playback_mode(realtime: bool, loop: bool) -> str:
+    """', real time, looping' and the like, for a video file source's description."""
+    return (", real time" if realtime else "") + (", looping" if loop else "")
+
+
+def require_video_file(path: Path) -> None:
+    """A clear SourceError when `path` is not a file (missing, or a folder)."""
+    if not path.is_file():
+        what = "is a folder, not a video file" if path.is_dir() else "not found"
+        raise SourceError(f"Video file {what}: {path}")
+
+
 class VideoFileSource(KnownFormat):
     """A video file decoded with PyAV, as fast as it is read or paced like a camera (`realtime`).
 
@@ -354,14 +366,11 @@ class VideoFileSource(KnownFormat):
 
     @property
     def description(self) -> str:
-        mode = ", real time" if self.realtime else ""
-        mode += ", looping" if self.loop else ""
+        mode = playback_mode(self.realtime, self.loop)
         return f"video file {self.path} ({self._size[0]}x{self._size[1]} @ {self._fps:g} fps{mode})"
 
     def open(self) -> None:
-        if not self.path.is_file():
-            what = "is a folder, not a video file" if self.path.is_dir() else "not found"
-            raise SourceError(f"Video file {what}: {self.path}")
+        require_video_file(self.path)
         try:
             container = av.open(str(self.path), mode="r")
         except (av.error.FFmpegError, OSError) as err:
