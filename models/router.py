@@ -17,7 +17,7 @@ import onnxruntime as ort
 from models.arcface import ArcFace
 from models.errors import ModelContractError
 from models.inswapper import CONTRACT_TEXT as SWAPPER_CONTRACT
-from models.inswapper import InSwapper, read_emap
+from models.inswapper import InSwapper, read_emap_cached
 from models.scrfd import SCRFD
 from models.session import SessionFactory
 
@@ -143,8 +143,9 @@ def load_recognizer(path: Path | str, factory: SessionFactory) -> ArcFace:
 def load_swapper(path: Path | str, factory: SessionFactory) -> InSwapper:
     p, session = _open(path, factory, "swapper/inswapper")
     try:
-        return InSwapper(session, read_emap(p))
+        # Cached: parsing the 554 MB protobuf for its emap holds the GIL ~1 s per swap worker.
+        return InSwapper(session, read_emap_cached(p))
     except ModelContractError as err:
-        if err.message.startswith(p.name):  # read_emap already names the file
+        if err.message.startswith(p.name):  # read_emap(_cached) already names the file
             raise
         raise _named(p, err) from err

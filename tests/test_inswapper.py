@@ -188,3 +188,27 @@ def test_large_model_emap_is_cached_and_a_replaced_file_misses(tmp_path, monkeyp
     onnx.save(build_inswapper(seed=1), str(path))  # a different file under the same name
     third = mod.read_emap_cached(path, cache)
     assert len(calls) == 2 and not np.array_equal(first, third)
+
+
+def test_the_app_loads_the_swapper_emap_from_the_cache(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The engine loads a swapper per worker at every start and reload: the 554 MB parse must not
+    # happen each time (it held the GIL and froze the window ~1 s per worker).
+    import onnx
+    import platformdirs
+
+    from models import inswapper as mod
+    from models.router import load_swapper
+    from models.session import SessionFactory
+    from tests.doubles import build_inswapper
+
+    path = tmp_path / "inswapper_128.onnx"
+    onnx.save(build_inswapper(seed=0), str(path))
+    monkeypatch.setattr(mod, "EMAP_CACHE_MIN_BYTES", 1)
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda app: str(tmp_path / "user-cache"))
+    calls = []
+    real = mod.read_emap
+    monkeypatch.setattr(mod, "read_emap", lambda p: calls.append(p) or real(p))
+    first = load_swapper(path, SessionFactory())
+    second = load_swapper(path, SessionFactory())
+    assert len(calls) == 1 and np.array_equal(first.emap, second.emap)
+    assert list((tmp_path / "user-cache" / "emap").glob("*.emap.npy"))
