@@ -9,6 +9,7 @@ Elsewhere OpenCV gives no names, so indices are probed with `cv2.VideoCapture`.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +37,61 @@ _PROP_FOURCC = 6
 # Probing stops after this many indices in a row fail to open: Windows and macOS number cameras
 # contiguously, and every failed open costs up to a second with some backends.
 _MAX_CONSECUTIVE_MISSES = 2
+
+# OpenCV's capture API numbers (cv2.CAP_*), for the same reason.
+CAP_V4L2 = 200
+CAP_DSHOW = 700
+CAP_AVFOUNDATION = 1200
+
+# Serialises camera opens and probes across threads: a device opened twice at once (the GUI's
+# Refresh while the engine captures; MSMF and DSHOW on one camera) fails or breaks the running
+# stream, and OpenCV's log level, which probing silences, is process-wide. Re-entrant: a probe
+# may run inside an open that failed (to list what is there).
+_CAMERA_LOCK = threading.RLock()
+
+
+def default_camera_backend(platform: str = sys.platform) -> int:
+    """The capture API that opens webcams fastest and honours MJPG/size requests on each OS. Listing,
+    probing and capturing all use it: on Windows, MSMF and DSHOW number cameras differently (only
+    DSHOW sees OBS's virtual camera), so mixing them opens the wrong device."""
+    if platform.startswith("win"):
+        return CAP_DSHOW
+    if platform == "darwin":
+        return CAP_AVFOUNDATION
+    return CAP_V4L2
+
+
+def request_mode(
+    cap: Capture,
+    backend: int,
+    width: int | None = None,
+    height: int | None = None,
+    fps: float | None = None,
+    prefer_mjpg: bool = True,
+) -> None:
+    """Ask an open capture for a size, rate and MJPG, in the order its backend keeps them.
+
+    V4L2 (and the others): the pixel format first, since the driver picks the size/fps list from it
+    and many webcams reach 30 fps at 720p and above only in MJPG. DirectShow: the rate, then the
+    size, then MJPG last: there a size or rate change rebuilds the graph with its own format
+    preference (YUY2 before MJPG), dropping an MJPG asked for earlier (cap_dshow.cpp).
+    """
+    mjpg = float(_fourcc_code("MJPG")) if prefer_mjpg else None
+    steps: list[tuple[int, float | None]] = [
+        (_PROP_FOURCC, mjpg),
+        (_PROP_FRAME_WIDTH, width),
+        (_PROP_FRAME_HEIGHT, height),
+        (_PROP_FPS, fps),
+    ]
+    if backend == CAP_DSHOW:
+        steps = [steps[3], steps[1], steps[2], steps[0]]
+    for prop, value in steps:
+        if value:
+            cap.set(prop, value)
+
+
+def _fourcc_code(text: str) -> int:
+    return sum(ord(c) << (8 * i) for i, c in enumerate(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,26 +178,27 @@ def probe_modes(
     candidates: Sequence[tuple[int, int, float]] = DEFAULT_MODE_CANDIDATES,
     *,
     capture_factory: CaptureFactory | None = None,
+    backend: int | None = None,
 ) -> tuple[CameraMode, ...]:
     """Open camera `index`, ask for each (width, height, fps) and return the distinct modes it
     actually delivered, in the order first seen.
 
     Drivers silently substitute the nearest mode they support, so the size is read from a real
     frame rather than trusted from `set()`. The fps is what the driver reports for that mode
-    (measuring it would take a second per mode).
+    (measuring it would take a second per mode). Each mode is asked for exactly as CameraSource
+    asks (MJPG preferred, the backend's order), so the list shows what a capture would get.
     Raises SourceError when the camera cannot be opened.
     """
     factory = capture_factory or _open_capture
-    with _quiet_opencv():
+    api = default_camera_backend() if backend is None else backend
+    with quiet_opencv():
         cap = factory(index)
         try:
             if not cap.isOpened():
-                raise SourceError(f"Camera {index} could not be opened.", hint=_camera_hint())
+                raise SourceError(f"Camera {index} could not be opened.", hint=camera_access_hint())
             modes: list[CameraMode] = []
             for width, height, fps in candidates:
-                cap.set(_PROP_FRAME_WIDTH, width)
-                cap.set(_PROP_FRAME_HEIGHT, height)
-                cap.set(_PROP_FPS, fps)
+                request_mode(cap, api, width, height, fps)
                 ok, frame = cap.read()
                 if not ok or frame is None:
                     # The driver accepted the settings but then produced nothing: that mode is
@@ -201,7 +258,7 @@ def _read_text(path: Path) -> str:
 def _probe_indices(max_index: int, factory: CaptureFactory) -> list[CameraInfo]:
     cameras: list[CameraInfo] = []
     misses = 0
-    with _quiet_opencv():
+    with quiet_opencv():
         for index in range(max_index):
             cap = factory(index)
             try:
@@ -221,28 +278,36 @@ def _probe_indices(max_index: int, factory: CaptureFactory) -> list[CameraInfo]:
 def _open_capture(index: int) -> Capture:
     import cv2
 
-    if sys.platform.startswith("linux"):
-        # Straight to V4L2: CAP_ANY would also try GStreamer and FFmpeg, slower and noisier.
-        return cv2.VideoCapture(index, cv2.CAP_V4L2)
-    return cv2.VideoCapture(index)
+    # The backend a capture uses (default_camera_backend); CAP_ANY would also try GStreamer and
+    # FFmpeg on Linux and MSMF first on Windows, which numbers cameras differently.
+    return cv2.VideoCapture(index, default_camera_backend())
 
 
 @contextmanager
-def _quiet_opencv() -> Iterator[None]:
+def camera_lock() -> Iterator[None]:
+    """Hold while opening, probing or releasing a camera (see _CAMERA_LOCK)."""
+    with _CAMERA_LOCK:
+        yield
+
+
+@contextmanager
+def quiet_opencv() -> Iterator[None]:
     """Silence OpenCV's "can't open camera by index" warnings while probing, then restore the
-    previous level (it is process-wide, and the rest of the app may want its warnings)."""
+    previous level (it is process-wide, and the rest of the app may want its warnings). Holds the
+    camera lock, so overlapping probes cannot restore the levels out of order."""
     import cv2
 
     logging = cv2.utils.logging
-    previous = logging.getLogLevel()
-    logging.setLogLevel(logging.LOG_LEVEL_SILENT)
-    try:
-        yield
-    finally:
-        logging.setLogLevel(previous)
+    with _CAMERA_LOCK:
+        previous = logging.getLogLevel()
+        logging.setLogLevel(logging.LOG_LEVEL_SILENT)
+        try:
+            yield
+        finally:
+            logging.setLogLevel(previous)
 
 
-def _camera_hint(platform: str = sys.platform) -> str:
+def camera_access_hint(platform: str = sys.platform) -> str:
     if platform.startswith("linux"):
         return "Close other programs using it, and check your user is in the 'video' group."
     if platform == "darwin":

@@ -6,9 +6,8 @@ and turns every way an input can fail into a one-line `SourceError` naming the c
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,13 @@ import numpy as np
 
 from models.errors import SourceError
 from models.types import ImageBGR
+from realtime.cameras import (
+    camera_access_hint,
+    camera_lock,
+    default_camera_backend,
+    quiet_opencv,
+    request_mode,
+)
 from realtime.frames import VideoFrame
 
 log = logging.getLogger(__name__)
@@ -131,27 +137,6 @@ class CaptureLike(Protocol):
     def release(self) -> None: ...
 
 
-def default_camera_backend(platform: str = sys.platform) -> int:
-    """The capture API that opens webcams fastest and honours MJPG/size requests on each OS."""
-    if platform.startswith("win"):
-        return int(cv2.CAP_DSHOW)
-    if platform == "darwin":
-        return int(cv2.CAP_AVFOUNDATION)
-    return int(cv2.CAP_V4L2)
-
-
-@contextlib.contextmanager
-def _quiet_opencv() -> Iterator[None]:
-    # Probing absent indices makes OpenCV print two warnings per index; they say nothing the caller
-    # does not already learn from the returned list.
-    previous = cv2.utils.logging.getLogLevel()
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
-    try:
-        yield
-    finally:
-        cv2.utils.logging.setLogLevel(previous)
-
-
 def probe_cameras(
     indices: Iterable[int] = PROBE_INDICES,
     backend: int | None = None,
@@ -160,7 +145,7 @@ def probe_cameras(
     """Camera indices that open. Opening is cheap (no frame is read); still, call it only on demand."""
     api = default_camera_backend() if backend is None else backend
     found: list[int] = []
-    with _quiet_opencv():
+    with quiet_opencv():
         for index in indices:
             cap = capture_factory(index, api)
             try:
@@ -169,6 +154,21 @@ def probe_cameras(
             finally:
                 cap.release()
     return found
+
+
+def as_bgr(image: Any) -> ImageBGR:
+    """A camera picture as 3-channel BGR: DirectShow hands grey/IR cameras' Y8 frames out as one
+    channel, and a few drivers BGRA."""
+    if image.ndim == 2:
+        return np.asarray(cv2.cvtColor(image, cv2.COLOR_GRAY2BGR), dtype=np.uint8)
+    if image.shape[2] == 4:
+        return np.asarray(cv2.cvtColor(image, cv2.COLOR_BGRA2BGR), dtype=np.uint8)
+    return np.asarray(image, dtype=np.uint8)
+
+
+def _release_capture(cap: CaptureLike) -> None:
+    with camera_lock():
+        cap.release()
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +183,17 @@ class CameraSettings:
     prefer_mjpg: bool = True
     retries: int = 3
     retry_delay_s: float = 0.5
+    first_frame_s: float = 2.0  # how long open() waits for a slow-starting camera's first picture
 
 
 class CameraSource(KnownFormat):
-    """A webcam through OpenCV. Survives short dropouts by reopening the device `retries` times."""
+    """A webcam through OpenCV. Survives short dropouts by reopening the device `retries` times.
+
+    The capture is released only by the thread that reads it: close() from another thread while a
+    read is stuck in the driver (V4L2 waits up to 10 s) marks the source closed, and the reader
+    releases the device when its read returns. Releasing it under a running read crashed, and a
+    reconnect finishing after close() leaked the device.
+    """
 
     def __init__(
         self,
@@ -200,9 +207,12 @@ class CameraSource(KnownFormat):
         retries: int = 3,
         retry_delay_s: float = 0.5,
         list_cameras: Callable[[], Sequence[int]] | None = None,
+        first_frame_s: float = 2.0,
     ) -> None:
         api = default_camera_backend() if backend is None else backend
-        self.settings = CameraSettings(index, api, width, height, fps, prefer_mjpg, retries, retry_delay_s)
+        self.settings = CameraSettings(
+            index, api, width, height, fps, prefer_mjpg, retries, retry_delay_s, first_frame_s
+        )
         self._capture_factory = capture_factory
         self._list_cameras = list_cameras
         self._cap: CaptureLike | None = None
@@ -211,6 +221,9 @@ class CameraSource(KnownFormat):
         self._fps = 0.0
         self._next_index = 0
         self.reconnects = 0
+        self._lock = threading.Lock()  # guards _cap hand-over between the reader and close()
+        self._reading = False
+        self._closed = threading.Event()  # also wakes a reconnect wait at once
 
     @property
     def is_live(self) -> bool:
@@ -225,15 +238,19 @@ class CameraSource(KnownFormat):
 
     def open(self) -> None:
         index = self.settings.index
+        self._closed.clear()
         cap = self._connect()
         if cap is None:
-            raise SourceError(f"Camera {index} could not be opened.", hint=self._cameras_hint())
-        ok, image = cap.read()
-        if not ok or image is None:
-            cap.release()
+            raise SourceError(
+                f"Camera {index} could not be opened.", hint=f"{self._cameras_hint()} {camera_access_hint()}"
+            )
+        image = self._first_picture(cap)
+        if image is None:
+            _release_capture(cap)
             raise SourceError(
                 f"Camera {index} opened but sent no picture.",
-                hint="Close other apps that may be using it (video calls, OBS) and try again.",
+                hint="Close other apps that may be using it (video calls, OBS) and try again. "
+                + camera_access_hint(),
             )
         self._cap = cap
         self._pending = image
@@ -243,23 +260,50 @@ class CameraSource(KnownFormat):
         self._fps = float(reported) if reported > 0 else (self.settings.fps or DEFAULT_FPS)
 
     def read(self) -> VideoFrame | None:
-        if self._cap is None:
-            raise RuntimeError("CameraSource.read() called before open()")
-        image = self._pending if self._pending is not None else self._grab()
+        with self._lock:
+            if self._closed.is_set():
+                return None
+            if self._cap is None:
+                raise RuntimeError("CameraSource.read() called before open()")
+            self._reading = True
+        try:
+            image = self._pending if self._pending is not None else self._grab()
+        finally:
+            with self._lock:
+                self._reading = False
+                closed = self._closed.is_set()
+            if closed:
+                self._release()  # close() came while this read was in the driver: free it here
+        if closed or image is None:
+            return None
         self._pending = None
         frame = VideoFrame(image, self._next_index, time.perf_counter())
         self._next_index += 1
         return frame
 
     def close(self) -> None:
-        self._pending = None
+        with self._lock:
+            self._closed.set()
+            self._pending = None
+            if self._reading:
+                return  # the reading thread releases the device when its read returns
         self._release()
 
-    def _grab(self) -> ImageBGR:
+    def _first_picture(self, cap: CaptureLike) -> ImageBGR | None:
+        # Some webcams need a second or two (and a few empty reads) after opening.
+        deadline = time.monotonic() + self.settings.first_frame_s
+        while True:
+            ok, image = cap.read()
+            if ok and image is not None:
+                return as_bgr(image)
+            if time.monotonic() >= deadline or self._closed.wait(0.05):
+                return None
+
+    def _grab(self) -> ImageBGR | None:
         assert self._cap is not None
         ok, image = self._cap.read()
         if ok and image is not None:
-            return image
+            return as_bgr(image)
         settings = self.settings
         for attempt in range(1, settings.retries + 1):
             log.warning(
@@ -269,16 +313,34 @@ class CameraSource(KnownFormat):
                 settings.retries,
             )
             self._release()
-            # A replugged USB camera needs a moment before the driver lists it again.
-            time.sleep(settings.retry_delay_s)
+            # A replugged USB camera needs a moment before the driver lists it again; close() ends
+            # the wait at once.
+            if self._closed.wait(settings.retry_delay_s):
+                return None
             cap = self._connect()
             if cap is None:
                 continue
-            self._cap = cap
+            with self._lock:
+                if self._closed.is_set():
+                    _release_capture(cap)
+                    return None
+                self._cap = cap
             ok, image = cap.read()
-            if ok and image is not None:
-                self.reconnects += 1
-                return image
+            if not ok or image is None:
+                continue
+            if (int(image.shape[1]), int(image.shape[0])) != self._size:
+                # Indices shift when a camera is unplugged: this is another device (the laptop's
+                # camera, a virtual camera), not ours coming back.
+                log.warning(
+                    "Camera %d came back as a %dx%d device, not the %dx%d one that left; not using it.",
+                    settings.index,
+                    image.shape[1],
+                    image.shape[0],
+                    *self._size,
+                )
+                continue
+            self.reconnects += 1
+            return as_bgr(image)
         self._release()
         raise SourceError(
             f"Camera {settings.index} disconnected: "
@@ -288,26 +350,19 @@ class CameraSource(KnownFormat):
 
     def _connect(self) -> CaptureLike | None:
         s = self.settings
-        cap = self._capture_factory(s.index, s.backend)
-        if not cap.isOpened():
-            cap.release()
-            return None
-        # The pixel format goes first: the driver picks the size/fps list from it, and many webcams
-        # only reach 30 fps at 720p and above in MJPG.
-        if s.prefer_mjpg:
-            cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter.fourcc(*"MJPG"))
-        if s.width:
-            cap.set(cv2.CAP_PROP_FRAME_WIDTH, s.width)
-        if s.height:
-            cap.set(cv2.CAP_PROP_FRAME_HEIGHT, s.height)
-        if s.fps:
-            cap.set(cv2.CAP_PROP_FPS, s.fps)
+        with camera_lock():
+            cap = self._capture_factory(s.index, s.backend)
+            if not cap.isOpened():
+                cap.release()
+                return None
+            request_mode(cap, s.backend, s.width, s.height, s.fps, s.prefer_mjpg)
         return cap
 
     def _release(self) -> None:
-        if self._cap is not None:
-            self._cap.release()
-            self._cap = None
+        with self._lock:
+            cap, self._cap = self._cap, None
+        if cap is not None:
+            _release_capture(cap)
 
     def _cameras_hint(self) -> str:
         if self._list_cameras is not None:

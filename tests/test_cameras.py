@@ -170,3 +170,25 @@ def test_fourcc_to_str() -> None:
     assert fourcc_to_str(_fourcc("MJPG")) == "MJPG"
     assert fourcc_to_str(0.0) == ""
     assert fourcc_to_str(float(0x01020304)) == ""  # not printable: unknown
+
+
+def test_probe_modes_asks_as_a_capture_asks_so_the_list_shows_what_a_capture_gets() -> None:
+    cap = FakeCapture([(640, 480, 30.0, "MJPG")])
+    probe_modes(0, candidates=[(640, 480, 30)], capture_factory=lambda index: cap)
+    assert cap.requested[6] == float(sum(ord(c) << (8 * i) for i, c in enumerate("MJPG")))
+
+
+def test_listing_opens_cameras_through_the_backend_captures_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cv2
+
+    from realtime import cameras
+    from realtime.sources import CameraSource
+
+    # On Windows MSMF and DSHOW number cameras differently (only DSHOW sees OBS's virtual camera):
+    # "Camera 1" in the list must be the camera a capture of index 1 opens.
+    opened: list[tuple[int, ...]] = []
+    closed_camera = FakeCapture([], opened=False)
+    monkeypatch.setattr(cv2, "VideoCapture", lambda *args: opened.append(args) or closed_camera)
+    cameras._open_capture(1)
+    assert opened == [(1, CameraSource(1).settings.backend)]
+    assert cameras.default_camera_backend("win32") == cameras.CAP_DSHOW

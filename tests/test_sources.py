@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from models.errors import SourceError
+from realtime.cameras import camera_access_hint
 from realtime.frames import VideoFrame
 from realtime.sources import (
     CameraSource,
@@ -362,4 +364,138 @@ def test_missing_camera_lists_the_cameras_that_exist() -> None:
 
     with pytest.raises(SourceError) as info:
         CameraSource(5, list_cameras=lambda: [0, 1]).open()
-    assert info.value.hint == "Cameras found: 0, 1 — run `python main.py doctor` to list them."
+    assert info.value.hint.startswith("Cameras found: 0, 1 — run `python main.py doctor` to list them.")
+    assert camera_access_hint() in info.value.hint  # e.g. macOS: allow camera access in Privacy
+
+
+class StuckCapture:
+    """A capture whose second read blocks in the 'driver' until `wake` is set (V4L2 waits up to 10 s
+    for a frame that does not come); records whether release() ran during a read."""
+
+    def __init__(self) -> None:
+        self.wake = threading.Event()
+        self.in_read = threading.Event()
+        self.reads = 0
+        self.released = 0
+        self.released_while_reading = False
+        self._reading = False
+
+    def isOpened(self) -> bool:
+        return True
+
+    def read(self) -> tuple[bool, Any]:
+        self.reads += 1
+        if self.reads > 1:
+            self._reading = True
+            self.in_read.set()
+            self.wake.wait(5)
+            self._reading = False
+        return True, synthetic_frame(self.reads, (96, 64))
+
+    def set(self, propId: int, value: float) -> bool:
+        return True
+
+    def get(self, propId: int) -> float:
+        return 30.0
+
+    def release(self) -> None:
+        self.released += 1
+        self.released_while_reading |= self._reading
+
+
+def test_close_during_a_stuck_read_leaves_the_release_to_the_reader() -> None:
+    cap = StuckCapture()
+    source = CameraSource(0, capture_factory=lambda i, api: cap)
+    source.open()
+    assert source.read() is not None  # the picture read by open()
+    result: list[Any] = []
+    reader = threading.Thread(target=lambda: result.append(source.read()))
+    reader.start()
+    assert cap.in_read.wait(2)
+    t0 = time.perf_counter()
+    source.close()  # from another thread, while the read is in the driver
+    assert time.perf_counter() - t0 < 0.5 and cap.released == 0  # not under the running read
+    cap.wake.set()
+    reader.join(2)
+    assert result == [None]  # closed: the frame that came late is not handed out
+    assert cap.released == 1 and not cap.released_while_reading
+    assert source.read() is None
+
+
+def test_close_ends_a_reconnect_wait_at_once_and_leaks_no_device() -> None:
+    camera = FakeCamera(frames_before_outage=1)
+    source = CameraSource(0, capture_factory=camera.factory, retries=3, retry_delay_s=10.0)
+    source.open()
+    source.read()
+    result: list[Any] = []
+    reader = threading.Thread(target=lambda: result.append(source.read()))
+    reader.start()
+    time.sleep(0.2)  # the read failed; the source now waits before reconnecting
+    t0 = time.perf_counter()
+    source.close()
+    reader.join(2)
+    assert not reader.is_alive() and time.perf_counter() - t0 < 1.0
+    assert result == [None] and camera.opens == 1  # no reconnect after close()
+
+
+def test_a_different_camera_at_the_same_index_is_not_taken_for_ours() -> None:
+    class Swapped(FakeCamera):
+        def factory(self, index: int, api: int) -> FakeCapture:
+            self.opens += 1
+            cap = FakeCapture(self)
+            if self.opens > 1:  # after the unplug, index 0 is the laptop's 640x480 camera
+                cap.read = lambda: (True, synthetic_frame(0, (640, 480)))  # type: ignore[method-assign]
+            return cap
+
+    camera = Swapped(frames_before_outage=2)
+    source = CameraSource(0, capture_factory=camera.factory, retries=2, retry_delay_s=0.0)
+    source.open()
+    source.read()
+    source.read()
+    with pytest.raises(SourceError, match="disconnected"):
+        source.read()
+    assert source.reconnects == 0
+
+
+def test_grey_and_bgra_pictures_become_bgr() -> None:
+    for picture in (np.full((64, 96), 77, np.uint8), np.full((64, 96, 4), 77, np.uint8)):
+        cap = StuckCapture()
+        cap.read = lambda p=picture: (True, p)  # type: ignore[method-assign]
+        source = CameraSource(0, capture_factory=lambda i, api, c=cap: c)
+        source.open()
+        frame = source.read()
+        source.close()
+        assert frame is not None and frame.image.shape == (64, 96, 3) and (frame.image == 77).all()
+
+
+def test_a_slow_starting_camera_gets_a_moment_for_its_first_picture() -> None:
+    camera = FakeCamera(frames_before_outage=0, outage_reads=3)  # three empty reads, then pictures
+    source = CameraSource(0, capture_factory=camera.factory, first_frame_s=2.0)
+    source.open()
+    frame = source.read()
+    source.close()
+    assert frame is not None and camera.opens == 1
+    with pytest.raises(SourceError, match="sent no picture"):
+        CameraSource(0, capture_factory=FakeCamera(0).factory, first_frame_s=0.2).open()
+
+
+@pytest.mark.parametrize(
+    ("backend", "order"),
+    [
+        (
+            cv2.CAP_V4L2,
+            [cv2.CAP_PROP_FOURCC, cv2.CAP_PROP_FRAME_WIDTH, cv2.CAP_PROP_FRAME_HEIGHT, cv2.CAP_PROP_FPS],
+        ),
+        # DirectShow rebuilds its graph (YUY2 before MJPG) on a size or rate change: MJPG goes last.
+        (
+            cv2.CAP_DSHOW,
+            [cv2.CAP_PROP_FPS, cv2.CAP_PROP_FRAME_WIDTH, cv2.CAP_PROP_FRAME_HEIGHT, cv2.CAP_PROP_FOURCC],
+        ),
+    ],
+)
+def test_camera_requests_come_in_the_order_the_backend_keeps(backend: int, order: list[int]) -> None:
+    camera = FakeCamera(frames_before_outage=10)
+    source = CameraSource(0, backend=backend, width=1280, height=720, fps=30, capture_factory=camera.factory)
+    source.open()
+    source.close()
+    assert [prop for prop, _ in camera.requests] == order
