@@ -21,8 +21,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from models.errors import FaceCastError, SinkError, SourceError
 from realtime.frames import VideoFrame, fit_processing_size
@@ -71,20 +71,42 @@ def passthrough_stages(settings: Settings) -> StageSet:
     return StageSet(PassthroughAnalyser(), tuple(PassthroughWorker() for _ in range(n)), "passthrough")
 
 
+# The settings the loaded models are built for: a change to any of them loads new stages in the
+# background. Everything else (thresholds, smoothing, blending, ...) applies at the next frame.
+MODEL_FIELDS: tuple[tuple[str, str], ...] = (
+    ("detector", "model"),
+    ("detector", "size"),
+    ("swap", "model"),
+    ("enhancer", "model"),
+    ("masks", "occlusion"),
+    ("masks", "regions"),
+    ("pipeline", "provider"),
+    ("pipeline", "fp16"),
+    ("pipeline", "frames_in_flight"),
+)
+
+
 def needs_reload(old: Settings, new: Settings) -> bool:
     """Changes that need new model sessions (loaded in the background)."""
-    return (
-        old.detector.model != new.detector.model
-        or old.detector.size != new.detector.size
-        or old.detector.threshold != new.detector.threshold
-        or old.swap.model != new.swap.model
-        or old.enhancer.model != new.enhancer.model
-        or old.masks.occlusion != new.masks.occlusion
-        or old.masks.regions != new.masks.regions
-        or old.pipeline.provider != new.pipeline.provider
-        or old.pipeline.fp16 != new.pipeline.fp16
-        or old.pipeline.frames_in_flight != new.pipeline.frames_in_flight
+    return any(
+        getattr(getattr(old, section), key) != getattr(getattr(new, section), key)
+        for section, key in MODEL_FIELDS
     )
+
+
+def for_loaded_models(latest: Settings, built: Settings) -> Settings:
+    """`latest`, but with the model fields as `built` has them: what running stages may be handed
+    while a reload is pending (or after one failed). Handing them new model settings made the old
+    workers load those models inline, on every worker, freezing the output for the whole load."""
+    if not needs_reload(built, latest):
+        return latest
+    sections: dict[str, Any] = {}
+    for section, key in MODEL_FIELDS:
+        value = getattr(getattr(built, section), key)
+        current = sections.get(section, getattr(latest, section))
+        if getattr(current, key) != value:
+            sections[section] = replace(current, **{key: value})
+    return replace(latest, **sections)
 
 
 def permits(settings: Settings, live: bool) -> int:
@@ -160,12 +182,22 @@ class Engine:
         self._finished = threading.Event()
         self._pipes = _Pipes()
         self._stages: StageSet | None = None
-        self._pending_stages: StageSet | None = None
+        # The settings the running stages were built with (None: passthrough, built for nothing).
+        self._built_with: Settings | None = None
+        self._pending_stages: tuple[StageSet, Settings] | None = None
+        self._load_request: Settings | None = None  # the newest reload asked for, not yet started
+        self._loader_running = False
+        self._frame_settings_cache: tuple[Settings, Settings | None, Settings] | None = None
         self._threads: list[threading.Thread] = []
         self._preview: list[Callable[[VideoFrame], None]] = []
         self.error: FaceCastError | None = None
         self._lock = threading.Lock()
         self._reported: dict[str, float] = {}  # per-frame failure message -> when last reported
+        # Who releases the source and the sink (see _close): guarded by _io_lock.
+        self._io_lock = threading.Lock()
+        self._capture_running = False
+        self._sink_running = False
+        self._closing = False
 
     # ---- public API ----------------------------------------------------------------------------
 
@@ -189,14 +221,19 @@ class Engine:
             raise
         if self._background:
             self._stages = passthrough_stages(self._settings)
+            self._built_with = None
             self._load_async(self._settings)
         else:
             try:
                 self._stages = self._factory(self._settings)
+                self._built_with = self._settings
             except BaseException:
                 self._source.close()
                 self._sink.abort()
                 raise
+        with self._io_lock:
+            self._capture_running = self._sink_running = True
+            self._closing = False
         self._threads = [
             threading.Thread(target=self._guard(self._capture_loop), name="capture", daemon=True),
             threading.Thread(target=self._guard(self._analyse_loop), name="analyse", daemon=True),
@@ -230,16 +267,12 @@ class Engine:
         """Apply at the next frame. Model/provider changes load in the background meanwhile."""
         settings = settings.validate()
         old = self._settings
+        if settings.pipeline.frames_in_flight != old.pipeline.frames_in_flight:
+            # The number of worker threads is fixed for a run; keep it (it applies at the next Start).
+            settings = settings.with_overrides({"pipeline.frames_in_flight": old.pipeline.frames_in_flight})
+        self._settings = settings
         if needs_reload(old, settings):
-            if settings.pipeline.frames_in_flight != old.pipeline.frames_in_flight:
-                # The number of worker threads is fixed for a run; keep it.
-                settings = settings.with_overrides(
-                    {"pipeline.frames_in_flight": old.pipeline.frames_in_flight}
-                )
-            self._settings = settings
             self._load_async(settings)
-        else:
-            self._settings = settings
 
     def subscribe_preview(self, callback: Callable[[VideoFrame], None]) -> None:
         """Called from the sink thread with each output frame; it must return quickly."""
@@ -255,33 +288,63 @@ class Engine:
     # ---- model (re)loading ---------------------------------------------------------------------
 
     def _load_async(self, settings: Settings) -> None:
+        """Load stages for `settings` on the one loader thread. Requests made while a load runs are
+        coalesced to the newest: loads never overlap (each costs every model's memory), and an
+        older load cannot finish last and win."""
         self._emit(EngineEvent("models_loading", "loading models; frames pass through meanwhile"))
+        with self._lock:
+            self._load_request = settings
+            if self._loader_running:
+                return
+            self._loader_running = True
+        threading.Thread(target=self._loader, name="model-loader", daemon=True).start()
 
-        def load() -> None:
+    def _loader(self) -> None:
+        while True:
+            with self._lock:
+                settings, self._load_request = self._load_request, None
+                if settings is None or self._stop.is_set():
+                    self._loader_running = False
+                    return
             try:
                 stages = self._factory(settings)
-            except FaceCastError as exc:
-                self._emit(EngineEvent("error", exc.user_message(), exc))
-                return
             except Exception as exc:
-                log.exception("model load failed")
-                err = FaceCastError(f"Loading models failed: {exc}")
-                self._emit(EngineEvent("error", err.user_message(), err))
-                return
+                if not self._stop.is_set():
+                    if not isinstance(exc, FaceCastError):
+                        log.exception("model load failed")
+                    err = (
+                        exc
+                        if isinstance(exc, FaceCastError)
+                        else FaceCastError(f"Loading models failed: {exc}")
+                    )
+                    self._emit(EngineEvent("error", err.user_message(), err))
+                continue
             with self._lock:
-                self._pending_stages = stages
+                if self._load_request is not None or self._stop.is_set():
+                    continue  # a newer request replaces this load (or the run ended): drop it
+                self._pending_stages = (stages, settings)
             self._emit(EngineEvent("models_ready", stages.label))
-
-        threading.Thread(target=load, name="model-loader", daemon=True).start()
 
     def _current_stages(self) -> StageSet:
         """The stage set to use for the next frame; a finished reload swaps in atomically here."""
         with self._lock:
             if self._pending_stages is not None:
-                self._stages = self._pending_stages
+                self._stages, self._built_with = self._pending_stages
                 self._pending_stages = None
             assert self._stages is not None
             return self._stages
+
+    def _frame_settings(self) -> Settings:
+        """The settings for the running stages this frame: the newest, but with the model fields
+        they were built for (see for_loaded_models). Cached: the same object while nothing changes,
+        which is what lets stages spot a change by identity."""
+        latest, built = self._settings, self._built_with
+        cached = self._frame_settings_cache
+        if cached is not None and cached[0] is latest and cached[1] is built:
+            return cached[2]
+        result = latest if built is None else for_loaded_models(latest, built)
+        self._frame_settings_cache = (latest, built, result)
+        return result
 
     # ---- threads ---------------------------------------------------------------------------------
 
@@ -301,11 +364,12 @@ class Engine:
         if self.error is None:
             self.error = exc
         self.metrics.error()
-        self._emit(EngineEvent("error", exc.user_message(), exc))
+        # Stop first, tell after: a listener that raises must not leave the run hanging.
         self._stop.set()
         with self._pipes.lock:
             self._pipes.wake_everyone()
         self._finished.set()
+        self._emit(EngineEvent("error", exc.user_message(), exc))
 
     def _capture_loop(self) -> None:
         pipes = self._pipes
@@ -339,6 +403,7 @@ class Engine:
             with pipes.lock:
                 pipes.source_done = True
                 pipes.analyser_wake.notify()
+            self._io_thread_done("capture")
 
     def _analyse_loop(self) -> None:
         pipes = self._pipes
@@ -363,8 +428,8 @@ class Engine:
                 seq = pipes.next_seq
                 pipes.next_seq += 1
                 pipes.capture_wake.notify()
-            settings = self._settings
             stages = self._current_stages()
+            settings = self._frame_settings()
             try:
                 plan = stages.analyser.analyse(frame.image, frame.capture_ts, settings)
             except Exception as exc:
@@ -388,8 +453,8 @@ class Engine:
                 if self._stop.is_set():
                     return
                 job = pipes.jobs.pop(0)
-            settings = self._settings
             workers = self._current_stages().workers
+            settings = self._frame_settings()
             worker = workers[index % len(workers)]
             t0 = time.perf_counter()
             try:
@@ -435,6 +500,7 @@ class Engine:
                     pipes.in_flight -= 1
                     pipes.analyser_wake.notify()
         finally:
+            self._io_thread_done("sink")  # before _finished: wait() then closes the sink itself
             self._finished.set()
 
     def _frame_failed(self, stage: str, index: int, exc: Exception) -> None:
@@ -464,15 +530,51 @@ class Engine:
                 return
             self._threads = []
         self._finished.set()
+        # A capture or sink thread still inside read()/send() after the join (a camera stuck in its
+        # driver, a slow disk) releases its own device when that call returns: closing it from here
+        # under the running call crashed or leaked the device.
+        with self._io_lock:
+            self._closing = True
+            close_source, close_sink = not self._capture_running, not self._sink_running
         try:
-            self._source.close()
+            if close_source:
+                self._source.close()
         finally:
-            if isinstance(self.error, SinkError):
-                self._sink.abort()  # the sink failed mid-write: leave nothing half-written
-            else:
-                self._sink.close()  # finalise: a camera that vanished still leaves a playable file
+            if close_sink:
+                self._close_sink()
         self._emit(EngineEvent("finished", ""))
 
+    def _close_sink(self) -> None:
+        if isinstance(self.error, SinkError):
+            self._sink.abort()  # the sink failed mid-write: leave nothing half-written
+        else:
+            self._sink.close()  # finalise: a camera that vanished still leaves a playable file
+
+    def _io_thread_done(self, which: Literal["capture", "sink"]) -> None:
+        """The capture or sink thread's last act: release its device if the engine closed meanwhile."""
+        with self._io_lock:
+            if which == "capture":
+                self._capture_running = False
+            else:
+                self._sink_running = False
+            late = self._closing
+        if not late:
+            return
+        try:
+            if which == "capture":
+                self._source.close()
+            else:
+                self._close_sink()
+        except FaceCastError as exc:
+            if self.error is None:
+                self.error = exc
+            self._emit(EngineEvent("error", exc.user_message(), exc))
+
     def _emit(self, event: EngineEvent) -> None:
-        if self._on_event is not None:
+        if self._on_event is None:
+            return
+        try:
             self._on_event(event)
+        except Exception:
+            # A listener's bug (a closed stderr pipe, a deleted Qt object) must not stop the video.
+            log.exception("an engine event listener raised on %s", event.kind)

@@ -136,13 +136,14 @@ class Metrics:
         with self._lock:
             return self._latency.values()
 
-    def snapshot(self) -> StatsSnapshot:
+    def snapshot(self, now: float | None = None) -> StatsSnapshot:
+        t = time.perf_counter() if now is None else now
         with self._lock:
             return StatsSnapshot(
                 stages_ms={k: Summary.of(v.values()) for k, v in self._stages.items()},
                 latency_ms=Summary.of(self._latency.values()),
-                fps_in=_rate(self._in_times.values()),
-                fps_out=_rate(self._out_times.values()),
+                fps_in=_rate(self._in_times.values(), t),
+                fps_out=_rate(self._out_times.values(), t),
                 frames_in=self.frames_in,
                 frames_out=self.frames_out,
                 frames_dropped=self.frames_dropped,
@@ -152,8 +153,15 @@ class Metrics:
             )
 
 
-def _rate(times: npt.NDArray[np.float64]) -> float:
+STALL_S = 1.0  # no frame for this long: the rate counts the silence, so a freeze shows as one
+
+
+def _rate(times: npt.NDArray[np.float64], now: float) -> float:
     if times.size < 2:
         return 0.0
-    span = float(times.max() - times.min())
+    oldest, newest = float(times.min()), float(times.max())
+    # Measured to `now` once frames stopped coming: the last 120 timestamps alone would keep
+    # showing the old 30 fps through a frozen pipeline.
+    end = now if now - newest > STALL_S else newest
+    span = end - oldest
     return (times.size - 1) / span if span > 0 else 0.0

@@ -28,6 +28,7 @@ from models.device_ops import DeviceOps
 from models.enhancers import CodeFormer
 from models.errors import ModelError
 from models.inswapper import InSwapper
+from models.scrfd import SCRFD
 from models.session import SessionFactory
 from models.types import Detection, ImageBGR
 from realtime.compositor import (
@@ -125,6 +126,12 @@ class FaceAnalyser:
         if old.tracker != settings.tracker or old.detector.interval != settings.detector.interval:
             # Keeps the tracks (ids, smoothing state): a slider move must not re-lock the target.
             self._tracker.reconfigure(settings.tracker, settings.detector.interval)
+        if old.detector.threshold != settings.detector.threshold:
+            # Live, like the sliders: a reload would reset every track (the swap blinks, and in
+            # "largest" mode the target may jump to another face).
+            self._tracker.score_threshold = settings.detector.threshold
+            if isinstance(self._detector, SCRFD):
+                self._detector.score_threshold = settings.detector.threshold
         if old.swap != settings.swap:
             self._selector = self._new_selector(settings)
 

@@ -276,3 +276,161 @@ def test_live_sources_ignore_read_ahead_so_latency_stays_low() -> None:
 def test_read_ahead_is_validated() -> None:
     with pytest.raises(SettingsError, match=r"pipeline\.read_ahead"):
         settings(2).with_overrides({"pipeline.read_ahead": 9})
+
+
+# ------------------------------------------------------------------ reloads, listeners, late closes
+
+
+def test_overlapping_reloads_end_with_the_newest_settings_loaded() -> None:
+    """A slow load asked first must not finish last and win; requests coalesce to the newest."""
+    loads: list[str] = []
+
+    def factory(s: Settings) -> StageSet:
+        loads.append(s.swap.model)
+        time.sleep(0.4 if s.swap.model == "inswapper_128_fp16" else 0.05)
+        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"loaded {s.swap.model}")
+
+    source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), factory)
+    engine.start()
+    engine.update_settings(engine.settings.with_overrides({"swap.model": "inswapper_128_fp16"}))  # slow
+    time.sleep(0.05)
+    for _ in range(3):  # back, and forth, and back while the slow one loads
+        engine.update_settings(engine.settings.with_overrides({"swap.model": "inswapper_128_fp16"}))
+        engine.update_settings(engine.settings.with_overrides({"swap.model": "inswapper_128"}))
+    time.sleep(1.2)
+    label = engine.stages_label
+    engine.stop()
+    assert engine.settings.swap.model == "inswapper_128"
+    assert label == "loaded inswapper_128"
+    assert len(loads) <= 3  # the start, the slow one, and one load for all the requests after it
+
+
+def test_a_threshold_or_frames_in_flight_change_does_not_reload_the_models() -> None:
+    loads: list[Settings] = []
+    seen: list[float] = []
+
+    class Recorder:
+        def analyse(self, image, ts, s):  # type: ignore[no-untyped-def]
+            seen.append(s.detector.threshold)
+            from realtime.stage_api import FramePlan
+
+            return FramePlan()
+
+    def factory(s: Settings) -> StageSet:
+        loads.append(s)
+        return StageSet(Recorder(), passthrough_stages(s).workers, "rec")
+
+    source = FakeSource(frames=10_000, fps=200.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), factory)
+    engine.start()
+    engine.update_settings(engine.settings.with_overrides({"detector.threshold": 0.7}))
+    engine.update_settings(engine.settings.with_overrides({"pipeline.frames_in_flight": 4}))
+    time.sleep(0.2)
+    engine.stop()
+    assert len(loads) == 1  # tracks survive: a reload would reset them (the swap blinks)
+    assert seen[-1] == 0.7 and engine.settings.pipeline.frames_in_flight == 2
+
+
+def test_running_stages_never_see_model_settings_they_were_not_built_for() -> None:
+    """Old workers handed the new enhancer setting loaded it inline, on every worker, freezing the
+    output for the whole load; they keep their own until the new stages swap in."""
+    seen: list[tuple[str, str, float]] = []
+
+    class Worker:
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def apply(self, image, plan, s, *, device_picture=None):  # type: ignore[no-untyped-def]
+            seen.append((self.label, s.enhancer.model, s.composite.opacity))
+            return {}
+
+    def factory(s: Settings) -> StageSet:
+        if s.enhancer.model != "none":
+            time.sleep(0.3)  # the restorer loads
+        label = f"built for {s.enhancer.model}"
+        return StageSet(PassthroughAnalyser(), (Worker(label), Worker(label)), label)
+
+    source = FakeSource(frames=10_000, fps=200.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), factory)
+    engine.start()
+    time.sleep(0.05)
+    engine.update_settings(
+        engine.settings.with_overrides({"enhancer.model": "gpen_256", "composite.opacity": 0.5})
+    )
+    time.sleep(0.6)
+    engine.stop()
+    assert all(f"built for {model}" == label for label, model, _ in seen)
+    assert ("built for none", "none", 0.5) in seen  # the cheap change applied at once all the same
+    assert seen[-1][:2] == ("built for gpen_256", "gpen_256")
+
+
+def test_a_listener_that_raises_does_not_hang_the_run() -> None:
+    def listener(event: object) -> None:
+        raise BrokenPipeError("stderr closed")  # e.g. the CLI printing into a closed pipe
+
+    sink = RecordingSink(fail_at=5)  # the disk fills up: the run must end, and say why
+    engine = Engine(FakeSource(frames=50), sink, settings(2), on_event=listener)
+    engine.start()
+    assert engine.wait(3)
+    assert isinstance(engine.error, SinkError) and sink.aborted
+
+
+def test_a_load_that_finishes_after_stop_says_nothing() -> None:
+    events: list[str] = []
+
+    def slow(s: Settings) -> StageSet:
+        time.sleep(0.5)
+        return passthrough_stages(s)
+
+    source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), slow, load_in_background=True)
+    engine._on_event = lambda e: events.append(e.kind)
+    engine.start()
+    time.sleep(0.1)
+    engine.stop()
+    time.sleep(0.7)
+    assert "models_ready" not in events and events[-1] == "finished"
+
+
+class StuckSource(FakeSource):
+    """A camera whose read sticks in its driver for `stuck_s`; records a close during a read."""
+
+    stuck_s: float = 1.5
+    reading: bool = False
+    closed_during_read: bool = False
+
+    def read(self):  # type: ignore[no-untyped-def]
+        if self._next >= 3:
+            self.reading = True
+            time.sleep(self.stuck_s)
+            self.reading = False
+        return super().read()
+
+    def close(self) -> None:
+        self.closed_during_read |= self.reading
+        super().close()
+
+
+def test_stop_leaves_a_stuck_source_to_its_own_thread_to_close() -> None:
+    source = StuckSource(frames=10_000, is_live=True)
+    engine = Engine(source, RecordingSink(), settings(2))
+    engine.start()
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    engine.stop()
+    assert time.perf_counter() - t0 < 1.3  # stop still returns within about a second
+    time.sleep(1.5)
+    assert source.closed and not source.closed_during_read
+
+
+def test_fps_falls_when_the_pipeline_freezes() -> None:
+    from realtime.metrics import Metrics
+
+    metrics = Metrics()
+    for i in range(60):  # two seconds at 30 fps
+        metrics.frame_in(100.0 + i / 30)
+        metrics.frame_out(100.0 + i / 30, now=100.0 + i / 30 + 0.01)
+    assert metrics.snapshot(now=102.0).fps_out == pytest.approx(30.0, rel=0.02)
+    frozen = metrics.snapshot(now=106.0)  # then nothing for four seconds
+    assert frozen.fps_in < 12.0 and frozen.fps_out < 12.0  # the status bar must not say 30
