@@ -285,6 +285,8 @@ class EngineController(QObject):
     def _on_engine_event(self, generation: int, event: EngineEvent) -> None:
         if generation != self._generation:
             return
+        if event.kind.startswith("models_") and self._state not in (RunState.STARTING, RunState.RUNNING):
+            return  # a load that ended after Stop: the idle window must not show models as ready
         if event.kind == "models_loading":
             self._models = ModelsState.LOADING
             self.models_changed.emit(self._models.value, event.message)
