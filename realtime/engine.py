@@ -513,6 +513,9 @@ class Engine:
             last = self._reported.get(message)
             if last is not None and now - last < REPEAT_REPORT_S:
                 return
+            if len(self._reported) >= 64:
+                # Messages that vary per frame (a number in the text) must not grow this for hours.
+                self._reported = {m: t for m, t in self._reported.items() if now - t < REPEAT_REPORT_S}
             self._reported[message] = now
         log.warning("%s (frame %d)", message, index, exc_info=not isinstance(exc, FaceCastError))
         self._emit(EngineEvent("warning", message))
