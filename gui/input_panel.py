@@ -68,7 +68,8 @@ class InputPanel(QWidget):
         self.camera_combo = QComboBox()
         self.camera_combo.setPlaceholderText("Looking for cameras…")
         self.camera_combo.currentIndexChanged.connect(self._on_camera)
-        refresh = QPushButton("Refresh")
+        self._capturing = False
+        self.refresh_button = refresh = QPushButton("Refresh")
         refresh.clicked.connect(self.refresh_cameras)
         self.probe_button = QPushButton("Probe modes")
         self.probe_button.setToolTip("Open the camera briefly and ask which sizes and rates it delivers")
@@ -148,6 +149,18 @@ class InputPanel(QWidget):
 
     # ---- cameras ---------------------------------------------------------------------------------------
 
+    def set_capturing(self, capturing: bool) -> None:
+        """Refresh and Probe open cameras: not while a run captures (a second open of the live
+        camera fails, or breaks the running stream, with some drivers)."""
+        self._capturing = capturing
+        for button in (self.refresh_button, self.probe_button):
+            button.setEnabled(not capturing)
+        tip = "Stop first: this opens cameras, which would disturb the running capture" if capturing else ""
+        self.refresh_button.setToolTip(tip)
+        self.probe_button.setToolTip(
+            tip or "Open the camera briefly and ask which sizes and rates it delivers"
+        )
+
     def refresh_cameras(self) -> None:
         self.camera_status.setText("Looking for cameras…")
         run_in_background(self._list_cameras, self._on_cameras, self, "list-cameras")
@@ -158,7 +171,7 @@ class InputPanel(QWidget):
         self.camera_status.setText(f"Asking camera {index} which modes it delivers…")
 
         def done(modes: tuple[CameraMode, ...] | None, error: Exception | None) -> None:
-            self.probe_button.setEnabled(True)
+            self.probe_button.setEnabled(not self._capturing)
             if error is not None or modes is None:
                 self.camera_status.setText(f"Could not probe camera {index}: {error}")
                 return

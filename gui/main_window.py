@@ -271,6 +271,7 @@ class MainWindow(QMainWindow):
         self.state_label.setText(text)
         self.start_button.setText("Start" if state == RunState.IDLE else "Stop")
         self.start_button.setEnabled(state != RunState.STOPPING)
+        self.input_panel.set_capturing(state != RunState.IDLE)
         if state == RunState.RUNNING:
             self._stats_timer.start()
         elif state == RunState.IDLE:

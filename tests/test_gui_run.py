@@ -139,6 +139,10 @@ def test_start_sends_swapped_frames_to_the_virtual_camera_and_stop_releases_it(
     assert (opened.width, opened.height, opened.fps) == (SIZE[0], SIZE[1], 30.0)
     assert vcam_recorder.frames[-1].shape == (SIZE[1], SIZE[0], 3)
     assert window.start_button.text() == "Stop"
+    # Refresh and Probe open cameras: a second open of the live camera disturbs the capture.
+    assert (
+        not window.input_panel.refresh_button.isEnabled() and not window.input_panel.probe_button.isEnabled()
+    )
     assert "fps" in window.fps_label.text() and "p99" in window.latency_label.text()
     shown = window.preview.last_frame
     assert window.preview.mode == "side_by_side" and shown is not None
@@ -151,6 +155,7 @@ def test_start_sends_swapped_frames_to_the_virtual_camera_and_stop_releases_it(
     qtbot.wait(200)
     assert len(vcam_recorder.frames) == sent  # nothing sent after Stop
     assert window.start_button.text() == "Start"
+    assert window.input_panel.refresh_button.isEnabled() and window.input_panel.probe_button.isEnabled()
     assert window.messages.texts() == []  # a clean run reports nothing
 
 
