@@ -434,3 +434,25 @@ def test_fps_falls_when_the_pipeline_freezes() -> None:
     assert metrics.snapshot(now=102.0).fps_out == pytest.approx(30.0, rel=0.02)
     frozen = metrics.snapshot(now=106.0)  # then nothing for four seconds
     assert frozen.fps_in < 12.0 and frozen.fps_out < 12.0  # the status bar must not say 30
+
+
+def test_files_are_analysed_on_their_own_timeline_not_the_wall_clock() -> None:
+    """Smoothing steps by the time between frames: a file read as fast as the machine goes must not
+    be smoothed differently on a fast and a slow machine."""
+    seen: list[float] = []
+
+    class Recorder:
+        def analyse(self, image, ts, s):  # type: ignore[no-untyped-def]
+            from realtime.stage_api import FramePlan
+
+            seen.append(ts)
+            time.sleep(0.002)
+            return FramePlan()
+
+    def factory(s: Settings) -> StageSet:
+        return StageSet(Recorder(), passthrough_stages(s).workers, "rec")
+
+    engine = Engine(FakeSource(frames=20, fps=25.0), RecordingSink(), settings(2), factory)
+    engine.start()
+    assert engine.wait(10)
+    assert seen == pytest.approx([i / 25.0 for i in range(20)])  # frames without pts: index / fps
