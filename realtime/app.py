@@ -93,6 +93,9 @@ class FaceSwapStages:
     identity: SourceIdentity
     reference: npt.NDArray[np.float32] | None = None
     _warm: tuple[Settings, AnalysisModels] | None = field(default=None, repr=False)
+    # The analysis models of the last stage set, by what they were loaded for: a reload of worker
+    # models only (swapper, enhancer, masks) need not load the detector and recogniser again.
+    _analysis: tuple[tuple[object, ...], AnalysisModels] | None = field(default=None, repr=False)
     fallbacks: list[str] = field(default_factory=list)
     mappings: tuple[IdentityMapping, ...] = ()
 
@@ -103,9 +106,18 @@ class FaceSwapStages:
     def __call__(self, settings: Settings) -> StageSet:
         paths = self.options.paths()
         factory = session_factory(settings, self.options)
+        key = (
+            settings.detector.model,
+            settings.detector.size,
+            settings.pipeline.provider,
+            settings.pipeline.fp16,
+        )
         analysis = self._reuse_analysis(settings)
+        if analysis is None and self._analysis is not None and self._analysis[0] == key:
+            analysis = self._analysis[1]
         if analysis is None:
             analysis = load_analysis_models(paths, settings, factory)
+        self._analysis = (key, analysis)
         workers = tuple(
             FaceSwapWorker(
                 load_swapper_model(paths, settings, factory),

@@ -86,12 +86,25 @@ MODEL_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The model fields the analysis (detection, tracking, target choice) is built on. A reload that
+# changes none of them keeps the running analyser, with its tracks.
+ANALYSIS_FIELDS: tuple[tuple[str, str], ...] = (
+    ("detector", "model"),
+    ("detector", "size"),
+    ("pipeline", "provider"),
+    ("pipeline", "fp16"),
+)
+
+
+def _differ(old: Settings, new: Settings, fields: tuple[tuple[str, str], ...]) -> bool:
+    return any(
+        getattr(getattr(old, section), key) != getattr(getattr(new, section), key) for section, key in fields
+    )
+
+
 def needs_reload(old: Settings, new: Settings) -> bool:
     """Changes that need new model sessions (loaded in the background)."""
-    return any(
-        getattr(getattr(old, section), key) != getattr(getattr(new, section), key)
-        for section, key in MODEL_FIELDS
-    )
+    return _differ(old, new, MODEL_FIELDS)
 
 
 def for_loaded_models(latest: Settings, built: Settings) -> Settings:
@@ -329,7 +342,18 @@ class Engine:
         """The stage set to use for the next frame; a finished reload swaps in atomically here."""
         with self._lock:
             if self._pending_stages is not None:
-                self._stages, self._built_with = self._pending_stages
+                stages, built = self._pending_stages
+                old, old_built = self._stages, self._built_with
+                if (
+                    old is not None
+                    and old_built is not None
+                    and not _differ(old_built, built, ANALYSIS_FIELDS)
+                ):
+                    # Only worker models changed (swapper, enhancer, masks): keep the running analyser
+                    # and its tracks. A new one restarted every face at weight 0 (the swap blinked)
+                    # and chose the target again (in "largest" mode, possibly another person).
+                    stages = replace(stages, analyser=old.analyser)
+                self._stages, self._built_with = stages, built
                 self._pending_stages = None
             assert self._stages is not None
             return self._stages

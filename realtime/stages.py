@@ -79,6 +79,8 @@ class FaceAnalyser:
         self._mapped = tuple(mapped_references)
         self._settings = settings
         self._detector: FaceDetector = models.detector
+        if isinstance(self._detector, SCRFD):  # shared models may carry another run's live threshold
+            self._detector.score_threshold = settings.detector.threshold
         self._tracker = self._new_tracker(settings)
         self._selector = self._new_selector(settings)
         self._embeddings: dict[int, npt.NDArray[np.float32]] = {}

@@ -456,3 +456,35 @@ def test_files_are_analysed_on_their_own_timeline_not_the_wall_clock() -> None:
     engine.start()
     assert engine.wait(10)
     assert seen == pytest.approx([i / 25.0 for i in range(20)])  # frames without pts: index / fps
+
+
+def test_a_worker_model_reload_keeps_the_running_analyser_and_its_tracks() -> None:
+    used: list[int] = []
+
+    class Numbered:
+        def __init__(self, number: int) -> None:
+            self.number = number
+
+        def analyse(self, image, ts, s):  # type: ignore[no-untyped-def]
+            from realtime.stage_api import FramePlan
+
+            used.append(self.number)
+            return FramePlan()
+
+    made: list[int] = []
+
+    def factory(s: Settings) -> StageSet:
+        made.append(len(made))
+        return StageSet(Numbered(made[-1]), passthrough_stages(s).workers, f"stages {made[-1]}")
+
+    source = FakeSource(frames=10_000, fps=200.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), factory)
+    engine.start()
+    time.sleep(0.1)
+    engine.update_settings(engine.settings.with_overrides({"swap.model": "inswapper_128_fp16"}))
+    time.sleep(0.3)
+    assert engine.stages_label == "stages 1" and used[-1] == 0  # new workers, the same analyser
+    engine.update_settings(engine.settings.with_overrides({"detector.model": "mtcnn"}))
+    time.sleep(0.3)
+    engine.stop()
+    assert engine.stages_label == "stages 2" and used[-1] == 2  # a new detector: a new analysis

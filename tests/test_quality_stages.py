@@ -565,3 +565,26 @@ def test_the_stage_factory_gives_each_worker_its_own_sessions_loaded_once(
         for _ in range(2):
             worker.apply(frame.copy(), FramePlan([SwapTarget(kps, 1.0, 1)]), s)
     assert loads == ["gpen_256"] * 3  # and never again per frame
+
+
+def test_a_worker_model_reload_does_not_load_the_detector_and_recogniser_again(
+    doubles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import realtime.app as app
+    from realtime.app import ModelOptions, prepare_face_swap
+
+    photo = tmp_path / "me.png"
+    cv2.imwrite(str(photo), astronaut_bgr())
+    s = load_preset("balanced").with_overrides({"pipeline.frames_in_flight": 1})
+    stages = prepare_face_swap([photo], s, ModelOptions(doubles, allow_unverified=True))
+    loads: list[str] = []
+    real = app.load_analysis_models
+    monkeypatch.setattr(
+        app, "load_analysis_models", lambda p, st, f: loads.append(st.detector.model) or real(p, st, f)
+    )
+    stages(s)  # the first stage set reuses the models the source photo was analysed with
+    stages(s.with_overrides({"enhancer.model": "gpen_256"}))
+    stages(s.with_overrides({"swap.model": "inswapper_128_fp16"}))
+    assert loads == []
+    stages(s.with_overrides({"detector.size": 320}))
+    assert loads == ["det_10g"]
