@@ -172,12 +172,20 @@ class FaceTracker:
         """Apply a new settings snapshot (live change); tracks and ids are kept."""
         if interval < 1:
             raise ValueError(f"interval must be >= 1 frame, got {interval}")
+        toggled = settings.enabled != self.settings.enabled
         self.settings = settings
         self.interval = int(interval)
         for track in self._tracks:
             track.filter.min_cutoff = settings.min_cutoff
             track.filter.beta = settings.beta
             track.filter.d_cutoff = settings.d_cutoff
+            if toggled:
+                # Filter state and flow image froze while tracking was off (or ran without them):
+                # resuming from seconds-old positions slid the swap for several frames.
+                track.filter.reset()
+        if toggled:
+            self._has_prev = False
+            self._since_detection = self.interval  # detect on the next frame
 
     def reset(self) -> None:
         """Forget every track and the previous frame (new source, seek); ids keep counting up."""
