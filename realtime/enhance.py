@@ -123,7 +123,14 @@ class FaceEnhanceStage:
         if run:
             self.restorer.enhance(self._input, out=self._restored)
             self.model_runs += 1
-            delta = self._store(key) if key is not None and every_n > 1 else self._fresh
+            if key is not None and every_n > 1:
+                delta = self._store(key)
+            else:
+                delta = self._fresh
+                if key is not None:
+                    # Not kept this time: an older kept correction must not come back when reuse is
+                    # switched on again (it would ghost an expression from minutes ago).
+                    self._cache.pop(key, None)
             np.subtract(self._restored, self._input, out=delta, dtype=np.float32)
         else:
             assert cached is not None

@@ -280,7 +280,7 @@ class FaceSwapWorker:
                 _add_ms(timings, "colour", t0)
 
             crop, m_paste, alpha, region = swapped, m, face.alpha, None
-            if enhancer is not None:
+            if enhancer is not None and settings.enhancer.blend > 0.0:  # blend 0: the plain swap
                 t0 = time.perf_counter()
                 key = (target.track_id, target.identity) if target.track_id >= 0 else None
                 if key is not None:
@@ -342,7 +342,10 @@ class FaceSwapWorker:
         original picture; the mouth needs only the landmarks) combined into the paste mask, colour
         match and sharpening. None when none is on."""
         comp = settings.composite
-        enhancing = self._enhancer is not None
+        # The restorer runs (and its output is what gets sharpened) only at a blend above 0. Known
+        # difference: at 0 < blend < 1 the CPU path sharpens the blend, this path the restorer's
+        # share of it (sharpening the swap too would feed a sharpened face into the restorer).
+        enhancing = self._enhancer is not None and settings.enhancer.blend > 0.0
         if not (
             config.mouth or config.occlusion or config.regions or comp.colour_match or comp.sharpen > 0.0
         ):

@@ -264,6 +264,23 @@ def test_enhancer_blend_zero_is_the_plain_swap_on_the_device(
     np.testing.assert_array_equal(dev, plain)
 
 
+def test_sharpening_with_the_enhancer_at_blend_zero_is_the_plain_swap_sharpened_on_the_device(
+    swapper_file: Path, quality_paths: ModelPaths
+) -> None:
+    # The restorer does not run at blend 0; the sharpening hung on its output was lost with it.
+    s = enhancer_settings(**{"enhancer.blend": 0.0, "composite.sharpen": 2.0})
+    frame = smooth_frame(H, W, 10)
+    plan = FramePlan([FACES[1]])
+    dev = frame.copy()
+    enhancing_worker(swapper_file, quality_paths, s, [identity(1), identity(2)]).apply(dev, plan, s)
+    sharp = Settings().with_overrides({"composite.sharpen": 2.0})
+    plain = frame.copy()
+    FaceSwapWorker(
+        swapper(swapper_file), [identity(1), identity(2)], sharp, factory=FACTORY, device_graphs=True
+    ).apply(plain, plan, sharp)
+    np.testing.assert_array_equal(dev, plain)
+
+
 def test_the_mouth_mask_rides_with_the_paste_mask_on_the_device(swapper_file: Path) -> None:
     s = Settings().with_overrides({"masks.mouth": True})
     frame = smooth_frame(H, W, 13)

@@ -390,6 +390,40 @@ def test_reuse_cadence_and_forgetting(
     assert stage.model_runs == 7
 
 
+def test_a_correction_not_kept_is_not_reused_later(
+    swapper: InSwapper, paths: ModelPaths, scene: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """Run every 3 -> every 1 -> every 3: the correction kept before the switch is minutes old by
+    then (another pose, another expression) and must not come back."""
+    frame, kps = scene
+    plan = FramePlan([SwapTarget(kps, 1.0, 7)])
+    every3 = settings(enhancer__model="gpen_256", enhancer__every_n=3)
+    every1 = settings(enhancer__model="gpen_256", enhancer__every_n=1)
+    worker = FaceSwapWorker(swapper, identity(), every3, StoreQualityModels(paths, FACTORY))
+    stage = worker.enhancer
+    assert stage is not None
+    worker.apply(frame.copy(), plan, every3)  # runs, keeps its correction
+    for _ in range(3):
+        worker.apply(frame.copy(), plan, every1)  # runs every frame, keeps nothing
+    runs = stage.model_runs
+    worker.apply(frame.copy(), plan, every3)
+    assert stage.model_runs == runs + 1  # a fresh run, not the correction from the first frame
+
+
+def test_blend_zero_does_not_run_the_restorer(
+    swapper: InSwapper, paths: ModelPaths, scene: tuple[np.ndarray, np.ndarray]
+) -> None:
+    frame, kps = scene
+    s = settings(enhancer__model="gpen_256", enhancer__blend=0.0)
+    worker = FaceSwapWorker(swapper, identity(), s, StoreQualityModels(paths, FACTORY))
+    plain = FaceSwapWorker(swapper, identity(), settings(), StoreQualityModels(paths, FACTORY))
+    out, expected = frame.copy(), frame.copy()
+    timings = worker.apply(out, FramePlan([SwapTarget(kps, 1.0, 7)]), s)
+    plain.apply(expected, FramePlan([SwapTarget(kps, 1.0, 7)]), settings())
+    assert worker.enhancer is not None and worker.enhancer.model_runs == 0 and "enhance" not in timings
+    np.testing.assert_array_equal(out, expected)  # blend 0 is the plain swap
+
+
 # ---------------------------------------------------------------------- worker: timings, loads
 
 
