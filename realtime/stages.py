@@ -84,6 +84,9 @@ class FaceAnalyser:
         self._tracker = self._new_tracker(settings)
         self._selector = self._new_selector(settings)
         self._embeddings: dict[int, npt.NDArray[np.float32]] = {}
+        # Selection weight (0..1) and identity of each track chosen now or fading out after it was
+        # chosen: a change of target fades over tracker.fade_frames instead of popping.
+        self._selection: dict[int, tuple[float, int]] = {}
         self._timings: dict[str, float] = {}
         self._current_image: ImageBGR = np.zeros((1, 1, 3), dtype=np.uint8)
 
@@ -156,12 +159,42 @@ class FaceAnalyser:
         plan = FramePlan(timings=dict(self._timings))
         plan.timings["track"] = track_ms
         plan.timings["select"] = _ms(t1)
-        for face, identity in chosen:
-            if face.swap_weight > 0.0:
-                plan.targets.append(SwapTarget(face.kps, face.swap_weight, face.track_id, identity))
+        for face, identity, selected in self._fade_selection(chosen, faces, settings.tracker.fade_frames):
+            weight = face.swap_weight * selected
+            if weight > 0.0:
+                plan.targets.append(SwapTarget(face.kps, weight, face.track_id, identity))
             else:
                 plan.passthrough += 1
         return plan
+
+    def _fade_selection(
+        self, chosen: Sequence[tuple[TrackedFace, int]], faces: Sequence[TrackedFace], fade_frames: int
+    ) -> list[tuple[TrackedFace, int, float]]:
+        """The chosen faces with their selection weight, ramping up, plus the faces chosen before
+        and no longer, ramping down while still in view (the reference face turned out to be
+        someone else, the locked target handed over to another)."""
+        step = 1.0 if fade_frames <= 0 else 1.0 / fade_frames
+        present = {face.track_id: face for face in faces}
+        picked = {face.track_id: (face, identity) for face, identity in chosen}
+        out: list[tuple[TrackedFace, int, float]] = []
+        state: dict[int, tuple[float, int]] = {}
+        for track_id, (face, identity) in picked.items():
+            before = self._selection.get(track_id)
+            # A face chosen since its track began needs no second fade-in: the tracker fades it in.
+            weight = (
+                1.0 if before is None and face.swap_weight < 1.0 else min(1.0, (before or (0.0, 0))[0] + step)
+            )
+            state[track_id] = (weight, identity)
+            out.append((face, identity, weight))
+        for track_id, (weight, identity) in self._selection.items():
+            if track_id in picked or track_id not in present:
+                continue
+            weight -= step
+            if weight > 0.0:
+                state[track_id] = (weight, identity)
+                out.append((present[track_id], identity, weight))
+        self._selection = state
+        return out
 
 
 class FaceSwapWorker:

@@ -9,6 +9,8 @@ distance ~0.05 to the same person's photo, ~0.55 to the other), which is all the
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +18,7 @@ import pytest
 
 from models.align import norm_crop
 from models.mtcnn import MTCNN
-from models.types import ImageBGR
+from models.types import Detection, ImageBGR
 from realtime.settings import TrackerSettings
 from realtime.targets import TargetSelector, cosine_distance
 from realtime.tracker import FaceTracker, TrackedFace
@@ -242,3 +244,84 @@ def test_reference_needs_an_embedding_and_a_matching_length() -> None:
         sel.select([_face(1, 100)], lambda f: np.ones(3, dtype=np.float32))
     with pytest.raises(ValueError, match="non-zero"):
         TargetSelector("reference", np.zeros(4))
+
+
+# ------------------------------------------------------------- a change of target fades, never pops
+
+
+def _scripted_face(cx: float, cy: float, size: float) -> Detection:
+    template = np.array([[-0.35, -0.3], [0.35, -0.3], [0, 0.05], [-0.28, 0.4], [0.28, 0.4]], np.float32)
+    kps = template * size + np.array([cx, cy], np.float32)
+    box = np.array([cx - size / 2, cy - size * 0.6, cx + size / 2, cy + size * 0.6], np.float32)
+    return Detection(box, kps, 0.99)
+
+
+class _Scene:
+    """A (larger) face A that leaves at frame `a_leaves` and a face B that is always there."""
+
+    def __init__(self, a_leaves: int = 10**9) -> None:
+        self.frame = 0
+        self.a_leaves = a_leaves
+
+    def detect(self, image: ImageBGR, max_faces: int = 0) -> list[Detection]:
+        faces = [_scripted_face(420, 240, 60)]
+        if self.frame < self.a_leaves:
+            faces.insert(0, _scripted_face(200, 240, 120))
+        return faces
+
+
+def _weights(analyser: Any, scene: _Scene, s: Any, frames: range) -> list[dict[int, float]]:
+    image = np.full((480, 640, 3), 90, np.uint8)
+    out = []
+    for i in frames:
+        scene.frame = i
+        plan = analyser.analyse(image, i / 30, s)
+        out.append({t.track_id: round(t.weight, 2) for t in plan.targets})
+    return out
+
+
+def test_a_new_target_fades_in_when_the_locked_one_leaves() -> None:
+    from realtime.face_models import AnalysisModels
+    from realtime.settings import Settings
+    from realtime.stages import FaceAnalyser
+
+    class Same:
+        def embed(self, image: ImageBGR, kps: Any) -> npt.NDArray[np.float32]:
+            return np.ones(512, np.float32)
+
+    scene = _Scene(a_leaves=10)
+    s = Settings()  # "largest", 4 fade frames
+    weights = _weights(FaceAnalyser(AnalysisModels(scene, Same(), "scripted"), s), scene, s, range(22))
+    b_frames = [w[2] for w in weights if 2 in w]
+    assert b_frames[:4] == [0.25, 0.5, 0.75, 1.0]  # B, already fully tracked, was pasted at 1.0 at once
+
+
+def test_a_target_that_turns_out_to_be_someone_else_fades_out() -> None:
+    from realtime.face_models import AnalysisModels
+    from realtime.settings import Settings
+    from realtime.stages import FaceAnalyser
+
+    reference = np.zeros(512, np.float32)
+    reference[0] = 1.0
+
+    class Hidden(_Scene):
+        """A is hidden for frames 8-9 (a hand); the face found there again is someone else."""
+
+        def detect(self, image: ImageBGR, max_faces: int = 0) -> list[Detection]:
+            faces = super().detect(image, max_faces)
+            return faces[1:] if self.frame in (8, 9) else faces
+
+    class Embeddings:
+        def embed(self, image: ImageBGR, kps: Any) -> npt.NDArray[np.float32]:
+            vec = np.zeros(512, np.float32)
+            is_a = float(np.asarray(kps)[2, 0]) < 300
+            vec[0 if is_a and scene.frame < 8 else 1] = 1.0
+            return vec
+
+    scene = Hidden()
+    s = Settings().with_overrides({"swap.target": "reference", "detector.interval": 1})
+    analyser = FaceAnalyser(AnalysisModels(scene, Embeddings(), "scripted"), s, reference_embedding=reference)
+    a_weights = [w.get(1, 0.0) for w in _weights(analyser, scene, s, range(16))]
+    assert a_weights[7] == 1.0 and a_weights[-1] == 0.0
+    back = a_weights[10:14]
+    assert back[0] > 0.0 and back == sorted(back, reverse=True)  # fades out, not gone in one frame
