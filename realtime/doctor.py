@@ -14,6 +14,7 @@ imported inside the checks that need it: the doctor must still report when onnxr
 
 from __future__ import annotations
 
+import ctypes.util
 import platform as platform_module
 import re
 import shutil
@@ -297,9 +298,20 @@ def _check_platform() -> list[Check]:
     detail = f"{platform_module.system()} {platform_module.release()} {platform_module.machine()}"
     libc, libc_version = platform_module.libc_ver()
     if libc:
-        # The ORT and PyNvVideoCodec wheels are manylinux_2_28: glibc 2.28+.
+        # The PyQt6 6.11 wheels are manylinux_2_34 (x86_64) / 2_39 (aarch64): the newest glibc floor.
         detail += f", {libc} {libc_version}"
-    return [Check("Platform", "info", detail)]
+    checks = [Check("Platform", "info", detail)]
+    if sys.platform.startswith("linux") and ctypes.util.find_library("xcb-cursor") is None:
+        # Qt 6.5+ aborts at start-up without it on X11, saying only that reinstalling may help.
+        checks.append(
+            Check(
+                "Qt window (X11)",
+                "warn",
+                "libxcb-cursor0 not found: the control panel will not open on X11",
+                "sudo apt install libxcb-cursor0 (Fedora: xcb-util-cursor)",
+            )
+        )
+    return checks
 
 
 def _dist_version(name: str) -> str | None:

@@ -157,6 +157,52 @@ def cuda_platform(platform_name: str, machine: str) -> bool:
     )
 
 
+# The oldest platform each pinned wheel set installs on (ONNX Runtime 1.31, PyAV, OpenCV 4.13 and
+# PyQt6 6.11 publish binary wheels for these only; pip would otherwise try to build from source and
+# fail with a message about qmake or a compiler).
+MIN_MACOS = (14, 0)
+MIN_GLIBC = {"x86_64": (2, 34), "aarch64": (2, 39)}
+
+
+def check_platform(
+    platform_name: str, machine: str, mac_version: str = "", libc: tuple[str, str] = ("", "")
+) -> None:
+    """Raise InstallError, saying what is needed, on a platform the pinned wheels do not cover."""
+    arch = machine.lower()
+    if platform_name == "darwin":
+        if arch in ("x86_64", "amd64", "i386"):
+            raise InstallError(
+                "Intel Macs are not supported: ONNX Runtime 1.31 and OpenCV 4.13 publish no wheels for "
+                "them. Use an Apple Silicon Mac (macOS 14 or newer), Windows x64 or Linux."
+            )
+        found = tuple(int(p) for p in mac_version.split(".")[:2] if p.isdigit())
+        if found and found < MIN_MACOS:
+            raise InstallError(
+                f"macOS {mac_version} is too old: FaceCast's ONNX Runtime and PyAV wheels need macOS "
+                f"{MIN_MACOS[0]} or newer. Update macOS, then run this again."
+            )
+    elif platform_name == "win32":
+        if arch in ("arm64", "aarch64"):
+            raise InstallError(
+                "Windows on ARM is not supported: OpenCV and pyvirtualcam publish no ARM64 wheels. "
+                "Install the x64 build of Python (it runs under emulation) and run this with it."
+            )
+    elif platform_name.startswith("linux"):
+        name, version = libc
+        needed = MIN_GLIBC.get("aarch64" if arch in ("aarch64", "arm64") else "x86_64")
+        if name and name != "glibc":
+            raise InstallError(
+                f"this Linux uses {name}, not glibc: the Qt and ONNX Runtime wheels need glibc."
+            )
+        found = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+        if needed and found and found < needed:
+            raise InstallError(
+                f"glibc {version} is too old: the Qt 6.11 wheels need glibc {needed[0]}.{needed[1]} or newer "
+                "on this machine (x86_64: Ubuntu 22.04, Debian 12, Fedora 35 or newer; ARM: Ubuntu 24.04 "
+                "or newer)."
+            )
+
+
 def plan_install(
     python: str, root: Path, *, dev: bool, cuda: bool, upgrade_pip: bool, ort_version: str
 ) -> list[Step]:
@@ -223,7 +269,11 @@ def explain_failure(step: Step, returncode: int, output: str) -> str:
             f"no network: pip could not reach the package index while running `{command}`. "
             "Connect to the internet (or set PIP_INDEX_URL / HTTPS_PROXY) and run this again."
         )
-    if "ensurepip is not available" in output or "No module named venv" in output:
+    if (
+        "ensurepip is not available" in output
+        or "No module named venv" in output
+        or "No module named pip" in output
+    ):
         return (
             f"this Python cannot create virtual environments (`{command}` failed). "
             "On Debian/Ubuntu: sudo apt install python3-venv (or python3.X-venv), then run this again."
@@ -233,7 +283,8 @@ def explain_failure(step: Step, returncode: int, output: str) -> str:
             f"`{command}` failed: this Python is managed by the operating system (PEP 668). "
             "Run without --no-venv to install into a virtual environment."
         )
-    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
+    # pip says "ERROR:"; a failed build (an sdist pip fell back to) says "error:".
+    errors = [line.strip() for line in output.splitlines() if line.strip().lower().startswith("error:")]
     why = f": {errors[-1]}" if errors else ""
     return f"`{command}` failed (exit status {returncode}){why}"
 
@@ -285,14 +336,15 @@ def ensure_python(options: Options, runner: Runner) -> tuple[str, bool]:
     if options.no_venv:
         return sys.executable, False
     python = venv_python(options.venv)
+    create = (sys.executable, "-m", "venv", str(options.venv))
     if python.exists():
-        return str(python), False
-    runner.stream(
-        Step(
-            f"create the virtual environment {options.venv}",
-            (sys.executable, "-m", "venv", str(options.venv)),
-        )
-    )
+        if runner.capture((str(python), "-m", "pip", "--version")).returncode == 0:
+            return str(python), False
+        # A venv whose creation failed half-way (Debian without python3-venv) has a python but no
+        # pip: start it again rather than fail the same way on every run.
+        print(f"    {options.venv} has no pip (its creation failed earlier); creating it again")
+        create = (sys.executable, "-m", "venv", "--clear", str(options.venv))
+    runner.stream(Step(f"create the virtual environment {options.venv}", create))
     if not python.exists():
         raise InstallError(f"`{sys.executable} -m venv {options.venv}` did not create {python}")
     return str(python), True
@@ -372,6 +424,8 @@ def next_steps(python: str, root: Path, dev: bool, platform_name: str = sys.plat
 
 
 def install(options: Options, runner: Runner, platform_name: str = sys.platform, machine: str = "") -> None:
+    if not machine and platform_name == sys.platform:  # the real machine (tests fake other ones)
+        check_platform(platform_name, platform.machine(), platform.mac_ver()[0], platform.libc_ver())
     machine = machine or platform.machine()
     started = time.monotonic()
     requirements = ROOT / "requirements.txt"

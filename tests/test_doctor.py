@@ -516,3 +516,18 @@ def test_probe_capture_takes_native_and_python_output_and_restores_fd2(
     assert "after" in err and "native line" not in err and "python line" not in out
     assert "unrelated native output" in err
     assert fds_after == fds_before  # the saved fd 2 and the pipe are closed
+
+
+def test_a_missing_xcb_cursor_library_is_named_with_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Qt 6.5+ aborts at start-up without it on X11, telling the user only that reinstalling may help.
+    import ctypes.util
+
+    from realtime import doctor as doctor_module
+
+    monkeypatch.setattr(doctor_module.sys, "platform", "linux")
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None if name == "xcb-cursor" else "lib")
+    checks = doctor_module._check_platform()
+    (qt,) = [c for c in checks if c.name.startswith("Qt window")]
+    assert qt.status == "warn" and "libxcb-cursor0" in qt.fix
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libxcb-cursor.so.0")
+    assert [c.name for c in doctor_module._check_platform()] == ["Platform"]

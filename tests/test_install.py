@@ -345,3 +345,68 @@ def test_real_install_into_a_fresh_venv(tmp_path: Path) -> None:
         line for line in listed.splitlines() if line.split("==")[0] in ("onnxruntime", "onnxruntime-gpu")
     ]
     assert len(builds) == 1, builds
+
+
+@pytest.mark.parametrize(
+    ("platform_name", "machine", "mac", "libc", "message"),
+    [
+        ("darwin", "x86_64", "13.6", ("", ""), "Intel Macs are not supported"),
+        ("darwin", "arm64", "13.6.1", ("", ""), "macOS 13.6.1 is too old"),
+        ("win32", "ARM64", "", ("", ""), "Windows on ARM is not supported"),
+        ("linux", "x86_64", "", ("glibc", "2.31"), "glibc 2.31 is too old"),
+        ("linux", "aarch64", "", ("glibc", "2.35"), "glibc 2.35 is too old"),
+        ("linux", "x86_64", "", ("musl", "1.2"), "not glibc"),
+    ],
+)
+def test_platforms_the_wheels_do_not_cover_are_refused_with_what_is_needed(
+    platform_name: str, machine: str, mac: str, libc: tuple[str, str], message: str
+) -> None:
+    # Without this, pip falls back to source builds and fails with "qmake" or "no matching distribution".
+    with pytest.raises(install.InstallError, match=message):
+        install.check_platform(platform_name, machine, mac, libc)
+
+
+@pytest.mark.parametrize(
+    ("platform_name", "machine", "mac", "libc"),
+    [
+        ("darwin", "arm64", "14.5", ("", "")),
+        ("win32", "AMD64", "", ("", "")),
+        ("linux", "x86_64", "", ("glibc", "2.36")),
+        ("linux", "aarch64", "", ("glibc", "2.39")),
+    ],
+)
+def test_supported_platforms_pass_the_check(
+    platform_name: str, machine: str, mac: str, libc: tuple[str, str]
+) -> None:
+    install.check_platform(platform_name, machine, mac, libc)
+
+
+def test_a_venv_left_without_pip_is_created_again(tmp_path: Path) -> None:
+    """Debian without python3-venv leaves .venv/bin/python but no pip; after the user installs
+    the package, running the installer again must repair it, as the README promises."""
+    venv = tmp_path / ".venv"
+    python = install.venv_python(venv)
+    python.parent.mkdir(parents=True)
+    python.touch()
+
+    class NoPip(FakeRunner):
+        def capture(self, argv: tuple[str, ...], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+            if argv[1:] == ("-m", "pip", "--version"):
+                self.captured.append(argv)
+                return subprocess.CompletedProcess(argv, 1, "", "No module named pip")
+            return super().capture(argv, cwd)
+
+        def stream(self, step: Any, cwd: Path | None = None) -> int:
+            self.streamed.append(step.argv)  # --clear keeps the folder: nothing to create here
+            return 0
+
+    runner = NoPip()
+    options = install.Options(venv=venv, accelerator="cpu", dev=False, no_venv=False)
+    assert install.ensure_python(options, runner) == (str(python), True)  # pip gets upgraded then
+    assert runner.streamed == [(sys.executable, "-m", "venv", "--clear", str(venv))]
+
+
+def test_a_failed_source_build_says_why() -> None:
+    step = install.Step("install", ("python", "-m", "pip", "install", "PyQt6"))
+    output = "Building wheel...\nerror: metadata-generation-failed\n"
+    assert "metadata-generation-failed" in install.explain_failure(step, 1, output)
