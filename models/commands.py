@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from models.catalogue import ModelEntry, default_entries, get_entry
+from models.cli_text import app_command
 from models.download import Downloader
 from models.errors import FaceCastError
 from models.store import ModelStore, VerifyResult
@@ -40,7 +41,8 @@ def list_models(store: ModelStore, out: TextIO) -> int:
         cells = [cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)]
         print("  ".join([*cells, row[4]]).rstrip(), file=out)
     print(
-        f"\n* = default set (`python main.py models download default`). Folder: {store.models_dir}", file=out
+        f"\n* = default set (`{app_command('models download default')}`). Folder: {store.models_dir}",
+        file=out,
     )
     return 0
 

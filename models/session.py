@@ -35,6 +35,7 @@ import numpy as np
 import onnxruntime as ort
 
 from models import trt_cache
+from models.cli_text import app_command
 from models.errors import ModelContractError, ModelError, ModelMissingError
 
 log = logging.getLogger(__name__)
@@ -321,7 +322,7 @@ class SessionFactory:
             raise ModelContractError(
                 f"{name} is not a readable ONNX model ({type(exc).__name__}: {str(exc).splitlines()[0]}).",
                 hint="The file is corrupt or truncated: download it again "
-                "(python main.py models download NAME).",
+                f"(`{app_command('models download NAME')}`; `models list` shows the names).",
             ) from exc
         self._note_fallback(session, name, providers, notes + captured)
         if self.clock is not None:
@@ -459,7 +460,7 @@ class SessionFactory:
                 provider, log_text, available, with_cuda=CUDA not in missing, active=got
             )
             # The doctor logs at warning level (this factory: errors only), so it may say more.
-            fix = fix or "run `python main.py doctor` for details"
+            fix = fix or f"run `{app_command('doctor')}` for details"
             parts.append(f"{provider_label(provider)} did not load: {reason} — fix: {fix}")
         running = provider_label(got[0]) if got else "nothing"
         msg = f"{name}: {'; '.join(parts)}. Running on {running}."

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import platformdirs
 
 from models.catalogue import CATALOGUE, ModelEntry, ModelFile, entry_for_file
+from models.cli_text import app_command
 from models.errors import ModelHashError, ModelMissingError
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def sha256_file(path: Path) -> str:
 
 
 def download_command(name: str) -> str:
-    return f"python main.py models download {name}"
+    return app_command(f"models download {name}")
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

@@ -26,6 +26,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from models.cli_text import installer_command
+
 Status = Literal["ok", "warn", "fail", "info"]
 
 SYSTEM = "System"
@@ -142,7 +144,7 @@ _PACKAGES = (
     _Package("insightface", ("insightface",), True, "face alignment"),
 )
 
-_INSTALL_FIX = "python scripts/install.py"
+_INSTALL_FIX = installer_command()
 
 
 # --------------------------------------------------------------------------------------------

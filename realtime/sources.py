@@ -19,6 +19,7 @@ import av.error
 import cv2
 import numpy as np
 
+from models.cli_text import app_command
 from models.errors import SourceError
 from models.types import ImageBGR
 from realtime.cameras import (
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
 DEFAULT_FPS = 30.0
 PROBE_INDICES = range(10)
-DOCTOR_HINT = "run `python main.py doctor` to list them."
 
 
 @runtime_checkable
@@ -370,7 +370,7 @@ class CameraSource(KnownFormat):
         else:
             found = probe_cameras(backend=self.settings.backend, capture_factory=self._capture_factory)
         listed = ", ".join(str(i) for i in found) if found else "none"
-        return f"Cameras found: {listed} — {DOCTOR_HINT}"
+        return f"Cameras found: {listed} — run `{app_command('doctor')}` to list them."
 
 
 # ----------------------------------------------------------------------------------------- video file

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
+from models.cli_text import app_command
 from models.errors import SourceError
 from realtime.cameras import camera_access_hint
 from realtime.frames import VideoFrame
@@ -364,7 +365,7 @@ def test_missing_camera_lists_the_cameras_that_exist() -> None:
 
     with pytest.raises(SourceError) as info:
         CameraSource(5, list_cameras=lambda: [0, 1]).open()
-    assert info.value.hint.startswith("Cameras found: 0, 1 — run `python main.py doctor` to list them.")
+    assert info.value.hint.startswith(f"Cameras found: 0, 1 — run `{app_command('doctor')}` to list them.")
     assert camera_access_hint() in info.value.hint  # e.g. macOS: allow camera access in Privacy
 
 
