@@ -9,8 +9,9 @@ from typing import Protocol
 import numpy as np
 
 from models.arcface import ArcFace
+from models.cli_text import app_command
 from models.enhancers import FaceRestorer, RestorerName, load_restorer
-from models.errors import ModelError
+from models.errors import ModelError, ModelMissingError
 from models.inswapper import InSwapper
 from models.maskers import FaceParser, Occluder
 from models.mtcnn import MTCNN
@@ -140,12 +141,27 @@ def quality_model_names(settings: Settings) -> list[str]:
 
 
 def check_models_present(paths: ModelPaths, settings: Settings) -> None:
-    """Fail fast (before opening cameras) with the store's one-line message for the first problem."""
+    """Fail fast (before opening cameras): the store's one-line message for a problem file, or one
+    message naming every missing model (a fresh install would otherwise learn of them one run at a
+    time)."""
     names = [settings.swap.model, "w600k_r50", *quality_model_names(settings)]
     if settings.detector.model != "mtcnn":
         names.insert(0, settings.detector.model)
+    missing: list[tuple[str, ModelMissingError]] = []
     for name in names:
-        paths.path(name)
+        try:
+            paths.path(name)
+        except ModelMissingError as err:
+            missing.append((name, err))
+    if len(missing) == 1:
+        raise missing[0][1]
+    if missing:
+        listed = ", ".join(name for name, _ in missing)
+        raise ModelMissingError(
+            f"Models not downloaded yet: {listed} (folder {paths.store.models_dir}).",
+            hint=f"Run `{app_command('models download default')}` (about 900 MB, verified), then again; "
+            f"`{app_command('models list')}` shows what each is.",
+        )
 
 
 def embedding_distance(a: np.ndarray, b: np.ndarray) -> float:

@@ -111,8 +111,30 @@ def test_missing_model_names_file_hash_and_folder(capsys, tmp_path, photo, clip)
         str(tmp_path / "o.mp4"),
     )
     line = error_line(err)
-    assert code != 0 and "missing" in line and str(empty) in line and "sha256" in line
-    assert "models download" in line
+    # A fresh install: every missing model in one message, and the one command that fetches them.
+    assert code != 0 and str(empty) in line
+    assert all(name in line for name in ("det_10g", "inswapper_128", "w600k_r50"))
+    assert "models download default" in err
+
+    # One file missing among verified-size others: the store's message with its file and hash.
+    write_all(empty)
+    (empty / "inswapper_128.onnx").unlink()
+    code, err = run_cli(
+        capsys,
+        "run",
+        "--models-dir",
+        str(empty),
+        "--allow-unverified",
+        "--source",
+        str(photo),
+        "--input",
+        str(clip),
+        "--output",
+        str(tmp_path / "o.mp4"),
+    )
+    line = error_line(err)
+    assert code != 0 and "missing" in line and "inswapper_128" in line and "sha256" in line
+    assert "models download inswapper_128" in err
 
 
 def test_truncated_model(capsys, tmp_path, photo, clip) -> None:  # type: ignore[no-untyped-def]

@@ -470,3 +470,17 @@ def test_download_command_yes_and_unknown_name(tmp_path: Path, server: FakeServe
     assert download_models(store, ["tiny"], yes=True, out=out, in_=io.StringIO(), downloader=dl) == 0
     assert "Accept?" not in out.getvalue()
     assert (store.models_dir / "tiny.onnx").exists()
+
+
+def test_files_sharing_an_archive_come_from_one_download(tmp_path: Path, server: FakeServer) -> None:
+    """det_10g and w600k_r50 are single-file entries that both live in buffalo_l.zip: asking for
+    one after the other must not fetch the 280 MB zip twice."""
+    url = server.add("/pack.zip", Route(make_zip({"pack/a.onnx": A_BYTES, "pack/b.onnx": B_BYTES})))
+    only_a = entry((url,), files=(A,), name="a", archive="pack.zip")
+    only_b = entry((url,), files=(B,), name="b", archive="pack.zip")
+    store, dl = make(tmp_path, only_a, only_b)
+
+    dl.download("a", Accept())
+    assert store.path_for("b.onnx").read_bytes() == B_BYTES  # its sibling came along
+    dl.download("b", Accept())
+    assert len(server.hits("/pack.zip")) == 1
