@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from models.cli_text import installer_command
+from models.cli_text import installer_command, shown_path
 
 Status = Literal["ok", "warn", "fail", "info"]
 
@@ -349,7 +349,7 @@ def _check_packages() -> list[Check]:
                     package.label,
                     "warn",
                     f"several builds installed: {detail}",
-                    f"{_pip_command()} uninstall -y {' '.join(d for d, _ in found)} && {_INSTALL_FIX}",
+                    _then(f"{_pip_command()} uninstall -y {' '.join(d for d, _ in found)}", _INSTALL_FIX),
                 )
             )
             continue
@@ -382,7 +382,7 @@ def _check_ort_distributions() -> list[Check]:
                 "fail",
                 f"both onnxruntime {present['onnxruntime']} and onnxruntime-gpu {present['onnxruntime-gpu']} "
                 "are installed; they write the same files, so which one runs is an accident",
-                f"{pip} uninstall -y onnxruntime onnxruntime-gpu && {pip} install {pin}  "
+                _then(f"{pip} uninstall -y onnxruntime onnxruntime-gpu", f"{pip} install {pin}") + "  "
                 "(insightface must be installed with --no-deps: its declared 'onnxruntime' dependency "
                 f"is what brings the second copy back; {_INSTALL_FIX} does this right)",
                 essential=True,
@@ -399,7 +399,7 @@ def _check_ort_distributions() -> list[Check]:
                 "onnxruntime install",
                 "warn",
                 f"{dist} {version} is installed; this platform should use {expected}",
-                f"{pip} uninstall -y {dist} && {pip} install {pin}",
+                _then(f"{pip} uninstall -y {dist}", f"{pip} install {pin}"),
             )
         ]
     return [Check("onnxruntime install", "ok", f"{dist} {version}")]
@@ -653,8 +653,13 @@ def _check_cameras(platform: str) -> list[Check]:
 
 def _pip_command() -> str:
     """`pip` for exactly the interpreter being checked (a bare `pip` may be another Python's)."""
-    exe = sys.executable or "python"
-    return f'"{exe}" -m pip' if " " in exe else f"{exe} -m pip"
+    return f"{shown_path(Path(sys.executable or 'python'))} -m pip"
+
+
+def _then(*commands: str) -> str:
+    """Commands to run one after another: `a && b`, or `a; b` on Windows, whose PowerShell 5.1
+    rejects `&&`."""
+    return ("; " if sys.platform == "win32" else " && ").join(commands)
 
 
 def _ort_version_for_fix() -> str:

@@ -531,3 +531,12 @@ def test_a_missing_xcb_cursor_library_is_named_with_its_package(monkeypatch: pyt
     assert qt.status == "warn" and "libxcb-cursor0" in qt.fix
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libxcb-cursor.so.0")
     assert [c.name for c in doctor_module._check_platform()] == ["Platform"]
+
+
+def test_fix_commands_paste_into_windows_powershell(monkeypatch: pytest.MonkeyPatch) -> None:
+    from realtime import doctor as doctor_module
+
+    monkeypatch.setattr(doctor_module.sys, "platform", "win32")
+    assert doctor_module._then("a", "b") == "a; b"  # Windows PowerShell 5.1 rejects &&
+    monkeypatch.setattr(doctor_module.sys, "platform", "linux")
+    assert doctor_module._then("a", "b") == "a && b"
