@@ -86,7 +86,10 @@ def download_models(
             return True
         out.write("Accept? [y/N] ")
         out.flush()
-        return in_.readline().strip().lower() in ("y", "yes")
+        answer = in_.readline()
+        if not answer.endswith("\n"):
+            out.write("\n")  # no terminal (end of input): keep the next message on its own line
+        return answer.strip().lower() in ("y", "yes")
 
     code = 0
     for name in names:

@@ -175,7 +175,8 @@ class Downloader:
             raise LicenceNotAcceptedError(
                 f"The licence of {entry.name} ({entry.licence}, {entry.licence_url}) was not accepted; "
                 "nothing was downloaded.",
-                hint=f"Run `{download_command(entry.name)}` again and accept it to download.",
+                hint=f"Run `{download_command(entry.name)}` again and accept it "
+                "(or add --yes, having read it).",
             )
         accepted[entry.licence] = {
             "licence_url": entry.licence_url,
