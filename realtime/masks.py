@@ -34,11 +34,11 @@ from models.types import ImageBGR
 from realtime.compositor import MaskArray, scale_crop_matrix
 from realtime.settings import MasksSettings
 
-# FaceFusion blurs the xseg and BiSeNet masks with sigma 5 at the model's resolution, then keeps
-# only the confident half (clip to [0.5, 1], rescale): a soft edge that never leaks onto an
-# occluder. The same here, but after the (area) resize to the crop, with sigma scaled to match:
-# 16x fewer pixels to blur for the 512 px parser output.
+# FaceFusion resizes the xseg and BiSeNet masks to the 128 px swap crop, blurs them there with
+# sigma 5, then keeps only the confident half (clip to [0.5, 1], rescale): a soft edge that never
+# leaks onto an occluder (facefusion/face_masker.py). The same here: sigma 5 per 128 crop pixels.
 SOFTEN_SIGMA = 5.0
+SOFTEN_AT = 128  # the crop size SOFTEN_SIGMA is given for
 MOUTH_POINTS = 24
 SKIN_CLASS = 1
 
@@ -249,7 +249,7 @@ class FaceMasks:
         cv2.warpAffine(frame, scale_crop_matrix(m, size / self.crop_size), (size, size), dst=self._occ_crop)
         visible = self.occluder.mask(self._occ_crop)
         cv2.resize(visible, (self.crop_size, self.crop_size), dst=self._part, interpolation=cv2.INTER_AREA)
-        return soften(self._part, SOFTEN_SIGMA * self.crop_size / size, out=self._part)
+        return soften(self._part, SOFTEN_SIGMA * self.crop_size / SOFTEN_AT, out=self._part)
 
     def _regions(self, frame: ImageBGR, m: Matrix2x3, classes: tuple[int, ...], want_skin: bool) -> MaskArray:
         if self.parser is None:
@@ -269,7 +269,7 @@ class FaceMasks:
             cv2.resize(self._big, crop, dst=self._skin, interpolation=cv2.INTER_AREA)
         classes_mask(logits, classes, best, out=self._big)
         cv2.resize(self._big, crop, dst=self._part, interpolation=cv2.INTER_AREA)
-        return soften(self._part, SOFTEN_SIGMA * self.crop_size / size, out=self._part)
+        return soften(self._part, SOFTEN_SIGMA * self.crop_size / SOFTEN_AT, out=self._part)
 
 
 def region_argmax_max(logits: MaskArray, out: MaskArray | None = None) -> MaskArray:

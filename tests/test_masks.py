@@ -363,12 +363,13 @@ def test_a_hand_over_the_mouth_stays_in_front_of_the_swapped_face(
         FaceSwapWorker(swapper, identity(), s, Quality(occluder, parser)).apply(out, plan, s)
         results[on] = out
     hand = (slice(mouth[1] - 6, mouth[1] + 6), slice(mouth[0] - 6, mouth[0] + 6))
-    under_eye = ((kps[0] + kps[2]) / 2).round().astype(int)
-    cheek = (slice(under_eye[1] - 3, under_eye[1] + 4), slice(under_eye[0] - 3, under_eye[0] + 4))
+    between_eyes = ((kps[0] + kps[1]) / 2).round().astype(int)
+    cheek = (slice(between_eyes[1] - 3, between_eyes[1] + 4), slice(between_eyes[0] - 3, between_eyes[0] + 4))
     # Without the occlusion mask the swap paints over the hand; with it the hand's pixels are kept.
     assert np.abs(results[False][hand].astype(int) - frame[hand]).mean() > 20
     np.testing.assert_array_equal(results[True][hand], frame[hand])
-    # The rest of the face is swapped the same either way (a level off where the soft mask is 0.99).
+    # Away from the hand's soft edge (FaceFusion's: sigma 5 at the 128 px crop, ~10 crop px wide)
+    # the face is swapped the same either way (a level off where the soft mask is 0.99).
     assert np.abs(results[True][cheek].astype(int) - results[False][cheek]).max() <= 1
     assert np.abs(results[True][cheek].astype(int) - frame[cheek]).mean() > 20
 
@@ -418,3 +419,28 @@ def test_colour_is_measured_on_skin_only(parser: FaceParser) -> None:
     plain = FaceMasks(128).build(face, m, kps, box, MasksSettings(), {}, want_skin=True)
     assert plain.skin is not None
     np.testing.assert_array_equal(plain.skin, np.minimum(face_core_mask(128), box))
+
+
+class HalfPlaneOccluder:
+    """An xseg stand-in: visible (1) left of the middle, occluded (0) right of it, at 256 px."""
+
+    size = 256
+
+    def mask(self, crop: Any) -> Any:
+        out = np.zeros((256, 256), np.float32)
+        out[:, :128] = 1.0
+        return out
+
+
+def test_occlusion_edges_are_as_soft_as_facefusions() -> None:
+    """FaceFusion resizes the xseg mask to the 128 px swap crop and blurs it there with sigma 5
+    (facefusion/face_masker.py); an earlier sigma scaled by the model size gave edges 2-4x harder."""
+    masks = FaceMasks(128, HalfPlaneOccluder())  # type: ignore[arg-type]
+    frame, kps, m = aligned_frame()
+    got = masks.build(frame, m, kps, np.ones((128, 128), np.float32), MasksSettings(occlusion=True), {}).alpha
+    step = np.zeros((128, 128), np.float32)
+    step[:, :64] = 1.0
+    facefusion = (cv2.GaussianBlur(step, (0, 0), 5).clip(0.5, 1) - 0.5) * 2
+    row = 64
+    assert np.abs(got[row] - facefusion[row]).max() < 0.02
+    assert int(np.argmax(got[row] < 0.95)) < 64 - 8  # soft for ~10 crop px inside the edge
