@@ -74,6 +74,16 @@ def make_source(config: InputConfig) -> FrameSource:
     return VideoFileSource(Path(config.video_path), realtime=True, loop=True)
 
 
+def free_path(path: Path) -> Path:
+    """`path`, or `name-2.mp4`, `name-3.mp4`, ... when it exists: a new take (every Start, and a
+    restart for a new face or output) must never replace the recording before it."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
+
+
 def make_sink(
     config: OutputConfig,
     on_vcam_unavailable: Callable[[VirtualCameraUnavailableError], None],
@@ -84,7 +94,8 @@ def make_sink(
     camera would hold each frame up to one frame period (measured: +19-33 ms p50 at 30 fps)."""
     sinks: list[FrameSink] = []
     if config.record:
-        sinks.append(VideoFileSink(Path(config.record_path) if config.record_path else default_record_path()))
+        path = Path(config.record_path) if config.record_path else default_record_path()
+        sinks.append(VideoFileSink(free_path(path)))
     if config.vcam:
         vcam = VirtualCameraSink(
             config.vcam_width, config.vcam_height, config.vcam_fps, backend=vcam_backend, pace=False
@@ -127,7 +138,10 @@ class EngineController(QObject):
         self._models = ModelsState.NONE
         self._generation = 0
         self._settings: Settings | None = None
-        self._pending: RunPlan | None = None
+        # A restart asked for: how to build its plan, called when the old run has stopped, so that
+        # every change made meanwhile (a second setting, another photo) is in it.
+        self._pending: Callable[[], RunPlan] | None = None
+        self._ready_this_run = False  # models became ready at least once in this run
         self._engine_event.connect(self._on_engine_event, QUEUED)  # type: ignore[call-arg]
         self._started.connect(self._on_started, QUEUED)  # type: ignore[call-arg]
         self._start_failed.connect(self._on_start_failed, QUEUED)  # type: ignore[call-arg]
@@ -145,6 +159,12 @@ class EngineController(QObject):
     @property
     def models(self) -> ModelsState:
         return self._models
+
+    @property
+    def previous_models_running(self) -> bool:
+        """A reload is loading (or failed) while the models loaded earlier in this run keep
+        swapping: the output is not passthrough."""
+        return self._ready_this_run and self._models in (ModelsState.LOADING, ModelsState.FAILED)
 
     @property
     def stages_label(self) -> str:
@@ -166,10 +186,12 @@ class EngineController(QObject):
         self._generation += 1
         self._settings = plan.settings
         self._models = ModelsState.NONE
+        self._ready_this_run = False
         self._set_state(RunState.STARTING)
         self._executor.submit(self._control_start, plan, self._generation)
 
     def stop(self) -> None:
+        self._pending = None  # Stop during a restart means stop, not start again
         if self._state in (RunState.IDLE, RunState.STOPPING):
             return
         self._set_state(RunState.STOPPING)
@@ -177,13 +199,15 @@ class EngineController(QObject):
         self._engine = None
         self._executor.submit(self._control_stop, self._generation)
 
-    def restart(self, plan: RunPlan) -> None:
-        """Stop (if running) and start again with `plan` (new input or output)."""
+    def restart(self, plan: Callable[[], RunPlan]) -> None:
+        """Stop (if running) and start again (new input or output) with the plan `plan()` gives once
+        the old run has stopped; restarts asked for meanwhile fold into this one."""
         if self._state == RunState.IDLE:
-            self.start(plan)
+            self.start(plan())
             return
+        if self._state != RunState.STOPPING:
+            self.stop()
         self._pending = plan
-        self.stop()
 
     def update_settings(self, settings: Settings) -> None:
         """Applied live at the next frame; model changes reload in the background, no restart."""
@@ -280,7 +304,7 @@ class EngineController(QObject):
     def _start_pending(self) -> None:
         plan, self._pending = self._pending, None
         if plan is not None:
-            self.start(plan)
+            self.start(plan())
 
     def _on_engine_event(self, generation: int, event: EngineEvent) -> None:
         if generation != self._generation:
@@ -292,6 +316,7 @@ class EngineController(QObject):
             self.models_changed.emit(self._models.value, event.message)
         elif event.kind == "models_ready":
             self._models = ModelsState.READY
+            self._ready_this_run = True
             self.models_changed.emit(self._models.value, event.message)
         elif event.kind == "error":
             if self._models == ModelsState.LOADING:

@@ -97,6 +97,8 @@ class InputPanel(QWidget):
         self.fps_spin.setRange(1.0, 120.0)
         self.fps_spin.setDecimals(0)
         self.fps_spin.setSuffix(" fps")
+        # Only a finished edit counts: typing "15" would otherwise restart the run at 1 fps first.
+        self.fps_spin.setKeyboardTracking(False)
         self.fps_spin.valueChanged.connect(self._on_fps)
         mode_form = QFormLayout()
         mode_form.addRow("Size", self.mode_combo)
@@ -200,6 +202,11 @@ class InputPanel(QWidget):
             self.camera_status.setText("No camera found. The test pattern works without one.")
         else:
             self.camera_status.setText(f"{len(self._cameras)} camera(s) found.")
+            if self.camera_combo.findData(self._config.camera_index) < 0:
+                # The camera chosen last time is not connected now: say so, not "Looking…".
+                self.camera_combo.setPlaceholderText(
+                    f"Camera {self._config.camera_index} (saved) is not connected: choose one"
+                )
         self._select_camera(self._config.camera_index)
 
     def _select_camera(self, index: int) -> None:
@@ -211,7 +218,9 @@ class InputPanel(QWidget):
     def _on_camera(self, position: int) -> None:
         data = self.camera_combo.itemData(position)
         if isinstance(data, int):
-            self._update(camera_index=data)
+            # Picking a camera means using it (as Browse… does for a video).
+            self._update(camera_index=data, kind="camera")
+            self.camera_radio.setChecked(True)
             self._fill_modes()
 
     # ---- modes -----------------------------------------------------------------------------------------
@@ -219,24 +228,35 @@ class InputPanel(QWidget):
     def _fill_modes(self) -> None:
         """The probed modes of the chosen camera where known, else the common sizes."""
         known = self._modes.get(self._config.camera_index, ()) if self._config.kind == "camera" else ()
-        sizes: list[tuple[int, int, str]] = [(m.width, m.height, str(m)) for m in known]
-        if not sizes:
-            sizes = [(w, h, f"{w}x{h}") for w, h in COMMON_SIZES]
-        wanted = (self._config.width, self._config.height)
-        if wanted not in [(w, h) for w, h, _ in sizes]:
-            sizes.append((wanted[0], wanted[1], f"{wanted[0]}x{wanted[1]}"))
+        # A probed mode carries its rate (1280x720@30 and @60 are two modes); a common size does not.
+        modes: list[tuple[int, int, float | None, str]] = [(m.width, m.height, m.fps, str(m)) for m in known]
+        if not modes:
+            modes = [(w, h, None, f"{w}x{h}") for w, h in COMMON_SIZES]
+        size, fps = (self._config.width, self._config.height), self._config.fps
+
+        def matches(mode: tuple[int, int, float | None, str]) -> bool:
+            return (mode[0], mode[1]) == size and (mode[2] is None or mode[2] == fps)
+
+        if not any(matches(mode) for mode in modes):
+            modes.append((size[0], size[1], None, f"{size[0]}x{size[1]}"))
         self.mode_combo.blockSignals(True)
         self.mode_combo.clear()
-        for w, h, text in sizes:
-            self.mode_combo.addItem(text, (w, h))
-        self.mode_combo.setCurrentIndex([(w, h) for w, h, _ in sizes].index(wanted))
+        for w, h, rate, text in modes:
+            self.mode_combo.addItem(text, (w, h, rate))
+        self.mode_combo.setCurrentIndex(next(i for i, mode in enumerate(modes) if matches(mode)))
         self.mode_combo.blockSignals(False)
 
     def _on_mode(self, position: int) -> None:
         data = self.mode_combo.itemData(position)
         if isinstance(data, tuple):
-            width, height = cast(tuple[int, int], data)
-            self._update(width=width, height=height)
+            width, height, rate = cast(tuple[int, int, float | None], data)
+            if rate:
+                self.fps_spin.blockSignals(True)
+                self.fps_spin.setValue(rate)
+                self.fps_spin.blockSignals(False)
+                self._update(width=width, height=height, fps=float(rate))
+            else:
+                self._update(width=width, height=height)
 
     def _on_fps(self, value: float) -> None:
         self._update(fps=float(value))
@@ -255,7 +275,13 @@ class InputPanel(QWidget):
         self._fill_modes()
 
     def _on_video_path(self) -> None:
-        self._update(video_path=self.video_edit.text().strip())
+        path = self.video_edit.text().strip()
+        if path and path != self._config.video_path:
+            # A path typed in means using it (as Browse… does).
+            self._update(video_path=path, kind="video")
+            self.video_radio.setChecked(True)
+        else:
+            self._update(video_path=path)
 
     def _browse_video(self) -> None:
         name, _ = QFileDialog.getOpenFileName(self, "Choose a video", self._config.video_path, VIDEO_FILTER)

@@ -6,6 +6,8 @@ Right: tabs for source faces, input, output and the per-stage controls. Bottom: 
 
 from __future__ import annotations
 
+import logging
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -13,9 +15,12 @@ from typing import cast
 from PyQt6.QtCore import QByteArray, Qt, QTimer
 from PyQt6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
+    QAbstractSpinBox,
+    QApplication,
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QMainWindow,
     QPushButton,
     QScrollArea,
@@ -48,6 +53,8 @@ VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
 )
 STATS_INTERVAL_MS = 250
 APPLY_DELAY_MS = 150  # spin boxes fire per step: settle before asking the engine
+
+log = logging.getLogger(__name__)
 
 
 class MainWindow(QMainWindow):
@@ -219,7 +226,11 @@ class MainWindow(QMainWindow):
         try:
             self._store.save(self.current_config())
         except OSError as exc:
-            self.messages.show_message("error", f"Could not save settings to {self._store.path}: {exc}")
+            text = f"Could not save settings to {self._store.path}: {exc}"
+            # On exit the window is closing: the banner would never be seen, so say it on stderr too.
+            log.error("%s", text)
+            print(f"error: {text}", file=sys.stderr)
+            self.messages.show_message("error", text)
 
     def closeEvent(self, event: QCloseEvent | None) -> None:
         self._stats_timer.stop()
@@ -244,21 +255,37 @@ class MainWindow(QMainWindow):
 
     def toggle_running(self) -> None:
         if self.controller.state == RunState.IDLE:
+            self._commit_pending_edit()
             self.output_panel.help_panel.hide()
             self.graph.clear()
             self.controller.start(self.plan())
         else:
             self.controller.stop()
 
+    @staticmethod
+    def _commit_pending_edit() -> None:
+        """Ctrl+Return right after typing a path or a number: that edit has not been committed yet
+        (editingFinished fires on Return or focus loss), so the run would start with the old value."""
+        focused = QApplication.focusWidget()
+        if focused is None:
+            return
+        parent = focused.parentWidget()
+        if isinstance(parent, QAbstractSpinBox):
+            parent.interpretText()
+        elif isinstance(focused, QAbstractSpinBox):
+            focused.interpretText()
+        elif isinstance(focused, QLineEdit):
+            focused.editingFinished.emit()
+
     def _on_io_changed(self) -> None:
         if self.controller.state in (RunState.STARTING, RunState.RUNNING):
             self._status_message("Input/output changed: restarting…")
-            self.controller.restart(self.plan())
+            self.controller.restart(self.plan)
 
     def _retry_output(self) -> None:
         self.output_panel.help_panel.hide()
         if self.controller.state != RunState.IDLE:
-            self.controller.restart(self.plan())
+            self.controller.restart(self.plan)
 
     def _on_state(self, value: str) -> None:
         state = RunState(value)
@@ -294,7 +321,13 @@ class MainWindow(QMainWindow):
         state, models = self.controller.state, self.controller.models
         badge = ""
         if state == RunState.RUNNING:
-            if models in (ModelsState.NONE, ModelsState.LOADING):
+            if self.controller.previous_models_running:
+                badge = (
+                    "Loading new models… (the previous ones are still swapping)"
+                    if models == ModelsState.LOADING
+                    else "New models did not load: the previous ones keep swapping (see the message above)"
+                )
+            elif models in (ModelsState.NONE, ModelsState.LOADING):
                 badge = "Passthrough: loading models…"
             elif models == ModelsState.FAILED:
                 badge = "Passthrough: the models did not load (see the message above)"
@@ -310,6 +343,7 @@ class MainWindow(QMainWindow):
             self.dropped_label.setText("dropped –")
             self.stages_label.setText("")
             self.output_panel.set_latency(None)
+            self.stage_panel.set_stage_ms({})  # not the last run's figures after Stop
             return
         lat = stats.latency_ms
         self.fps_label.setText(f"{stats.fps_out:.1f} fps")
@@ -382,7 +416,7 @@ class MainWindow(QMainWindow):
         running = self.controller.state in (RunState.STARTING, RunState.RUNNING)
         if running and usable != self._run_faces:
             self._status_message("Source faces changed: reloading…")
-            self.controller.restart(self.plan())
+            self.controller.restart(self.plan)
         else:
             self._sync_active_face()
 

@@ -104,6 +104,7 @@ class OutputPanel(QWidget):
         self.vcam_fps.setRange(1.0, 60.0)
         self.vcam_fps.setDecimals(0)
         self.vcam_fps.setSuffix(" fps")
+        self.vcam_fps.setKeyboardTracking(False)  # a finished edit restarts the run, not each digit
         self.vcam_fps.valueChanged.connect(lambda v: self._update(vcam_fps=float(v)))
         vcam_form = QFormLayout()
         vcam_form.addRow("Size", self.vcam_size)
