@@ -66,8 +66,11 @@ class FaceCard(QFrame):
         self.thumb.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.thumb.setStyleSheet("background:#2a2a2e; border-radius:4px; color:#888;")
         self.thumb.setText("…")
-        self.name = QLabel(path.name, self)
+        self.name = QLabel(self)
         self.name.setStyleSheet("font-weight:bold;")
+        # A long file name is elided (full path in the tooltip): unelided it widened the card until
+        # the remove button scrolled out of a narrow window.
+        self.name.setText(self.name.fontMetrics().elidedText(path.name, Qt.TextElideMode.ElideMiddle, 180))
         self.name.setToolTip(str(path))
         self.status = QLabel("Looking for a face…", self)
         self.status.setWordWrap(True)
@@ -98,13 +101,15 @@ class FaceCard(QFrame):
         self.result = result
         if result.thumbnail is not None:
             pixmap = pixmap_from_bgr(result.thumbnail)
-            self.thumb.setPixmap(
-                pixmap.scaled(
-                    self.thumb.size(),
-                    Qt.AspectRatioMode.KeepAspectRatio,
-                    Qt.TransformationMode.SmoothTransformation,
-                )
+            # Scaled for the screen's device pixels, so it is sharp on high-DPI displays.
+            ratio = self.devicePixelRatioF()
+            scaled = pixmap.scaled(
+                self.thumb.size() * ratio,
+                Qt.AspectRatioMode.KeepAspectRatio,
+                Qt.TransformationMode.SmoothTransformation,
             )
+            scaled.setDevicePixelRatio(ratio)
+            self.thumb.setPixmap(scaled)
         else:
             self.thumb.setText("?")
         if result.error:

@@ -250,7 +250,8 @@ class PreviewWidget(QWidget):
         panes = self._layout()
         if not panes:
             painter.setPen(QColor(170, 170, 170))
-            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self._placeholder)
+            flags = int(Qt.AlignmentFlag.AlignCenter) | int(Qt.TextFlag.TextWordWrap)
+            painter.drawText(self.rect().adjusted(12, 0, -12, 0), flags, self._placeholder)
         for rect, image, title in panes:
             painter.drawImage(rect, _qimage(image))
             if title:
