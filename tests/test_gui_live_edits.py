@@ -31,6 +31,7 @@ from tests.test_gui_helpers import (
     write_face_photo,
     write_models,
 )
+from tests.test_gui_run import SlowSource
 
 
 @pytest.fixture(scope="module")
@@ -46,29 +47,6 @@ def face_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def face_photo2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_face_photo(tmp_path_factory.mktemp("photos2") / "other.png", variant=1)
-
-
-class SlowSource:
-    """Opening and closing take 0.4 s, like a real camera: restarts take a while."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    size = property(lambda self: self.inner.size)
-    fps = property(lambda self: self.inner.fps)
-    is_live = property(lambda self: self.inner.is_live)
-    description = property(lambda self: self.inner.description)
-
-    def open(self) -> None:
-        time.sleep(0.4)
-        self.inner.open()
-
-    def read(self) -> Any:
-        return self.inner.read()
-
-    def close(self) -> None:
-        time.sleep(0.4)
-        self.inner.close()
 
 
 def running(qtbot: QtBot, window: MainWindow) -> None:
