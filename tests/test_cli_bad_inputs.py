@@ -98,18 +98,14 @@ def test_source_photo_without_a_face(capsys, tmp_path, models, clip) -> None:  #
 def test_missing_model_names_file_hash_and_folder(capsys, tmp_path, photo, clip) -> None:  # type: ignore[no-untyped-def]
     empty = tmp_path / "models"
     empty.mkdir()
-    code, err = run_cli(
-        capsys,
-        "run",
-        "--models-dir",
-        str(empty),
-        "--source",
-        str(photo),
-        "--input",
-        str(clip),
-        "--output",
-        str(tmp_path / "o.mp4"),
-    )
+
+    def run(*extra: str) -> tuple[int, str]:
+        return run_cli(  # type: ignore[no-any-return]
+            capsys, "run", "--models-dir", str(empty), *extra, "--source", str(photo),
+            "--input", str(clip), "--output", str(tmp_path / "o.mp4"),
+        )  # fmt: skip
+
+    code, err = run()
     line = error_line(err)
     # A fresh install: every missing model in one message, and the one command that fetches them.
     assert code != 0 and str(empty) in line
@@ -119,19 +115,7 @@ def test_missing_model_names_file_hash_and_folder(capsys, tmp_path, photo, clip)
     # One file missing among verified-size others: the store's message with its file and hash.
     write_all(empty)
     (empty / "inswapper_128.onnx").unlink()
-    code, err = run_cli(
-        capsys,
-        "run",
-        "--models-dir",
-        str(empty),
-        "--allow-unverified",
-        "--source",
-        str(photo),
-        "--input",
-        str(clip),
-        "--output",
-        str(tmp_path / "o.mp4"),
-    )
+    code, err = run("--allow-unverified")
     line = error_line(err)
     assert code != 0 and "missing" in line and "inswapper_128" in line and "sha256" in line
     assert "models download inswapper_128" in err
