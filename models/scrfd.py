@@ -109,6 +109,8 @@ class SCRFD:
         # (img_h, img_w) the canvas/blob padding was last laid out for, and the matching letterbox.
         self._geometry: tuple[int, int] | None = None
         self._letterbox: tuple[int, int, float] = (in_w, in_h, 1.0)
+        # The letterboxed image split into B, G, R planes (sized with the letterbox).
+        self._planes: list[npt.NDArray[np.uint8]] = []
         self._feeds = {self.input_name: self._blob}
 
     @staticmethod
@@ -189,20 +191,26 @@ class SCRFD:
             self._letterbox = letterbox_size(img_w, img_h, in_w, in_h)
             self._canvas.fill(0)
             self._blob.fill((0.0 - INPUT_MEAN) / INPUT_STD)
+            new_w, new_h, _ = self._letterbox
+            self._planes = [np.empty((new_h, new_w), dtype=np.uint8) for _ in range(3)]
             self._geometry = (img_h, img_w)
         new_w, new_h, det_scale = self._letterbox
 
-        region = self._canvas[:new_h, :new_w]
         if (new_h, new_w) == (img_h, img_w):
-            np.copyto(region, image_bgr)
+            region = image_bgr
         else:
+            region = self._canvas[:new_h, :new_w]
             resized = cv2.resize(image_bgr, (new_w, new_h), dst=region)
             if resized is not region:  # OpenCV allocated instead of writing into the view
                 np.copyto(region, resized)
-        src = region[:, :, ::-1] if self.swap_rb else region
-        dst = self._blob[0, :, :new_h, :new_w]
-        np.subtract(src.transpose(2, 0, 1), np.float32(INPUT_MEAN), out=dst)
-        np.multiply(dst, np.float32(1.0 / INPUT_STD), out=dst)
+        # Split into contiguous planes first: normalising plane by plane runs at memory speed,
+        # where the same maths through a transposed HWC view took twice as long (same values).
+        bgr = list(cv2.split(region, self._planes))  # into the reused planes
+        planes = bgr[::-1] if self.swap_rb else bgr
+        for channel, plane in enumerate(planes):
+            dst = self._blob[0, channel, :new_h, :new_w]
+            np.subtract(plane, np.float32(INPUT_MEAN), out=dst)
+            np.multiply(dst, np.float32(1.0 / INPUT_STD), out=dst)
         return self._blob, det_scale
 
     def detect(self, image_bgr: ImageBGR, max_faces: int = 0) -> list[Detection]:

@@ -439,7 +439,8 @@ class FaceTracker:
         inliers = np.zeros(n, dtype=bool)
         inliers[np.flatnonzero(good)[inl.ravel() == 1]] = True
         ratio = float(inliers.sum()) / n
-        step_scale = math.sqrt(abs(float(np.linalg.det(m[:, :2]))))
+        (a, b, _), (c, d, _) = m.tolist()
+        step_scale = math.sqrt(abs(a * d - b * c))
         if ratio < _MIN_INLIER_RATIO or not 1.0 / self.max_scale_step <= step_scale <= self.max_scale_step:
             return fail
 
