@@ -1,16 +1,23 @@
 """What the control panel remembers between runs, and the TOML file it lives in.
 
-The file is read once at start and written on exit. A file that cannot be read back (bad TOML, a
-wrong type, an unknown choice) is copied to `settings.toml.bak` and the defaults are used, with a
-message for the window to show; nothing is lost and nothing blocks start-up.
+The file is read once at start and written on exit. Nothing the user saved is lost and nothing blocks
+start-up: a key with a wrong type or an out-of-range value falls back to its default (the others
+are kept), a file that cannot be parsed falls back to defaults as a whole, and either way the
+original is copied to `settings.toml.bak` first, with a message for the window to show. A file that
+exists but cannot be read (or backed up) is never written over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
+import re
 import shutil
+import stat
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
@@ -27,6 +34,22 @@ CONFIG_VERSION = 1
 
 InputKind = Literal["pattern", "camera", "video"]
 ViewMode = Literal["swapped", "original", "side_by_side"]
+
+# What the panels' own widgets accept; a saved value outside falls back to its default.
+INPUT_FPS_RANGE = (1.0, 120.0)
+VCAM_FPS_RANGE = (1.0, 60.0)
+_WIDTH_RANGE = (64, 7680)
+_HEIGHT_RANGE = (48, 4320)
+_RANGES: dict[str, tuple[float, float]] = {
+    "input.camera_index": (0, 99),
+    "input.width": _WIDTH_RANGE,
+    "input.height": _HEIGHT_RANGE,
+    "input.fps": INPUT_FPS_RANGE,
+    "output.vcam_width": _WIDTH_RANGE,
+    "output.vcam_height": _HEIGHT_RANGE,
+    "output.vcam_fps": VCAM_FPS_RANGE,
+}
+_GEOMETRY = re.compile(r"[A-Za-z0-9+/=]*")  # QWidget.saveGeometry() in base64
 
 
 def default_config_path() -> Path:
@@ -76,13 +99,17 @@ class GuiConfig:
 
 
 class ConfigError(ValueError):
-    """The file's content does not fit GuiConfig (the message names the key)."""
+    """The file as a whole cannot be used (e.g. written by a newer FaceCast)."""
+
+
+class ConfigNotSaved(OSError):
+    """Saving was refused to protect the file on disk (see ConfigStore.save)."""
 
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
     config: GuiConfig
-    message: str = ""  # non-empty when the file was unusable and defaults are in use
+    message: str = ""  # non-empty when some or all of the file could not be used
 
 
 class ConfigStore:
@@ -90,6 +117,8 @@ class ConfigStore:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path if path is not None else default_config_path()
+        # Why the file on disk must not be written over (it could not be read or backed up).
+        self._protect: str = ""
 
     @property
     def backup_path(self) -> Path:
@@ -99,29 +128,78 @@ class ConfigStore:
         if not self.path.exists():
             return LoadResult(GuiConfig())
         try:
-            data = tomllib.loads(self.path.read_text(encoding="utf-8"))
-            return LoadResult(config_from_dict(data))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ConfigError) as exc:
-            return LoadResult(GuiConfig(), self._keep_broken_file(exc))
+            raw = self.path.read_bytes()
+        except OSError as exc:
+            # Unreadable (permissions, a directory): it may be fine once fixed, so it is left alone.
+            self._protect = (
+                f"{self.path} could not be read at start ({_reason(exc)}), so it was left as it is"
+            )
+            return LoadResult(
+                GuiConfig(),
+                f"Your settings file {self.path} could not be read ({_reason(exc)}); defaults are in use "
+                "and the file will not be written over. Fix its permissions (or move it away) and restart.",
+            )
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+            config, problems = config_from_dict(data)
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, ConfigError) as exc:
+            return LoadResult(
+                GuiConfig(), self._keep_original(f"could not be read ({_reason(exc)}); defaults are in use")
+            )
+        if not problems:
+            return LoadResult(config)
+        listed = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
+        return LoadResult(
+            config,
+            self._keep_original(
+                f"had settings that could not be used ({listed}); those are back to their defaults"
+            ),
+        )
 
     def save(self, config: GuiConfig) -> None:
-        """Write atomically (temp file + rename), so a crash mid-write never corrupts the file."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temp = self.path.with_name(self.path.name + ".tmp")
-        temp.write_text(tomli_w.dumps(config_to_dict(config)), encoding="utf-8")
-        os.replace(temp, self.path)
+        """Write atomically (temp file + rename), so a crash mid-write never corrupts the file.
 
-    def _keep_broken_file(self, exc: Exception) -> str:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        A symlinked file is written through the link; the file's permissions are kept. Refused
+        (ConfigNotSaved) when the file could not be read at start or is read-only.
+        """
+        if self._protect:
+            raise ConfigNotSaved(f"not saved: {self._protect}")
+        target = self.path.resolve() if self.path.is_symlink() else self.path
+        mode: int | None = None
+        if target.exists():
+            mode = stat.S_IMODE(target.stat().st_mode)
+            if not mode & 0o222:
+                raise ConfigNotSaved(f"not saved: {target} is read-only (make it writable to keep changes)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(target.name + ".tmp")
+        try:
+            temp.write_text(tomli_w.dumps(config_to_dict(config)), encoding="utf-8")
+            if mode is not None:
+                os.chmod(temp, mode)
+            os.replace(temp, target)
+        except OSError:
+            with contextlib.suppress(OSError):
+                temp.unlink()  # a full disk must not leave a stray settings.toml.tmp behind
+            raise
+
+    def _keep_original(self, what: str) -> str:
+        """Copy the file to .bak (or, failing that, protect it from the next save); the message."""
         try:
             shutil.copy2(self.path, self.backup_path)
         except OSError as copy_error:
             log.warning("could not back up %s: %s", self.path, copy_error)
-            return f"Your settings file {self.path} could not be read ({reason}); defaults are in use."
-        return (
-            f"Your settings file could not be read ({reason}); defaults are in use. "
-            f"The original is kept as {self.backup_path}."
-        )
+            self._protect = (
+                f"{self.path} could not be backed up ({_reason(copy_error)}), so it was left as it is"
+            )
+            return f"Your settings file {self.path} {what}. It will not be written over (no backup possible)."
+        return f"Your settings file {what}. The original is kept as {self.backup_path}."
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # ---- (de)serialisation ------------------------------------------------------------------------------
@@ -143,37 +221,53 @@ def config_to_dict(config: GuiConfig) -> dict[str, Any]:
     }
 
 
-def config_from_dict(data: dict[str, Any]) -> GuiConfig:
-    """Missing keys take their defaults; a present key with a wrong type or value is an error."""
+def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
+    """The config, and what could not be used: a missing key takes its default, and so does a key
+    with a wrong type or an out-of-range value (named in the problems); unknown keys are reported."""
     version = data.get("version", CONFIG_VERSION)
-    if not isinstance(version, int) or version > CONFIG_VERSION:
-        raise ConfigError(f"unsupported settings version {version!r}")
+    if isinstance(version, bool) or not isinstance(version, int) or version > CONFIG_VERSION:
+        raise ConfigError(f"unsupported settings version {version!r}, from a newer FaceCast?")
+    problems: list[str] = []
     default = GuiConfig()
-    overrides = _table(data, "overrides")
-    for key in overrides:
-        if "." not in key:
-            raise ConfigError(f"override '{key}' must look like section.key")
-    faces = _table(data, "faces")
-    photos = faces.get("photos", [])
-    if not isinstance(photos, list) or not all(isinstance(p, str) for p in photos):
-        raise ConfigError("'faces.photos' must be a list of file paths")
-    view = _typed(data, "view", str, default.view)
-    if view not in get_args(ViewMode):
-        raise ConfigError(f"'view' must be one of {', '.join(get_args(ViewMode))}")
-    input_config = _section_from_dict(InputConfig(), _table(data, "input"), "input")
-    if input_config.kind not in get_args(InputKind):
-        raise ConfigError(f"'input.kind' must be one of {', '.join(get_args(InputKind))}")
-    return GuiConfig(
-        consent_accepted=_typed(data, "consent_accepted", bool, default.consent_accepted),
-        preset=_typed(data, "preset", str, default.preset),
-        overrides=dict(overrides),
-        disclosure_label=_typed(data, "disclosure_label", bool, default.disclosure_label),
-        photos=tuple(photos),
-        active_face=_typed(data, "active_face", str, default.active_face),
-        view=cast(ViewMode, view),
-        input=input_config,
-        output=_section_from_dict(OutputConfig(), _table(data, "output"), "output"),
-        window_geometry=_typed(_table(data, "window"), "geometry", str, default.window_geometry),
+    known = {"version", "consent_accepted", "preset", "disclosure_label", "active_face", "view"}
+    known |= {"overrides", "faces", "input", "output", "window"}
+    problems += [f"unknown setting '{k}' ignored" for k in data if k not in known]
+
+    def top(key: str, kind: type, fallback: Any, check: Callable[[Any], bool] | None = None) -> Any:
+        return _take(data, key, kind, fallback, problems, check=check)
+
+    faces = _table(data, "faces", problems)
+    photos: list[str] = []
+    raw_photos = faces.get("photos", [])
+    if isinstance(raw_photos, list):
+        photos = [p for p in raw_photos if isinstance(p, str)]
+        if len(photos) != len(raw_photos):
+            problems.append("'faces.photos' entries that are not file paths were dropped")
+    else:
+        problems.append("'faces.photos' must be a list of file paths")
+    window = _table(data, "window", problems)
+    return (
+        GuiConfig(
+            consent_accepted=top("consent_accepted", bool, default.consent_accepted),
+            preset=top("preset", str, default.preset),
+            overrides=_overrides(_table(data, "overrides", problems), problems),
+            disclosure_label=top("disclosure_label", bool, default.disclosure_label),
+            photos=tuple(photos),
+            active_face=top("active_face", str, default.active_face),
+            view=cast(ViewMode, top("view", str, default.view, lambda v: v in get_args(ViewMode))),
+            input=_section_from_dict(InputConfig(), _table(data, "input", problems), "input", problems),
+            output=_section_from_dict(OutputConfig(), _table(data, "output", problems), "output", problems),
+            window_geometry=_take(
+                window,
+                "geometry",
+                str,
+                default.window_geometry,
+                problems,
+                "window",
+                check=lambda v: _GEOMETRY.fullmatch(v) is not None,
+            ),
+        ),
+        problems,
     )
 
 
@@ -181,30 +275,71 @@ def _section_to_dict(section: InputConfig | OutputConfig) -> dict[str, Any]:
     return {f.name: getattr(section, f.name) for f in fields(section)}
 
 
-def _section_from_dict(default: Any, table: dict[str, Any], prefix: str) -> Any:
+def _section_from_dict(default: Any, table: dict[str, Any], prefix: str, problems: list[str]) -> Any:
+    names = {f.name for f in fields(default)}
+    problems += [f"unknown setting '{prefix}.{k}' ignored" for k in table if k not in names]
     changes: dict[str, Any] = {}
     for f in fields(default):
-        if f.name in table:
-            current = getattr(default, f.name)
-            changes[f.name] = _typed(table, f.name, type(current), current, prefix)
+        current = getattr(default, f.name)
+        check: Callable[[Any], bool] | None = None
+        bounds = _RANGES.get(f"{prefix}.{f.name}")
+        if bounds is not None:
+            lo, hi = bounds
+            check = lambda v, lo=lo, hi=hi: math.isfinite(v) and lo <= v <= hi  # noqa: E731
+        elif f.name == "kind":
+            check = lambda v: v in get_args(InputKind)  # noqa: E731
+        changes[f.name] = _take(table, f.name, type(current), current, problems, prefix, check=check)
     return replace(default, **changes)
 
 
-def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
+def _overrides(table: dict[str, Any], problems: list[str], prefix: str = "") -> dict[str, Any]:
+    """{"section.key": value}; a nested table (`detector.size = 320` written without quotes
+    makes one) is read as the dotted keys it stands for."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_overrides(value, problems, f"{name}."))
+        elif "." in name:
+            flat[name] = value
+        else:
+            problems.append(f"override '{name}' must look like section.key")
+    return flat
+
+
+def _table(data: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]:
     value = data.get(key, {})
     if not isinstance(value, dict):
-        raise ConfigError(f"'{key}' must be a table")
+        problems.append(f"'{key}' must be a table")
+        return {}
     return value
 
 
-def _typed(data: dict[str, Any], key: str, kind: type, default: Any, prefix: str = "") -> Any:
+def _take(
+    data: dict[str, Any],
+    key: str,
+    kind: type,
+    default: Any,
+    problems: list[str],
+    prefix: str = "",
+    *,
+    check: Callable[[Any], bool] | None = None,
+) -> Any:
+    """data[key] if it has the right type (an int for a float is fine) and passes `check`, else
+    `default` with a problem naming the key."""
     if key not in data:
         return default
     value = data[key]
+    name = f"{prefix}.{key}" if prefix else key
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if kind is int and isinstance(value, bool):
-        raise ConfigError(f"'{prefix + '.' if prefix else ''}{key}' must be a whole number")
-    if not isinstance(value, kind):
-        raise ConfigError(f"'{prefix + '.' if prefix else ''}{key}' must be {kind.__name__}, got {value!r}")
+        value = float(value)
+    if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
+        problems.append(f"'{name}' = {value!r} is not {_KIND_TEXT.get(kind, kind.__name__)}")
+        return default
+    if check is not None and not check(value):
+        problems.append(f"'{name}' = {value!r} is out of range")
+        return default
     return value
+
+
+_KIND_TEXT = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}

@@ -25,7 +25,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui.background import run_in_background
-from gui.config import InputConfig, InputKind
+from gui.config import INPUT_FPS_RANGE, InputConfig, InputKind
 from realtime.cameras import CameraInfo, CameraMode
 
 COMMON_SIZES: tuple[tuple[int, int], ...] = ((640, 480), (1280, 720), (1920, 1080))
@@ -94,7 +94,7 @@ class InputPanel(QWidget):
         self.mode_combo = QComboBox()
         self.mode_combo.currentIndexChanged.connect(self._on_mode)
         self.fps_spin = QDoubleSpinBox()
-        self.fps_spin.setRange(1.0, 120.0)
+        self.fps_spin.setRange(*INPUT_FPS_RANGE)
         self.fps_spin.setDecimals(0)
         self.fps_spin.setSuffix(" fps")
         # Only a finished edit counts: typing "15" would otherwise restart the run at 1 fps first.

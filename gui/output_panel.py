@@ -25,7 +25,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
-from gui.config import OutputConfig, default_record_path
+from gui.config import VCAM_FPS_RANGE, OutputConfig, default_record_path
 
 VCAM_SIZES: tuple[tuple[int, int], ...] = ((640, 360), (640, 480), (1280, 720), (1920, 1080))
 
@@ -101,7 +101,7 @@ class OutputPanel(QWidget):
         self.vcam_size = QComboBox()
         self.vcam_size.currentIndexChanged.connect(self._on_size)
         self.vcam_fps = QDoubleSpinBox()
-        self.vcam_fps.setRange(1.0, 60.0)
+        self.vcam_fps.setRange(*VCAM_FPS_RANGE)
         self.vcam_fps.setDecimals(0)
         self.vcam_fps.setSuffix(" fps")
         self.vcam_fps.setKeyboardTracking(False)  # a finished edit restarts the run, not each digit

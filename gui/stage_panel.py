@@ -60,7 +60,7 @@ STAGES: tuple[Stage, ...] = (
         (
             Control("detector.model", "Model", "choice"),
             Control("detector.size", "Input size", "int", 128, 1280, 32, tooltip="Smaller is faster"),
-            Control("detector.threshold", "Threshold", "float", 0.05, 0.95, 0.05),
+            Control("detector.threshold", "Threshold", "float", 0.01, 0.99, 0.05),
             Control(
                 "detector.interval",
                 "Detect every",
@@ -70,7 +70,7 @@ STAGES: tuple[Stage, ...] = (
                 1,
                 tooltip="Full detection every N frames; tracking carries the faces in between",
             ),
-            Control("detector.max_faces", "Max faces", "int", 0, 20, 1, tooltip="0 = no limit"),
+            Control("detector.max_faces", "Max faces", "int", 0, 64, 1, tooltip="0 = no limit"),
         ),
     ),
     Stage(
@@ -82,13 +82,13 @@ STAGES: tuple[Stage, ...] = (
                 "tracker.min_cutoff",
                 "Min cutoff",
                 "float",
-                0.05,
-                10.0,
+                0.01,
+                30.0,
                 0.05,
                 tooltip="Lower = steadier face when still (One-Euro filter)",
             ),
             Control(
-                "tracker.beta", "Beta", "float", 0.0, 2.0, 0.01, 3, tooltip="Higher = less lag when moving"
+                "tracker.beta", "Beta", "float", 0.0, 10.0, 0.01, 3, tooltip="Higher = less lag when moving"
             ),
             Control("tracker.min_quality", "Min quality", "float", 0.0, 1.0, 0.05),
         ),
@@ -150,7 +150,7 @@ STAGES: tuple[Stage, ...] = (
                 "Processing size",
                 "int",
                 0,
-                3840,
+                4096,
                 160,
                 tooltip="Longest side the face stages work at (0 = the source's own size). Smaller is "
                 "faster and softer; the output keeps its size. Values 1-159 are refused",

@@ -373,6 +373,13 @@ class SessionFactory:
         return "cuda" if self.config.provider in ("cuda", "tensorrt") else "cpu"
 
     @staticmethod
+    def provider_of(session: Any) -> str:
+        """The short name ("cpu", "cuda", ...) of the provider that really runs this session first."""
+        got = session.get_providers()
+        by_ort = {ort_name: short for short, ort_name in ORT_PROVIDER.items()}
+        return by_ort.get(got[0], str(got[0])) if got else "cpu"
+
+    @staticmethod
     def device_type_of(session: Any) -> str:
         """The IOBinding device string for buffers of this session: 'cuda' only when a CUDA-based
         provider really loaded (binding 'cuda' buffers to a CPU session fails)."""

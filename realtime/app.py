@@ -118,21 +118,21 @@ class FaceSwapStages:
         if analysis is None:
             analysis = load_analysis_models(paths, settings, factory)
         self._analysis = (key, analysis)
+        swappers = [
+            load_swapper_model(paths, settings, factory) for _ in range(settings.pipeline.frames_in_flight)
+        ]
         workers = tuple(
-            FaceSwapWorker(
-                load_swapper_model(paths, settings, factory),
-                self.identities,
-                settings,
-                StoreQualityModels(paths, factory),
-                factory,
-            )
-            for _ in range(settings.pipeline.frames_in_flight)
+            FaceSwapWorker(swapper, self.identities, settings, StoreQualityModels(paths, factory), factory)
+            for swapper in swappers
         )
         self.fallbacks.extend(m for m in factory.fallbacks if m not in self.fallbacks)
         label = f"{settings.detector.model} + {settings.swap.model}"
         if settings.enhancer.model != "none":
             label += f" + {settings.enhancer.model}"
-        label += f" on {settings.pipeline.provider}"
+        # The provider that really runs the swap: after a fallback the asked-for one would mislead.
+        running = SessionFactory.provider_of(swappers[0].session)
+        asked = settings.pipeline.provider
+        label += f" on {running}" if running == asked else f" on {running} ({asked} did not load)"
         analyser = FaceAnalyser(analysis, settings, self.reference, [m.reference for m in self.mappings])
         return StageSet(analyser, workers, label)
 
@@ -165,6 +165,11 @@ def prepare_face_swap(
         raise SettingsError(
             "Setting 'swap.target' is 'mapped' but no identity mapping was given.",
             hint="Pass --map REF_PHOTO=SOURCE_PHOTO (repeatable).",
+        )
+    if settings.swap.target == "reference" and reference_photo is None:
+        raise SettingsError(
+            "Setting 'swap.target' is 'reference' but no reference photo was given.",
+            hint="Pass --reference PHOTO (a photo of the person whose face is swapped).",
         )
     if not source_photos and not mappings:
         raise SourceError(

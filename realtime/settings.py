@@ -6,6 +6,7 @@ A live change builds a new Settings object; workers pick the new snapshot up at 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
@@ -36,7 +37,7 @@ class DetectorSettings:
         _check(ok_size, "detector.size", "a multiple of 32, 128-1280")
         _check(0.0 < self.threshold < 1.0, "detector.threshold", "between 0 and 1")
         _check(1 <= self.interval <= 120, "detector.interval", "1-120 frames")
-        _check(self.max_faces >= 0, "detector.max_faces", ">= 0")
+        _check(0 <= self.max_faces <= 64, "detector.max_faces", "0 (no limit) to 64")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +56,9 @@ class TrackerSettings:
     max_missed: int = 5
 
     def validate(self) -> None:
-        _check(self.min_cutoff > 0, "tracker.min_cutoff", "> 0")
-        _check(self.beta >= 0, "tracker.beta", ">= 0")
-        _check(self.d_cutoff > 0, "tracker.d_cutoff", "> 0")
+        _check(0.01 <= self.min_cutoff <= 30.0, "tracker.min_cutoff", "0.01-30 (Hz)")
+        _check(0.0 <= self.beta <= 10.0, "tracker.beta", "0-10")
+        _check(0.01 <= self.d_cutoff <= 30.0, "tracker.d_cutoff", "0.01-30 (Hz)")
         _check(0.0 <= self.min_quality <= 1.0, "tracker.min_quality", "between 0 and 1")
         _check(0 <= self.fade_frames <= 60, "tracker.fade_frames", "0-60")
         _check(0 <= self.max_missed <= 120, "tracker.max_missed", "0-120")
@@ -171,7 +172,9 @@ class Settings:
 
     def validate(self) -> Settings:
         for f in fields(self):
-            getattr(self, f.name).validate()
+            section = getattr(self, f.name)
+            _check_types(section, f"{f.name}.")
+            section.validate()
         return self
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
@@ -193,15 +196,47 @@ def _check(ok: bool, key: str, expected: str) -> None:
         raise SettingsError(f"Bad value for setting '{key}': expected {expected}.")
 
 
+def _check_types(section: Any, prefix: str) -> None:
+    """Every field holds its declared type (Settings built in code skip with_overrides' coercion:
+    "false" would run as true), and every float is finite (inf passed the range checks of
+    unbounded keys and turned the landmarks into NaN)."""
+    hints = get_type_hints(type(section))
+    for f in fields(section):
+        value, hint, path = getattr(section, f.name), hints[f.name], f"{prefix}{f.name}"
+        origin = get_origin(hint)
+        if origin is Literal:
+            ok, expected = value in get_args(hint), f"one of {', '.join(map(str, get_args(hint)))}"
+        elif origin is tuple:
+            ok = isinstance(value, tuple) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value
+            )
+            expected = "a list of whole numbers"
+        elif hint is bool:
+            ok, expected = isinstance(value, bool), "true or false"
+        elif hint is int:
+            ok, expected = isinstance(value, int) and not isinstance(value, bool), "a whole number"
+        elif hint is float:
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            expected = "a finite number"
+        else:
+            continue
+        if not ok:
+            raise SettingsError(f"Bad value for setting '{path}': {value!r}; expected {expected}.")
+
+
 def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in flat.items():
         parts = key.split(".")
         node = out
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1], start=1):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise SettingsError(f"Setting '{key}' conflicts with another override.")
+                owner = ".".join(parts[:depth])
+                raise SettingsError(
+                    f"Setting '{key}' conflicts with the override '{owner}', which gives a value to "
+                    "the whole section: set its keys one by one instead."
+                )
         if isinstance(value, Mapping):
             node.setdefault(parts[-1], {}).update(_nest(value))
         else:
@@ -247,6 +282,8 @@ def _coerce(value: Any, hint: Any, path: str) -> Any:
     if hint is bool:
         if isinstance(value, bool):
             return value
+        if isinstance(value, int) and value in (0, 1):  # `--set x=1` reads as the TOML integer 1
+            return bool(value)
         if isinstance(value, str) and value.lower() in ("true", "false", "on", "off", "1", "0", "yes", "no"):
             return value.lower() in ("true", "on", "1", "yes")
         raise SettingsError(f"Bad value for setting '{path}': {value!r} is not true/false.")
@@ -261,9 +298,12 @@ def _coerce(value: Any, hint: Any, path: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise SettingsError(f"Bad value for setting '{path}': {value!r} is not a number.")
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
             raise SettingsError(f"Bad value for setting '{path}': {value!r} is not a number.") from None
+        if not math.isfinite(number):
+            raise SettingsError(f"Bad value for setting '{path}': {value!r}; expected a finite number.")
+        return number
     return value
 
 

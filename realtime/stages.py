@@ -103,6 +103,11 @@ class FaceAnalyser:
             return IdentityMapSelector(
                 self._mapped, settings.swap.reference_threshold, max_missed=settings.tracker.max_missed
             )
+        if settings.swap.target == "reference" and self._reference is None:
+            raise SettingsError(
+                "Setting 'swap.target' is 'reference' but no reference photo was given.",
+                hint="Pass --reference PHOTO (a photo of the person whose face is swapped).",
+            )
         return TargetSelector(
             settings.swap.target,
             reference_embedding=self._reference,
@@ -139,6 +144,10 @@ class FaceAnalyser:
                 self._detector.score_threshold = settings.detector.threshold
         if old.swap != settings.swap:
             self._selector = self._new_selector(settings)
+        elif old.tracker.max_missed != settings.tracker.max_missed:
+            # In place, keeping the lock: a selector giving a face up after fewer lost frames than
+            # the tracker keeps it could jump to another person in "largest" mode.
+            self._selector.max_missed = settings.tracker.max_missed
 
     def analyse(self, image: ImageBGR, timestamp: float, settings: Settings) -> FramePlan:
         if settings is not self._settings:

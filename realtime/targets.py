@@ -203,6 +203,16 @@ class IdentityMapSelector:
         """Per identity, the track id it is locked to (None = not in view / not found yet)."""
         return tuple(s.locked_id for s in self._selectors)
 
+    @property
+    def max_missed(self) -> int:
+        return self._selectors[0].max_missed
+
+    @max_missed.setter
+    def max_missed(self, frames: int) -> None:
+        """A live change: every identity keeps its lock."""
+        for selector in self._selectors:
+            selector.max_missed = int(frames)
+
     def select(self, faces: list[TrackedFace], embed: EmbedFn) -> list[tuple[TrackedFace, int]]:
         """(face, identity index) for each face to swap, in the order of `faces`."""
         memo: dict[int, Embedding] = {}

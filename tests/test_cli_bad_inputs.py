@@ -218,6 +218,14 @@ def test_corrupt_or_empty_video(capsys, tmp_path, models, photo, content: bytes)
     assert nothing_left(out_dir)
 
 
+def test_reference_mode_without_a_reference_photo(capsys, tmp_path, models, photo, clip) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out.mp4"
+    code, err = run_cli(capsys, *base_args(models, photo, clip, out, "--set", "swap.target=reference"))
+    assert code == 2
+    assert "no reference photo" in error_line(err) and "--reference PHOTO" in err
+    assert nothing_left(tmp_path)
+
+
 def test_debug_flag_shows_the_traceback(tmp_path, models, clip) -> None:  # type: ignore[no-untyped-def]
     from models.errors import SourceError
 

@@ -15,7 +15,16 @@ from PyQt6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from gui.app import ask_consent, create_window
-from gui.config import CONFIG_ENV, ConfigStore, GuiConfig, InputConfig, OutputConfig, default_config_path
+from gui.config import (
+    CONFIG_ENV,
+    ConfigNotSaved,
+    ConfigStore,
+    GuiConfig,
+    InputConfig,
+    OutputConfig,
+    config_from_dict,
+    default_config_path,
+)
 from gui.consent import ConsentDialog, licence_lines
 from tests.test_gui_helpers import services_for, wait_for_face, write_face_photo, write_models
 
@@ -80,12 +89,11 @@ def test_the_config_path_is_in_the_user_config_folder_unless_overridden(
     "content",
     [
         b'preset = "balanced"\n[input\nkind = ',  # not TOML
-        b"preset = 5\n",  # wrong type
-        b'view = "upside-down"\n',  # unknown choice
         b"\xff\xfe\x00garbage",  # not even text
+        b"version = 99\n",  # from a newer FaceCast
     ],
 )
-def test_a_corrupt_file_gives_defaults_and_a_message_and_is_kept_as_bak(
+def test_an_unparsable_file_gives_defaults_and_a_message_and_is_kept_as_bak(
     tmp_path: Path, content: bytes
 ) -> None:
     path = tmp_path / "settings.toml"
@@ -94,6 +102,138 @@ def test_a_corrupt_file_gives_defaults_and_a_message_and_is_kept_as_bak(
     assert loaded.config == GuiConfig()
     assert "defaults are in use" in loaded.message and "settings.toml.bak" in loaded.message
     assert (tmp_path / "settings.toml.bak").read_bytes() == content
+
+
+def test_bad_keys_fall_back_one_by_one_and_the_rest_is_kept(tmp_path: Path) -> None:
+    """One wrong value used to reset everything: consent asked again, the gallery emptied."""
+    content = """
+consent_accepted = true
+preset = 5
+view = "upside-down"
+[faces]
+photos = ["/photos/a.png", 3]
+[input]
+kind = "video"
+video_path = "/videos/talk.mp4"
+fps = 5000
+width = 1280.0
+camera = 2
+[output]
+vcam_fps = nan
+record = true
+[window]
+geometry = "caf\u00e9"
+[overrides]
+"composite.opacity" = 0.5
+detector.size = 320
+""".encode()
+    path = tmp_path / "settings.toml"
+    path.write_bytes(content)
+    loaded = ConfigStore(path).load()
+    config = loaded.config
+    # Kept: everything that was fine, including an override written as a plain TOML dotted key.
+    assert config.consent_accepted and config.photos == ("/photos/a.png",)
+    assert config.input.kind == "video" and config.input.video_path == "/videos/talk.mp4"
+    assert config.output.record
+    assert config.overrides == {"composite.opacity": 0.5, "detector.size": 320}
+    # Back to defaults: exactly the bad ones.
+    default = GuiConfig()
+    assert (config.preset, config.view, config.window_geometry) == (default.preset, default.view, "")
+    assert config.input.fps == default.input.fps and config.input.width == default.input.width
+    assert config.output.vcam_fps == default.output.vcam_fps
+    message = loaded.message
+    assert "could not be used" in message and "and 4 more" in message  # 8 named: the first 4 listed
+    assert "settings.toml.bak" in message
+    assert (tmp_path / "settings.toml.bak").read_bytes() == content
+    _, problems = config_from_dict(tomllib.loads(content.decode()))
+    named = " ".join(problems)
+    for key in (
+        "input.fps",
+        "input.width",
+        "input.camera",
+        "output.vcam_fps",
+        "window.geometry",
+        "faces.photos",
+    ):
+        assert key in named, key
+
+
+def test_a_file_that_cannot_be_read_is_never_written_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text('consent_accepted = true\npreset = "quality"\n')
+    original = path.read_bytes()
+    real_read = Path.read_bytes
+
+    def denied(self: Path) -> bytes:
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    store = ConfigStore(path)
+    loaded = store.load()
+    assert loaded.config == GuiConfig()
+    assert "Permission denied" in loaded.message and "will not be written over" in loaded.message
+    with pytest.raises(ConfigNotSaved, match="could not be read"):
+        store.save(replace(GuiConfig(), consent_accepted=True))
+    monkeypatch.undo()
+    assert path.read_bytes() == original
+
+
+def test_a_file_that_cannot_be_backed_up_is_never_written_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text("preset = 5\n")
+
+    def no_copy(*_args: object, **_kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("gui.config.shutil.copy2", no_copy)
+    store = ConfigStore(path)
+    assert "will not be written over" in store.load().message
+    with pytest.raises(ConfigNotSaved):
+        store.save(GuiConfig())
+    assert path.read_text() == "preset = 5\n"
+
+
+def test_saving_keeps_links_and_permissions_and_respects_read_only(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "facecast.toml"
+    real.parent.mkdir()
+    real.write_text("")
+    os.chmod(real, 0o600)
+    link = tmp_path / "settings.toml"
+    link.symlink_to(real)
+    ConfigStore(link).save(replace(GuiConfig(), preset="quality"))
+    assert link.is_symlink() and tomllib.loads(real.read_text())["preset"] == "quality"
+    assert real.stat().st_mode & 0o777 == 0o600  # private stays private
+
+    os.chmod(real, 0o444)
+    with pytest.raises(ConfigNotSaved, match="read-only"):
+        ConfigStore(link).save(GuiConfig())
+    assert tomllib.loads(real.read_text())["preset"] == "quality"
+
+
+def test_a_failed_save_leaves_the_old_file_and_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "settings.toml"
+    store = ConfigStore(path)
+    store.save(replace(GuiConfig(), preset="quality"))
+    real_write = Path.write_text
+
+    def full_disk(self: Path, *args: object, **kwargs: object) -> int:
+        real_write(self, "partial", encoding="utf-8")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        store.save(GuiConfig())
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.toml"]
+    assert store.load().config.preset == "quality"
 
 
 def test_the_window_restores_what_it_saved_on_exit(

@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from gui.composer import SettingsComposer
 from gui.preview import OriginalTap, PreviewFeed
-from gui.stage_panel import StagePanel
+from gui.stage_panel import STAGES, Control, StagePanel
 from gui.tee_sink import FanOutSink, OptionalSink
 from models.errors import SinkError, VirtualCameraUnavailableError
 from models.mtcnn import MTCNN
@@ -161,6 +161,22 @@ def test_the_stage_panel_shows_each_setting_and_each_stages_ms(qtbot: QtBot) -> 
     titles = {box.stage.title: box.ms_label.text() for box in panel.boxes}
     assert titles["Detector"] == "4.2 ms" and titles["Face swap"] == "8.0 ms"
     assert titles["Tracking & smoothing"] == "– ms"
+
+
+@pytest.mark.parametrize(
+    "control",
+    [c for stage in STAGES for c in stage.controls if c.kind in ("int", "float")],
+    ids=lambda c: c.key,
+)
+def test_each_stage_control_spans_exactly_what_the_engine_accepts(control: Control) -> None:
+    """A saved value the engine ran but the spin box could not show was displayed as another value
+    (beta 5 as 2.0), or crashed the window on start (max_faces 3e9)."""
+    kind = int if control.kind == "int" else float
+    for edge in (control.minimum, control.maximum):
+        Settings().with_overrides({control.key: kind(edge)})  # the panel never offers a refused value
+    for outside in (control.minimum - control.step, control.maximum + control.step):
+        with pytest.raises(SettingsError):
+            Settings().with_overrides({control.key: kind(outside)})
 
 
 # ---- test pattern ---------------------------------------------------------------------------------------

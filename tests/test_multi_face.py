@@ -153,6 +153,27 @@ def test_mapped_mode_without_references_is_a_settings_error(recognizer: ArcFace)
     assert "--map REF_PHOTO=SOURCE_PHOTO" in err.value.hint
 
 
+def test_reference_mode_without_a_reference_photo_is_a_settings_error(recognizer: ArcFace) -> None:
+    """It was a bare ValueError from deep in the engine: the CLI printed a traceback."""
+    settings = Settings().with_overrides({"swap.target": "reference"})
+    with pytest.raises(SettingsError, match="no reference photo") as err:
+        FaceAnalyser(AnalysisModels(MTCNN(), recognizer, "mtcnn"), settings)
+    assert "--reference PHOTO" in err.value.hint
+
+
+def test_a_live_change_of_max_missed_reaches_the_selector_and_keeps_the_lock(recognizer: ArcFace) -> None:
+    for target, extra in (("largest", {}), ("mapped", {})):
+        settings = mapped_settings(**extra) if target == "mapped" else Settings()
+        refs = [np.ones(512, dtype=np.float32)] if target == "mapped" else ()
+        analyser = FaceAnalyser(
+            AnalysisModels(MTCNN(), recognizer, "mtcnn"), settings, mapped_references=refs
+        )
+        selector = analyser._selector
+        analyser.reconfigure(settings.with_overrides({"tracker.max_missed": 60}))
+        assert analyser._selector is selector  # the same selector: its lock is kept
+        assert selector.max_missed == 60 and analyser._tracker.settings.max_missed == 60
+
+
 # ------------------------------------------------------------------------ selector arbitration
 
 

@@ -601,6 +601,25 @@ def test_the_stage_factory_gives_each_worker_its_own_sessions_loaded_once(
     assert loads == ["gpen_256"] * 3  # and never again per frame
 
 
+def test_the_run_label_names_the_provider_that_really_runs(doubles: Path, tmp_path: Path) -> None:
+    """On a CPU-only machine `--provider cuda` falls back: the label said "on cuda" regardless."""
+    from realtime.app import ModelOptions, prepare_face_swap
+
+    photo = tmp_path / "me.png"
+    cv2.imwrite(str(photo), astronaut_bgr())
+    options = ModelOptions(doubles, allow_unverified=True)
+    cpu = load_preset("balanced").with_overrides({"pipeline.frames_in_flight": 1, "pipeline.provider": "cpu"})
+    assert prepare_face_swap([photo], cpu, options)(cpu).label.endswith(" on cpu")
+    cuda = cpu.with_overrides({"pipeline.provider": "cuda"})
+    built = prepare_face_swap([photo], cuda, options)(cuda)
+    worker = built.workers[0]
+    assert isinstance(worker, FaceSwapWorker)
+    if "CUDAExecutionProvider" in worker._swapper.session.get_providers():
+        assert built.label.endswith(" on cuda")
+    else:
+        assert built.label.endswith(" on cpu (cuda did not load)")
+
+
 def test_a_worker_model_reload_does_not_load_the_detector_and_recogniser_again(
     doubles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
