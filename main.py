@@ -10,12 +10,14 @@ python main.py bench                FaceCast's engine against the naive loop
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -269,14 +271,21 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops", file=out
     )
     try:
-        if window:
-            _run_window_loop(engine, sink, args.stats, out)
-        else:
-            _wait_with_stats(engine, args.stats, out)
+        with _signals_stop_like_ctrl_c():
+            if window:
+                _run_window_loop(engine, sink, args.stats, out)
+            else:
+                _wait_with_stats(engine, args.stats, out)
     except KeyboardInterrupt:
-        # Ctrl+C is how a user ends a live run: stop and finalise the output below.
+        # Ctrl+C (or `kill`, or closing the terminal) is how a user ends a live run: stop and
+        # finalise the output below.
         print("stopping ...", file=out)
     engine.stop()
+    if not engine.finish_io(0.5):
+        # A write still running (a slow disk): exiting now would leave the recording unfinished.
+        print("finishing the output ...", file=out, flush=True)
+        if not engine.finish_io(OUTPUT_FINISH_S):
+            print(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s", file=out)
     stats = engine.stats()
     print(
         f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}",
@@ -285,6 +294,30 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if engine.error is not None:
         raise engine.error
     return 0
+
+
+OUTPUT_FINISH_S = 30.0  # how long `run` waits for a recording still being written when it stops
+
+
+@contextlib.contextmanager
+def _signals_stop_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM (`kill`, a service manager) and SIGHUP (the terminal closed) end a run the way
+    Ctrl+C does — stopped and the output finalised — instead of killing it with the recording
+    unfinished. Main thread only; the previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {sig: signal.signal(sig, interrupt) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _wait_with_stats(engine, show: bool, out: TextIO) -> None:  # type: ignore[no-untyped-def]

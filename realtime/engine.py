@@ -202,6 +202,7 @@ class Engine:
         self._loader_running = False
         self._frame_settings_cache: tuple[Settings, Settings | None, Settings] | None = None
         self._threads: list[threading.Thread] = []
+        self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_io)
         self._preview: list[Callable[[VideoFrame], None]] = []
         self.error: FaceCastError | None = None
         self._lock = threading.Lock()
@@ -247,10 +248,14 @@ class Engine:
         with self._io_lock:
             self._capture_running = self._sink_running = True
             self._closing = False
-        self._threads = [
+        self._io_threads = (
             threading.Thread(target=self._guard(self._capture_loop), name="capture", daemon=True),
-            threading.Thread(target=self._guard(self._analyse_loop), name="analyse", daemon=True),
             threading.Thread(target=self._guard(self._sink_loop), name="sink", daemon=True),
+        )
+        self._threads = [
+            self._io_threads[0],
+            threading.Thread(target=self._guard(self._analyse_loop), name="analyse", daemon=True),
+            self._io_threads[1],
         ]
         for i in range(self._settings.pipeline.frames_in_flight):
             self._threads.append(
@@ -267,6 +272,15 @@ class Engine:
             self._pipes.wake_everyone()
         self._join(timeout)
         self._close()
+
+    def finish_io(self, timeout: float) -> bool:
+        """After stop(): wait up to `timeout` s for a capture or sink call that outlived it (a slow
+        disk) to return and release its device — a process exiting first loses the recording.
+        True when both have."""
+        deadline = time.monotonic() + timeout
+        for t in self._io_threads:
+            t.join(max(deadline - time.monotonic(), 0.0))
+        return not any(t.is_alive() for t in self._io_threads)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the source ends (or an error/stop); True when finished."""

@@ -271,13 +271,53 @@ def _prepare_target(path: Path) -> Path:
     return temp
 
 
-def _write_error(path: Path, err: BaseException) -> SinkError:
+def _write_error(path: Path, err: BaseException, *, kept: bool = False) -> SinkError:
+    what = (
+        "the recording stopped there; what was recorded is kept in it"
+        if kept
+        else "the partial file was removed"
+    )
     if isinstance(err, OSError) and err.errno == errno.ENOSPC:
         return SinkError(
-            f"Disk full while writing {path}; the partial file was removed.",
+            f"Disk full while writing {path}; {what}.",
             hint="Free some space or write the output to another drive.",
         )
-    return SinkError(f"Could not write {path} ({_reason(err)}); the partial file was removed.")
+    return SinkError(f"Could not write {path} ({_reason(err)}); {what}.")
+
+
+_FRAGMENTED = (".mp4", ".mov", ".m4v")  # written fragmented: readable without the muxer's ending
+_STREAMABLE = (".mkv", ".ts")  # readable up to where they were cut by design
+
+
+def _container_options(path: Path) -> dict[str, str]:
+    """Muxer options: fragmented MP4/MOV, and every packet flushed to the file as it is muxed
+    (with the default 32 KB buffer a crash lost the last packets, and a short file entirely)."""
+    options = {"flush_packets": "1"}
+    if path.suffix.lower() in _FRAGMENTED:
+        options["movflags"] = "frag_keyframe+empty_moov+default_base_moof+negative_cts_offsets"
+    return options
+
+
+def _survives_truncation(path: Path) -> bool:
+    return path.suffix.lower() in _FRAGMENTED + _STREAMABLE
+
+
+def _recover_partial(path: Path) -> None:
+    """A hidden partial recording left by a crash (or a kill) holds playable video for the
+    containers that survive truncation: give it a visible name instead of overwriting it."""
+    temp = _partial_path(path)
+    try:
+        if not _survives_truncation(path) or not temp.is_file() or temp.stat().st_size < 1024:
+            return
+        n, target = 1, path.with_name(f"{path.stem}.recovered{path.suffix}")
+        while target.exists():
+            n += 1
+            target = path.with_name(f"{path.stem}.recovered-{n}{path.suffix}")
+        os.replace(temp, target)
+    except OSError as err:
+        log.warning("Could not keep the interrupted recording %s: %s", temp, err)
+        return
+    log.warning("A recording that was interrupted earlier (%s) was kept as %s.", path.name, target)
 
 
 def _reason(err: BaseException) -> str:
@@ -307,8 +347,15 @@ def _fraction(fps: float) -> Fraction:
 class VideoFileSink:
     """An H.264 (or MPEG-4 part 2 when libx264 is missing) video file written with PyAV.
 
-    pts come from the frame index, so dropped frames leave gaps in time instead of speeding the video
-    up, and every frame sent is a frame in the file.
+    Timing: a file or clip's frames are placed by their index (exact media time; dropped frames
+    leave gaps instead of speeding the video up); a live source's by its capture clock, because a
+    camera may deliver fewer frames than the rate it reports (low light: 15 of "30" fps) or pause
+    to reconnect, and an index timeline would then play too fast.
+
+    Nothing recorded is lost to a crash or a full disk: MP4/MOV are written fragmented (a fragment
+    per keyframe, one every 2 s) and every packet reaches the disk as it is muxed, so the file
+    plays up to the last fragment whatever happens; on a full disk what was written is kept; a
+    hidden partial file left by a crash is renamed `NAME.recovered.EXT` by the next recording.
     """
 
     def __init__(
@@ -327,11 +374,14 @@ class VideoFileSink:
         self.pix_fmt = pix_fmt
         self.preset = preset
         self.frames_written = 0
+        self._packets_written = 0  # encoded packets in the file (the encoder holds the first frames)
         self._temp = _partial_path(self.path)
         self._container: av.container.OutputContainer | None = None
         self._stream: av.VideoStream | None = None
         self._buffer: ImageBGR | None = None
         self._first_index: int | None = None
+        self._first_capture: float | None = None
+        self._rate = float(DEFAULT_FPS)
         self._last_pts = -1
 
     @property
@@ -339,9 +389,10 @@ class VideoFileSink:
         return f"video file {self.path} ({self.codec})"
 
     def open(self, width: int, height: int, fps: float) -> None:
+        _recover_partial(self.path)
         self._temp = _prepare_target(self.path)
         try:
-            container = av.open(str(self._temp), mode="w")
+            container = av.open(str(self._temp), mode="w", options=_container_options(self.path))
         except (ValueError, OSError, av.error.FFmpegError) as err:
             _remove(self._temp)
             raise SinkError(
@@ -358,8 +409,11 @@ class VideoFileSink:
         # Sized to the encoded (even) picture; odd sources and other sizes are fitted into it.
         self._buffer = np.zeros((self._stream.height, self._stream.width, 3), np.uint8)
         self._first_index = None
+        self._first_capture = None
+        self._rate = float(fps or DEFAULT_FPS)
         self._last_pts = -1
         self.frames_written = 0
+        self._packets_written = 0
 
     def _add_stream(
         self, container: av.container.OutputContainer, w: int, h: int, fps: float
@@ -376,6 +430,8 @@ class VideoFileSink:
         # Untagged HD video is shown as BT.709 by browsers and most players: reds and greens shift.
         stream.codec_context.colorspace = AVCOL_SPC_SMPTE170M
         stream.codec_context.color_range = AVCOL_RANGE_MPEG
+        # A keyframe every 2 s: each starts a fragment, so a crash loses at most that much.
+        stream.codec_context.gop_size = max(1, round(2.0 * fps))
         if codec == "libx264" and self.bitrate is None:
             stream.options = {"crf": str(self.crf), "preset": self.preset}
         else:
@@ -399,16 +455,44 @@ class VideoFileSink:
         else:
             av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")
         av_frame.colorspace, av_frame.color_range = AVCOL_SPC_SMPTE170M, AVCOL_RANGE_MPEG
-        if self._first_index is None:
-            self._first_index = frame.index
-        av_frame.pts = max(frame.index - self._first_index, self._last_pts + 1)
+        av_frame.pts = max(self._timeline(frame), self._last_pts + 1)
         self._last_pts = av_frame.pts
         try:
-            container.mux(stream.encode(av_frame))
+            packets = stream.encode(av_frame)
+            container.mux(packets)
         except (OSError, av.error.FFmpegError) as err:
-            self.abort()
-            raise _write_error(self.path, err) from err
+            raise self._stop_writing(err) from err
         self.frames_written += 1
+        self._packets_written += len(packets)
+
+    def _timeline(self, frame: VideoFrame) -> int:
+        """The frame's place in the file, in frame periods of the stream's rate (see the class doc)."""
+        if frame.pts is not None:  # a file or clip: its own index is exact
+            if self._first_index is None:
+                self._first_index = frame.index
+            return frame.index - self._first_index
+        if self._first_capture is None:
+            self._first_capture = frame.capture_ts
+        return round((frame.capture_ts - self._first_capture) * self._rate)
+
+    def _stop_writing(self, err: BaseException) -> SinkError:
+        """A write failed (a full disk): keep what the file holds when its container can be read
+        without a proper ending (fragmented MP4, MKV, TS) and frames are in it, else remove it."""
+        container = self._container
+        if self._packets_written == 0 or not _survives_truncation(self.path) or container is None:
+            self.abort()
+            return _write_error(self.path, err)
+        self._container = self._stream = None
+        try:
+            container.close()  # writes what it can; on a full disk the last fragment may be cut
+        except (OSError, av.error.FFmpegError) as close_err:
+            log.debug("Error while closing %s after a failed write: %s", self._temp, close_err)
+        try:
+            os.replace(self._temp, self.path)
+        except OSError as move_err:
+            log.warning("Could not move %s to %s: %s", self._temp, self.path, move_err)
+            return _write_error(self._temp, err, kept=True)
+        return _write_error(self.path, err, kept=True)
 
     @staticmethod
     def _fit(image: ImageBGR, buffer: ImageBGR) -> ImageBGR:

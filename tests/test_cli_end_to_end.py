@@ -4,6 +4,10 @@ a clip of the astronaut moving, out to a video file and to a recording virtual c
 from __future__ import annotations
 
 import io
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import av
@@ -214,3 +218,33 @@ def test_run_to_a_window(models: Path, clip: tuple[Path, list, list], source_pho
     assert "-> window" in text and done is not None, text
     out, dropped = int(done.group(1)), int(done.group(2))
     assert out > 0 and out + dropped == N  # a live (paced) output may drop stale frames, never queue
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
+def test_kill_or_a_closed_terminal_ends_a_run_like_ctrl_c_and_keeps_the_recording(
+    tmp_path: Path, models: Path, clip: tuple[Path, list, list], source_photo: Path, how: str
+) -> None:
+    """`kill` or closing the terminal left a hidden, unplayable 48-byte file and no recording."""
+    sig = getattr(signal, how, None)
+    if sig is None:
+        pytest.skip(f"no {how} on this platform")
+    out = tmp_path / "take.mp4"
+    args = ["run", "--models-dir", str(models), "--allow-unverified", "--source", str(source_photo)]
+    args += ["--input", str(clip[0]), "--loop", "--realtime", "--output", str(out), "--detector", "mtcnn"]
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, str(root / "main.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait until it runs, then let it record a moment
+        if line.startswith("running:"):
+            break
+    time.sleep(1.5)
+    proc.send_signal(sig)
+    rest, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, rest
+    assert "stopping" in rest and "done:" in rest
+    assert len(decode(out)) >= 10 and not list(tmp_path.glob(".*partial*"))

@@ -95,6 +95,20 @@ def test_camera_vanishing_mid_run_finalises_the_output_and_reports_why() -> None
     assert any(e.kind == "error" and "disconnected" in e.message for e in events)
 
 
+def test_finish_io_waits_for_a_write_that_outlived_stop_and_its_late_close() -> None:
+    """Ctrl+C during a slow write: stop() returns in 1 s, and the CLI exited before the sink thread
+    finalised the recording. finish_io() is what lets it wait."""
+    source, sink = FakeSource(frames=100), RecordingSink(send_delay_s=2.5)
+    engine = Engine(source, sink, settings(1))
+    engine.start()
+    time.sleep(0.3)  # the first send is under way
+    t0 = time.monotonic()
+    engine.stop()
+    assert time.monotonic() - t0 < 1.5 and not sink.closed  # stop() keeps its promise of 1 s
+    assert engine.finish_io(5.0)
+    assert sink.closed and not sink.aborted  # finalised by the sink thread itself
+
+
 def test_sink_failure_stops_the_run_and_discards_the_partial_output() -> None:
     source, sink = FakeSource(frames=100), RecordingSink(fail_at=5)
     engine = Engine(source, sink, settings(2))

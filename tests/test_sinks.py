@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,8 +39,11 @@ def solid(width: int, height: int, index: int = 0, colour: tuple[int, int, int] 
     return VideoFrame(image, index, time.perf_counter())
 
 
-def numbered(index: int, size: tuple[int, int] = (96, 64)) -> VideoFrame:
-    return VideoFrame(synthetic_frame(index, size), index, time.perf_counter())
+def numbered(index: int, size: tuple[int, int] = (96, 64), *, live: bool = False) -> VideoFrame:
+    """Frame `index` of a 25 fps file (a media time), or of a live source (none: its capture clock)."""
+    return VideoFrame(
+        synthetic_frame(index, size), index, time.perf_counter(), None if live else index / 25.0
+    )
 
 
 def decoded_numbers(path: Path) -> list[int]:
@@ -266,17 +270,20 @@ def test_unknown_video_extension_fails_at_open(tmp_path: Path) -> None:
 
 
 class _DiskFullContainer:
-    """Wraps a real output container; every write of actual packets fails like a full disk."""
+    """Wraps a real output container; writes of packets fail like a full disk after `room` of them."""
 
-    def __init__(self, container: Any) -> None:
+    def __init__(self, container: Any, room: int = 0) -> None:
         self._container = container
+        self._room = room
 
     def add_stream(self, *args: Any, **kwargs: Any) -> Any:
         return self._container.add_stream(*args, **kwargs)
 
     def mux(self, packets: Any) -> None:
-        if packets:
+        if packets and self._room <= 0:
             raise OSError(errno.ENOSPC, "No space left on device")
+        self._room -= len(packets)
+        self._container.mux(packets)
 
     def close(self) -> None:
         self._container.close()
@@ -298,6 +305,70 @@ def test_disk_full_while_writing_reports_it_and_removes_the_partial_file(
     assert list(tmp_path.iterdir()) == []  # the partial file is gone without any further call
     sink.abort()  # the engine aborts the sink after a SinkError; that must be harmless
     assert list(tmp_path.iterdir()) == []
+
+
+def test_disk_full_keeps_what_was_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk used to delete a whole recording (an hour of a stream) on purpose."""
+    real_open = av.open
+    monkeypatch.setattr(sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw), room=60))
+    out = tmp_path / "long.mp4"
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    with pytest.raises(SinkError, match=r"Disk full.*what was recorded is kept") as info:
+        for i in range(200):
+            sink.send(numbered(i))
+    assert "long.mp4" in info.value.message
+    sink.abort()  # what the engine does after a SinkError: it must not delete the kept file
+    assert [p.name for p in tmp_path.iterdir()] == ["long.mp4"]
+    monkeypatch.undo()  # av.open is the reader's too
+    kept = decoded_numbers(out)
+    assert len(kept) >= 40 and kept == list(range(len(kept)))  # playable from the start, in order
+
+
+def test_a_live_sources_frames_are_placed_by_their_capture_clock(tmp_path: Path) -> None:
+    """A camera reporting 30 fps that delivers 15 (low light) recorded a file playing at 2x speed."""
+    out = tmp_path / "cam.mp4"
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 30.0)
+    t0 = time.perf_counter()
+    for i in range(8):
+        frame = numbered(i, live=True)
+        frame.capture_ts = t0 + i / 15.0 + (1.0 if i >= 6 else 0.0)  # and a 1 s reconnect pause
+        sink.send(frame)
+    sink.close()
+    source = VideoFileSource(out)
+    source.open()
+    times = []
+    while (frame := source.read()) is not None:
+        times.append(frame.pts)
+    source.close()
+    expected = [i / 15.0 + (1.0 if i >= 6 else 0.0) for i in range(8)]
+    assert times == pytest.approx(expected, abs=0.02)
+
+
+_CRASHING_WRITER = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from realtime.frames import VideoFrame
+from realtime.sinks import VideoFileSink
+from tests.test_sinks import synthetic_frame
+sink = VideoFileSink({out!r})
+sink.open(96, 64, 25.0)
+for i in range(150):
+    sink.send(VideoFrame(synthetic_frame(i, (96, 64)), i, time.perf_counter(), i / 25.0))
+os._exit(0)  # a crash, a kill -9, a power cut: the file is never closed
+"""
+
+
+def test_a_recording_cut_by_a_crash_is_playable_and_recovered_by_the_next_one(tmp_path: Path) -> None:
+    out = tmp_path / "take.mp4"
+    root = str(Path(__file__).resolve().parent.parent)
+    subprocess.run([sys.executable, "-c", _CRASHING_WRITER.format(root=root, out=str(out))], check=True)
+    assert not out.exists()
+    VideoFileSink(out).open(96, 64, 25.0)  # the next recording to the same name
+    recovered = tmp_path / "take.recovered.mp4"
+    kept = decoded_numbers(recovered)
+    assert len(kept) >= 100 and kept == list(range(len(kept)))  # 150 sent; the encoder held a few
 
 
 # ------------------------------------------------------------------------------------------ image file
