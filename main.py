@@ -10,18 +10,19 @@ python main.py bench                FaceCast's engine against the naive loop
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
+import math
 import os
-import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from models.errors import FaceCastError
+from models.errors import FaceCastError, SinkError
+
+log = logging.getLogger("facecast")
 
 if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays instant
     from realtime.sinks import FrameSink
@@ -45,6 +46,42 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="use model files whose SHA-256 does not match the catalogue (e.g. test doubles)",
     )
+
+
+def _size(text: str) -> int:
+    value = _number(text, int)
+    if not 16 <= value <= 8192:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size in pixels from 16 to 8192")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = _number(text, float)
+    if not (math.isfinite(value) and 0.0 < value <= 240.0):
+        raise argparse.ArgumentTypeError(f"{text!r}: frames per second above 0, up to 240")
+    return value
+
+
+def _count(text: str) -> int:
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1")
+    return value
+
+
+def _number(text: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a {'whole ' if kind is int else ''}number"
+        ) from None
+
+
+def _output_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: give vcam, window, null or a file name")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(repeatable: face A becomes X, face B becomes Y; other faces are left alone)",
     )
     run.add_argument("--input", required=True, metavar="CAMERA_INDEX|VIDEO|IMAGE")
-    run.add_argument("--output", required=True, metavar="vcam|window|null|FILE")
+    run.add_argument("--output", required=True, type=_output_name, metavar="vcam|window|null|FILE")
     _add_model_args(run)
     run.add_argument(
         "--provider",
@@ -103,9 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="photo of the person in the video to swap (locks onto that face)",
     )
-    run.add_argument("--width", type=int, default=None, help="camera/virtual camera width")
-    run.add_argument("--height", type=int, default=None, help="camera/virtual camera height")
-    run.add_argument("--fps", type=float, default=None, help="camera/virtual camera fps")
+    run.add_argument("--width", type=_size, default=None, help="camera/virtual camera width")
+    run.add_argument("--height", type=_size, default=None, help="camera/virtual camera height")
+    run.add_argument("--fps", type=_rate, default=None, help="camera/virtual camera fps")
     run.add_argument(
         "--realtime",
         dest="realtime",
@@ -148,9 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="benchmark the engine against the naive loop")
     bench.add_argument("--json", action="store_true", help="print the results as JSON")
-    bench.add_argument("--frames", type=int, default=150)
-    bench.add_argument("--width", type=int, default=1280)
-    bench.add_argument("--height", type=int, default=720)
+    bench.add_argument("--frames", type=_count, default=150)
+    bench.add_argument("--width", type=_size, default=1280)
+    bench.add_argument("--height", type=_size, default=720)
     bench.add_argument("--preset", default="balanced")
     bench.add_argument(
         "--set",
@@ -185,7 +222,43 @@ def open_output(args: argparse.Namespace, source: FrameSource) -> FrameSink:
         return WindowSink(title="FaceCast")
     from realtime.sinks import open_sink
 
-    return open_sink(args.output, width=args.width, height=args.height, fps=args.fps, pace=not source.is_live)
+    width, height = args.width, args.height
+    if (width is None) != (height is None):
+        # One side given: the other follows the source's shape (640 alone gave a 640x720 camera).
+        src_w, src_h = source.size
+        if width is None:
+            width = max(16, round(height * src_w / max(src_h, 1) / 2) * 2)
+        else:
+            height = max(16, round(width * src_h / max(src_w, 1) / 2) * 2)
+    return open_sink(args.output, width=width, height=height, fps=args.fps, pace=not source.is_live)
+
+
+def check_not_an_input(args: argparse.Namespace) -> None:
+    """Refuse an --output file that is one of the run's own inputs: it would be overwritten."""
+    name = args.output.strip()
+    if name.lower() in ("vcam", "window", "null") or name.isdigit():
+        return
+    output = Path(name).expanduser().resolve()
+    inputs = [("--input", args.input), ("--reference", args.reference)]
+    inputs += [("--source", p) for p in args.source or []]
+    inputs += [("--map", part) for m in args.maps for part in str(m).split("=", 1)]
+    for flag, given in inputs:
+        if given is not None and Path(str(given)).expanduser().resolve() == output:
+            raise SinkError(
+                f"--output {name} is the {flag} file: writing there would destroy it.",
+                hint="Choose another output file name.",
+            )
+
+
+def check_display() -> None:
+    """A window needs a display: without one Qt aborts the process (after the models loaded)."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise SinkError(
+            "No display to open a window on (neither DISPLAY nor WAYLAND_DISPLAY is set).",
+            hint="Run it in a desktop session, or use --output vcam or a video file instead of a window.",
+        )
 
 
 def _settings_for_run(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -237,8 +310,12 @@ def _parse_maps(args: argparse.Namespace) -> list[tuple[Path, Path]]:
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.app import ModelOptions, prepare_face_swap
     from realtime.engine import Engine, EngineEvent
+    from realtime.run_control import SafeOutput, StopSignals
     from realtime.sources import open_source
 
+    check_not_an_input(args)
+    if args.output.strip().lower() == "window":
+        check_display()
     mappings = _parse_maps(args)
     settings = _settings_for_run(args)
     options = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
@@ -255,43 +332,51 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     )
     sink = open_output(args, source)
 
+    show, complain = SafeOutput(out), SafeOutput(sys.stderr)
+    said: set[str] = set()
+
     def on_event(event: EngineEvent) -> None:
         if event.kind in ("error", "warning"):
-            print(f"{event.kind}: {event.message}", file=sys.stderr)
+            said.add(event.message)
+            complain(f"{event.kind}: {event.message}")
 
     engine = Engine(source, sink, settings, stages, on_event=on_event)
     window = args.output.strip().lower() == "window"
+    app = None
     if window:
         from PyQt6.QtWidgets import QApplication
 
-        _app = QApplication.instance() or QApplication(sys.argv[:1])
+        app = QApplication.instance() or QApplication(sys.argv[:1])
         sink.ensure_window()  # on the GUI thread, before the engine opens the sink
-    engine.start()
-    print(
-        f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops", file=out
-    )
-    try:
-        with _signals_stop_like_ctrl_c():
+    # In the window's event loop a KeyboardInterrupt would be raised inside a Qt slot, which aborts
+    # the process: there a signal closes the window instead.
+    signals = StopSignals(show, stop=app.quit if app is not None else None)
+    with signals:
+        engine.start()
+        try:
+            show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
             if window:
-                _run_window_loop(engine, sink, args.stats, out)
+                _run_window_loop(engine, sink, args.stats, show)
             else:
-                _wait_with_stats(engine, args.stats, out)
-    except KeyboardInterrupt:
-        # Ctrl+C (or `kill`, or closing the terminal) is how a user ends a live run: stop and
-        # finalise the output below.
-        print("stopping ...", file=out)
-    engine.stop()
-    if not engine.finish_io(0.5):
-        # A write still running (a slow disk): exiting now would leave the recording unfinished.
-        print("finishing the output ...", file=out, flush=True)
-        if not engine.finish_io(OUTPUT_FINISH_S):
-            print(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s", file=out)
+                _wait_with_stats(engine, args.stats, show)
+        except KeyboardInterrupt:
+            # Ctrl+C, `kill` or a closed terminal: how a user ends a live run (finalised below).
+            log.debug("run stopped by a signal")
+        finally:
+            signals.finishing()
+            if signals.stopped_by_signal:
+                show("stopping ...")
+            engine.stop()
+            if not engine.finish_io(0.5):
+                # A write still running (a slow disk): exiting now would leave the recording unfinished.
+                show("finishing the output ...")
+                if not engine.finish_io(OUTPUT_FINISH_S):
+                    show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
     stats = engine.stats()
-    print(
-        f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}",
-        file=out,
-    )
+    show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
     if engine.error is not None:
+        if engine.error.user_message() in said:
+            return engine.error.exit_code  # already said while running: once is enough
         raise engine.error
     return 0
 
@@ -299,37 +384,16 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 OUTPUT_FINISH_S = 30.0  # how long `run` waits for a recording still being written when it stops
 
 
-@contextlib.contextmanager
-def _signals_stop_like_ctrl_c() -> Iterator[None]:
-    """SIGTERM (`kill`, a service manager) and SIGHUP (the terminal closed) end a run the way
-    Ctrl+C does — stopped and the output finalised — instead of killing it with the recording
-    unfinished. Main thread only; the previous handlers come back afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    previous = {sig: signal.signal(sig, interrupt) for sig in wanted}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _wait_with_stats(engine, show: bool, out: TextIO) -> None:  # type: ignore[no-untyped-def]
-    next_print = time.monotonic() + 1.0
+def _wait_with_stats(engine, show_stats: bool, show: Callable[[str], None]) -> None:  # type: ignore[no-untyped-def]
+    last = time.monotonic()
     while not engine.wait(0.1):
-        if show and time.monotonic() >= next_print:
-            print(engine.stats().format_line(), file=out, flush=True)
-            next_print += 1.0
+        if show_stats and time.monotonic() - last >= 1.0:
+            last = time.monotonic()
+            show(engine.stats().format_line())
 
 
-def _run_window_loop(engine, sink, show_stats: bool, out: TextIO) -> None:  # type: ignore[no-untyped-def]
-    """Run Qt's event loop until the window is closed or the engine finishes."""
+def _run_window_loop(engine, sink, show_stats: bool, show: Callable[[str], None]) -> None:  # type: ignore[no-untyped-def]
+    """Run Qt's event loop until the window is closed, the engine finishes or a signal comes."""
     from PyQt6.QtCore import QTimer
     from PyQt6.QtWidgets import QApplication
 
@@ -337,7 +401,7 @@ def _run_window_loop(engine, sink, show_stats: bool, out: TextIO) -> None:  # ty
     assert app is not None, "create the QApplication before the window sink"
     timer = QTimer()
 
-    def poll() -> None:
+    def poll() -> None:  # also gives Python the control it needs to run signal handlers
         if sink.closed.is_set() or not engine.running:
             app.quit()
 
@@ -345,7 +409,7 @@ def _run_window_loop(engine, sink, show_stats: bool, out: TextIO) -> None:  # ty
     timer.start(100)
     stats_timer = QTimer()
     if show_stats:
-        stats_timer.timeout.connect(lambda: print(engine.stats().format_line(), file=out, flush=True))
+        stats_timer.timeout.connect(lambda: show(engine.stats().format_line()))
         stats_timer.start(1000)
     app.exec()
 
@@ -382,6 +446,7 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
+    check_display()
     try:
         from gui.app import run_gui
     except ImportError as exc:

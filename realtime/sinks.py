@@ -577,7 +577,10 @@ class ImageFileSink:
             raise SinkError(f"Could not encode the image for {self.path}.")
         temp = _partial_path(self.path)
         try:
-            encoded.tofile(temp)  # tofile + rename rather than imwrite: imwrite cannot do non-ASCII paths
+            # A Python write + rename rather than imwrite (no non-ASCII paths) or ndarray.tofile
+            # (its OSError on a full disk has no errno, so "disk full" could not be said).
+            with open(temp, "wb") as f:
+                f.write(encoded.tobytes())
             os.replace(temp, self.path)
         except OSError as err:
             _remove(temp)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -291,3 +292,53 @@ def test_camera_vanishing_mid_run_leaves_a_finalised_playable_file(tmp_path: Pat
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == stats.frames_out >= 12
     assert not list(tmp_path.glob(".*partial*"))
+
+
+@pytest.mark.parametrize("which", ["--input", "--source"])
+def test_an_output_that_is_one_of_the_inputs_is_refused(capsys, tmp_path, models, photo, clip, which) -> None:  # type: ignore[no-untyped-def]
+    """It overwrote the original video (or photo) with the swapped output and exited 0."""
+    target = clip if which == "--input" else photo
+    before = target.read_bytes()
+    code, err = run_cli(capsys, *base_args(models, photo, clip, target))
+    assert code == 2
+    assert f"is the {which} file" in error_line(err)
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--fps", "-5"), ("--fps", "nan"), ("--width", "-4"), ("--output", "")]
+)
+def test_bad_numbers_and_names_are_refused_by_the_parser(capsys, flag: str, value: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as info:
+        main.main(["run", "--source", "x.png", "--input", "0", "--output", "vcam", flag, value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and "Traceback" not in err
+
+
+def test_a_window_without_a_display_is_refused_before_loading_anything(  # type: ignore[no-untyped-def]
+    capsys, tmp_path, models, photo, clip, monkeypatch
+) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the display check is for X11/Wayland")
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        monkeypatch.delenv(name, raising=False)
+    code, err = run_cli(capsys, *base_args(models, photo, clip, Path("window")))
+    assert code == 2 and "No display" in error_line(err)
+
+
+def test_an_error_mid_run_is_said_once(capsys, tmp_path, models, photo, clip, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Every engine error was printed twice, with the `done:` line between the two."""
+    from models.errors import SinkError
+    from realtime import sinks
+
+    real_send = sinks.VideoFileSink.send
+
+    def send(self: sinks.VideoFileSink, frame: object) -> None:
+        if self.frames_written >= 3:
+            raise SinkError("Disk full while writing out.mp4.", hint="Free some space.")
+        real_send(self, frame)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sinks.VideoFileSink, "send", send)
+    code, err = run_cli(capsys, *base_args(models, photo, clip, tmp_path / "out.mp4"))
+    assert code == 2 and "Disk full" in error_line(err)

@@ -248,3 +248,41 @@ def test_kill_or_a_closed_terminal_ends_a_run_like_ctrl_c_and_keeps_the_recordin
     assert proc.returncode == 0, rest
     assert "stopping" in rest and "done:" in rest
     assert len(decode(out)) >= 10 and not list(tmp_path.glob(".*partial*"))
+
+
+def test_a_closed_stdout_and_a_double_ctrl_c_still_finish_the_recording(
+    tmp_path: Path, models: Path, clip: tuple[Path, list, list], source_photo: Path
+) -> None:
+    """`run --stats | head -1` (or a dropped SSH session) crashed on the next print with the
+    recording lost; a second Ctrl+C while stopping killed the process before the file was written."""
+    out = tmp_path / "take.mp4"
+    args = [
+        "run",
+        "--models-dir",
+        str(models),
+        "--allow-unverified",
+        "--source",
+        str(source_photo),
+        "--stats",
+    ]
+    args += ["--input", str(clip[0]), "--loop", "--realtime", "--output", str(out), "--detector", "mtcnn"]
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, str(root / "main.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    for line in proc.stdout:
+        if line.startswith("running:"):
+            break
+    proc.stdout.close()  # `| head -1` exits: the next stats line has nowhere to go
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.001)
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=30) == 0, err
+    assert "Traceback" not in err
+    assert len(decode(out)) >= 10 and not list(tmp_path.glob(".*partial*"))

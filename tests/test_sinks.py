@@ -481,3 +481,33 @@ def test_recordings_say_which_yuv_they_hold(tmp_path: Path) -> None:
         assert (ctx.colorspace, ctx.color_range) == (6, 1)  # SMPTE 170M (BT.601), limited range
         frame = next(container.decode(video=0))
     assert np.abs(frame.to_ndarray(format="bgr24")[360, 640].astype(int) - (40, 60, 200)).max() <= 3
+
+
+def test_image_file_on_a_full_disk_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_open = open
+
+    class FullFile:
+        def __init__(self, f: Any) -> None:
+            self._f = f
+
+        def __enter__(self) -> FullFile:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._f.close()
+
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def fake_open(path: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        f = real_open(path, mode, *args, **kwargs)
+        return FullFile(f) if "w" in mode and str(path).endswith(".partial.png") else f
+
+    sink = ImageFileSink(tmp_path / "out.png")
+    sink.open(96, 64, 30.0)
+    sink.send(numbered(1))
+    monkeypatch.setattr("builtins.open", fake_open)
+    with pytest.raises(SinkError, match="Disk full"):
+        sink.close()
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
