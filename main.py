@@ -144,6 +144,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--height", type=_size, default=None, help="camera/virtual camera height")
     run.add_argument("--fps", type=_rate, default=None, help="camera/virtual camera fps")
     run.add_argument(
+        "--vcam-backend",
+        default=None,
+        metavar="NAME",
+        help="virtual camera driver to use: obs or unitycapture (Windows), v4l2loopback (Linux); "
+        "default: the first one installed",
+    )
+    run.add_argument(
+        "--vcam-device",
+        default=None,
+        metavar="DEVICE",
+        help="which virtual camera device, e.g. /dev/video10 (Linux) or a Unity Capture name; "
+        "default: the first free one",
+    )
+    run.add_argument(
         "--realtime",
         dest="realtime",
         action="store_true",
@@ -230,7 +244,15 @@ def open_output(args: argparse.Namespace, source: FrameSource) -> FrameSink:
             width = max(16, round(height * src_w / max(src_h, 1) / 2) * 2)
         else:
             height = max(16, round(width * src_h / max(src_w, 1) / 2) * 2)
-    return open_sink(args.output, width=width, height=height, fps=args.fps, pace=not source.is_live)
+    return open_sink(
+        args.output,
+        width=width,
+        height=height,
+        fps=args.fps,
+        vcam_backend=getattr(args, "vcam_backend", None),
+        vcam_device=getattr(args, "vcam_device", None),
+        pace=not source.is_live,
+    )
 
 
 def check_not_an_input(args: argparse.Namespace) -> None:

@@ -98,9 +98,18 @@ class CameraLike(Protocol):
     def close(self) -> None: ...
 
 
-def virtual_camera_fix(platform: str = sys.platform, error_text: str = "") -> str:
-    """What the user should do so a virtual camera can be opened, from pyvirtualcam's error text."""
+def virtual_camera_fix(platform: str = sys.platform, error_text: str = "", loopback_devices: int = 0) -> str:
+    """What the user should do so a virtual camera can be opened, from pyvirtualcam's error text
+    (and, on Linux, how many v4l2loopback devices exist: pyvirtualcam says "no device found" both
+    when the module is not loaded and when every device is taken by another program)."""
     text = error_text.lower()
+    if platform.startswith("linux") and loopback_devices > 0 and "no v4l2 loopback device" in text:
+        return (
+            f"The virtual camera exists ({loopback_devices} v4l2loopback device"
+            f"{'s' if loopback_devices > 1 else ''}) but another program is sending to it (OBS's virtual "
+            "camera, another FaceCast): close that program, or add a device for FaceCast with "
+            f"`sudo modprobe -r v4l2loopback && {LINUX_MODPROBE.replace('devices=1', 'devices=2')}`."
+        )
     if platform.startswith("linux"):
         if "permission" in text or "'video' group" in text:
             return (
@@ -133,6 +142,12 @@ def virtual_camera_fix(platform: str = sys.platform, error_text: str = "") -> st
             "still not found, click 'Start Virtual Camera' in OBS once and stop it again."
         )
     if platform == "darwin":
+        if "could not be started" in text or "couldn't start" in text or "could not start" in text:
+            return (
+                "Only one program can drive the virtual camera: if OBS's own 'Virtual Camera' is "
+                "started, stop it in OBS and try again. Otherwise restart OBS once, so that its camera "
+                "extension is running."
+            )
         return (
             "Install OBS Studio 30 or newer, click 'Start Virtual Camera' in OBS once and stop it again, "
             "then approve the system extension in System Settings → Privacy & Security "
@@ -241,7 +256,9 @@ class VirtualCameraSink:
 
 def _unavailable(error_text: str) -> VirtualCameraUnavailableError:
     reason = "; ".join(line.strip() for line in error_text.splitlines() if line.strip()) or "no backend"
-    fix = virtual_camera_fix(sys.platform, error_text)
+    from realtime.cameras import list_loopback_devices  # sysfs only; Linux
+
+    fix = virtual_camera_fix(sys.platform, error_text, len(list_loopback_devices()))
     if not reason.endswith((".", "?", "!")):
         reason += "."
     message = f"Virtual camera unavailable: {reason} Fix: {fix}"

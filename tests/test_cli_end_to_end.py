@@ -153,11 +153,16 @@ def test_run_to_a_recording_virtual_camera(
         "mtcnn",
         "--preset",
         "ultra-low-latency",
+        "--vcam-backend",
+        vcam_recorder.name,
+        "--vcam-device",
+        "FaceCast 2",
     )
     assert code == 0, text
     assert len(vcam_recorder.opens) == 1
     opened = vcam_recorder.opens[0]
     assert (opened.width, opened.height) == (W, H)
+    assert opened.device == "FaceCast 2"  # the device the user picked, through the backend they named
     # Nothing re-encodes frames on the way to the virtual camera: far pixels are bit-exact.
     assert_swapped_only_the_face(decode(clip_path), vcam_recorder.frames, boxes, exact=True)
 

@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from gui.composer import SettingsComposer
 from gui.preview import OriginalTap, PreviewFeed
 from gui.stage_panel import STAGES, Control, StagePanel
-from gui.tee_sink import FanOutSink, OptionalSink
+from gui.tee_sink import BackgroundSink, FanOutSink, OptionalSink
 from models.errors import SinkError, VirtualCameraUnavailableError
 from models.mtcnn import MTCNN
 from realtime.frames import VideoFrame
@@ -26,7 +26,7 @@ from realtime.settings import Settings, SettingsError
 from realtime.sinks import FrameSink
 from realtime.sources import FrameSource
 from realtime.test_pattern import TestPatternSource
-from tests.engine_fakes import RecordingSink, frame_with_index
+from tests.engine_fakes import FakeSource, RecordingSink, frame_with_index
 
 
 def frame(index: int, value: int = 0) -> VideoFrame:
@@ -82,6 +82,39 @@ def test_a_missing_virtual_camera_is_reported_once_and_the_other_outputs_carry_o
 
 
 # ---- preview hand-off -----------------------------------------------------------------------------------
+
+
+def test_a_failing_recording_stops_alone_and_the_virtual_camera_carries_on() -> None:
+    """A full recording disk stopped the whole run: the call's camera froze."""
+    from realtime.engine import Engine
+
+    recording, vcam = RecordingSink(fail_at=5), RecordingSink()
+    failures: list[str] = []
+    fan = FanOutSink([BackgroundSink(recording, lambda e: failures.append(e.user_message())), vcam])
+    engine = Engine(FakeSource(frames=40), fan, Settings())
+    engine.start()
+    assert engine.wait(10)
+    assert engine.error is None
+    assert vcam.indices == list(range(40)) and vcam.closed
+    assert recording.indices == list(range(5)) and recording.aborted and not recording.closed
+    assert len(failures) == 1 and "No space left" in failures[0]
+
+
+def test_a_slow_recording_does_not_hold_up_the_other_outputs() -> None:
+    """The H.264 encode on the sink thread added ~60 ms to the virtual camera's latency."""
+    recording = RecordingSink(send_delay_s=0.05)
+    background = BackgroundSink(recording, lambda e: None, depth=4)
+    fan = FanOutSink([background, RecordingSink()])
+    fan.open(64, 48, 30.0)
+    t0 = time.perf_counter()
+    for i in range(20):
+        fan.send(VideoFrame(frame_with_index(i), i, time.perf_counter()))
+    assert time.perf_counter() - t0 < 0.2  # 20 frames in a burst: the recorder alone takes 1 s
+    fan.close()
+    assert recording.closed
+    written = len(recording.indices)
+    assert written + background.dropped == 20 and 4 <= written < 20  # the queue's frames, then drops
+    assert recording.indices == sorted(recording.indices)
 
 
 def test_the_preview_keeps_only_the_newest_frame_and_signals_once(qtbot: QtBot) -> None:

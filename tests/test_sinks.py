@@ -185,6 +185,21 @@ def test_virtual_camera_fix_per_platform(platform: str, error_text: str, expecte
     assert expected in virtual_camera_fix(platform, error_text)
 
 
+def test_a_loopback_device_taken_by_another_program_is_not_called_a_missing_module() -> None:
+    """pyvirtualcam says "no device found" when every device is busy: the fix said to run modprobe,
+    which does nothing when the module is loaded."""
+    text = "'v4l2loopback' backend: No v4l2 loopback device found at /dev/video[0-99]. Did you run modprobe?"
+    assert "v4l2loopback-dkms" in virtual_camera_fix("linux", text, loopback_devices=0)
+    busy = virtual_camera_fix("linux", text, loopback_devices=1)
+    assert "another program is sending" in busy and "devices=2" in busy and "apt install" not in busy
+
+
+@pytest.mark.parametrize("text", ["virtual camera output could not be started", "Couldn't start stream"])
+def test_macos_says_to_stop_obss_own_virtual_camera_when_it_holds_the_device(text: str) -> None:
+    fix = virtual_camera_fix("darwin", text)
+    assert "stop it in OBS" in fix and "Install OBS" not in fix
+
+
 # ------------------------------------------------------------------------------------------ video file
 
 
