@@ -140,8 +140,11 @@ class Downloader:
         entry = get_entry(entry_name, self.catalogue)
         needed = [f for f in entry.files if self.store.check(f).status not in ("ok", "unpinned")]
         if needed:
-            self._ensure_licence(entry, accept_licence)
-            self.store.models_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self._ensure_licence(entry, accept_licence)
+                self.store.models_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a read-only mount, a full disk, a file where the folder should be
+                raise self._folder_error(exc) from exc
             if entry.archive:
                 # Everything this archive holds that any entry wants: det_10g and w600k_r50 both
                 # come from buffalo_l.zip (~280 MB), which is fetched once, not once per file.
@@ -396,6 +399,19 @@ class Downloader:
                 bar.update(len(chunk))
 
     # ---- errors -------------------------------------------------------------------------------------
+
+    def _folder_error(self, exc: OSError) -> DownloadError:
+        folder = self.store.models_dir
+        hint = (
+            "Set FACECAST_MODELS_DIR (or --models-dir) to a writable folder, or fix this one's permissions."
+        )
+        if exc.errno in _DISK_FULL:
+            return DownloadError(f"The disk holding the models folder {folder} is full.", hint=hint)
+        if folder.exists() and not folder.is_dir():
+            return DownloadError(f"The models folder {folder} is a file, not a folder.", hint=hint)
+        return DownloadError(
+            f"Cannot write to the models folder {folder} ({exc.strerror or exc}).", hint=hint
+        )
 
     def _disk_error(self, exc: OSError, label: str, part: Path, keep_part: bool) -> DownloadError:
         folder = self.store.models_dir

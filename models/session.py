@@ -473,7 +473,9 @@ class SessionFactory:
         msg = f"{name}: {'; '.join(parts)}. Running on {running}."
         if msg not in self.fallbacks:
             self.fallbacks.append(msg)
-            log.warning("%s", msg)
+            # Info, not warning: the CLI and the window show `fallbacks` to the user themselves
+            # (a warning here printed each one twice).
+            log.info("%s", msg)
         if log_text.strip():
             log.debug("ONNX Runtime output while opening %s:\n%s", name, log_text)
 

@@ -181,7 +181,7 @@ def prepare_face_swap(
     analysis = load_analysis_models(paths, settings, factory)
     mapped = tuple(
         IdentityMapping(
-            load_identity([ref], analysis.detector, analysis.recognizer).embedding,
+            load_identity([ref], analysis.detector, analysis.recognizer, "reference").embedding,
             load_identity([src], analysis.detector, analysis.recognizer),
             ref,
         )
@@ -193,7 +193,9 @@ def prepare_face_swap(
         identity = mapped[0].identity
     reference = None
     if reference_photo is not None:
-        reference = load_identity([reference_photo], analysis.detector, analysis.recognizer).embedding
+        reference = load_identity(
+            [reference_photo], analysis.detector, analysis.recognizer, "reference"
+        ).embedding
     stages = FaceSwapStages(options, identity, reference, mappings=mapped)
     stages._warm = (settings, analysis)
     stages.fallbacks.extend(factory.fallbacks)

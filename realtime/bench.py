@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 import tempfile
 import time
@@ -256,9 +257,10 @@ def run_engine(
     result.detections = int(snap.stages_ms["detect"].count) if "detect" in snap.stages_ms else 0
     if live_fps:
         lat = engine.metrics.latencies_ms()
-        third = max(len(lat) // 3, 1)
-        first, last = float(np.median(lat[:third])), float(np.median(lat[-third:]))
-        result.latency_ms["drift_p50_first_to_last_third"] = last - first
+        if len(lat) >= 3:  # a run too short for thirds has no drift (the median of nothing is NaN)
+            third = len(lat) // 3
+            first, last = float(np.median(lat[:third])), float(np.median(lat[-third:]))
+            result.latency_ms["drift_p50_first_to_last_third"] = last - first
         result.notes.append(f"dropped at source: {snap.frames_dropped}")
     return result
 
@@ -274,7 +276,11 @@ class BenchSetup:
 ENHANCER_STANDIN = {"gpen_256": "GPEN-BFR-256", "gfpgan_1.4": "gfpgan_1.4"}
 
 
-def prepare_models(args: argparse.Namespace, settings: Settings, log: Callable[[str], None]) -> BenchSetup:
+def prepare_models(
+    args: argparse.Namespace, settings: Settings, log: Callable[[str], None], scratch: Path
+) -> BenchSetup:
+    """The models the bench runs: stand-ins (cached), the user's folder, or doubles written into
+    `scratch` (a folder the caller removes: every run used to leave one in the temp folder)."""
     if args.standins:
         from models.standins import DEFAULT_STANDINS, ensure_standins
 
@@ -288,9 +294,9 @@ def prepare_models(args: argparse.Namespace, settings: Settings, log: Callable[[
         return BenchSetup(Path(args.models_dir), args.allow_unverified, f"models from {args.models_dir}")
     from tests.doubles import write_all
 
-    tmp = Path(tempfile.mkdtemp(prefix="facecast-bench-"))
-    write_all(tmp, det_size=settings.detector.size)
-    return BenchSetup(tmp, True, "contract-exact doubles (near-zero model cost)")
+    scratch.mkdir(parents=True, exist_ok=True)
+    write_all(scratch, det_size=settings.detector.size)
+    return BenchSetup(scratch, True, "contract-exact doubles (near-zero model cost)")
 
 
 def format_table(results: list[BenchResult], speedup: float, header: str) -> str:
@@ -327,12 +333,12 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
     overrides = dict(parse_override(o) for o in getattr(args, "overrides", []))
     overrides["pipeline.provider"] = "cpu"
     settings = load_preset(args.preset).with_overrides(overrides)
-    setup = prepare_models(args, settings, log)
     frames = args.frames
-    log(f"building a {args.width}x{args.height} clip ...")
-    clip = make_clip(min(frames, 48), args.width, args.height)
     photo = astronaut_bgr()
     with tempfile.TemporaryDirectory(prefix="facecast-bench-") as tmp:
+        setup = prepare_models(args, settings, log, Path(tmp) / "models")
+        log(f"building a {args.width}x{args.height} clip ...")
+        clip = make_clip(min(frames, 48), args.width, args.height)
         photo_path = Path(tmp) / "source.png"
         cv2.imwrite(str(photo_path), photo)
         options = ModelOptions(setup.models_dir, setup.allow_unverified, clock=InferenceClock())
@@ -356,7 +362,7 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
             "speedup": speedup,
             "results": [asdict(r) for r in results],
         }
-        json.dump(payload, out, indent=2)
+        json.dump(_finite(payload), out, indent=2, allow_nan=False)  # strict JSON: no NaN
         print(file=out)
     else:
         print(format_table(results, speedup, header), file=out)
@@ -364,3 +370,14 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
 
 
 __all__ = ["BenchResult", "ClipSource", "make_clip", "run_bench_cli", "run_engine", "run_naive"]
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every NaN or infinity (a figure that could not be measured) as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

@@ -149,8 +149,9 @@ def run_gpu_bench(
     gpu_id: int = 0,
     engine_models: Path | None = None,
 ) -> int:
-    """Print the GPU self-check to `out`; 0 when it ran or was skipped cleanly, 1 when a configuration
-    failed unexpectedly (the error is printed).
+    """Print the GPU self-check to `out`; 0 when it ran, 1 when a configuration failed (the error
+    is printed) or when there is no CUDA provider to check (nothing was measured: a script must not
+    read that as a GPU that passed).
 
     After the face path alone, the whole engine runs on the CUDA provider (capture -> analyser ->
     2 swap workers on the device path -> sink) with `engine_models`: a folder with the detector,
@@ -163,7 +164,8 @@ def run_gpu_bench(
     if not ok:
         say(f"no CUDA provider: {reason}")
         if not allow_cpu:
-            return 0
+            say("nothing was measured: the GPU self-check needs a working CUDA provider")
+            return 1
         say("running the same path on the CPU provider instead (allow_cpu: a test run, not a benchmark)")
     say(_environment(gpu_id, ok))
     cache = cache_dir or _default_cache_dir()

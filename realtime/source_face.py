@@ -53,17 +53,18 @@ def read_image(path: Path) -> ImageBGR:
     return np.asarray(image, dtype=np.uint8)
 
 
-def pick_face(path: Path, faces: Sequence[Detection]) -> tuple[Detection, str | None]:
+def pick_face(path: Path, faces: Sequence[Detection], role: str = "source") -> tuple[Detection, str | None]:
+    """The largest face; `role` names the photo in messages ("source", "reference")."""
     if not faces:
         raise NoFaceError(
-            f"No face found in source photo {path}.",
+            f"No face found in {role} photo {path}.",
             hint="Use a photo where one face is clearly visible, frontal and well lit.",
         )
     largest = max(faces, key=lambda d: d.area)
     w = float(largest.box[2] - largest.box[0])
     if w < MIN_FACE_PX:
         raise NoFaceError(
-            f"The face in source photo {path} is only {w:.0f} px wide.",
+            f"The face in {role} photo {path} is only {w:.0f} px wide.",
             hint=f"Use a photo where the face is at least {MIN_FACE_PX} px wide.",
         )
     note = None
@@ -72,8 +73,11 @@ def pick_face(path: Path, faces: Sequence[Detection]) -> tuple[Detection, str | 
     return largest, note
 
 
-def load_identity(paths: Sequence[Path], detector: FaceDetector, recognizer: ArcFace) -> SourceIdentity:
-    """Detect, align and embed each photo; average the normalised embeddings."""
+def load_identity(
+    paths: Sequence[Path], detector: FaceDetector, recognizer: ArcFace, role: str = "source"
+) -> SourceIdentity:
+    """Detect, align and embed each photo; average the normalised embeddings. `role` names the
+    photos in messages: a reference photo without a face was called a "source photo"."""
     if not paths:
         raise SourceError("No source photo given.", hint="Pass --source PHOTO [PHOTO ...].")
     photos: list[SourcePhoto] = []
@@ -82,7 +86,7 @@ def load_identity(paths: Sequence[Path], detector: FaceDetector, recognizer: Arc
     for path in paths:
         image = read_image(Path(path))
         faces = detector.detect(image)
-        face, note = pick_face(Path(path), faces)
+        face, note = pick_face(Path(path), faces, role)
         if note:
             notes.append(note)
         embeddings.append(recognizer.embed(image, face.kps))

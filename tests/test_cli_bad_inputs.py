@@ -96,6 +96,16 @@ def test_source_photo_without_a_face(capsys, tmp_path, models, clip) -> None:  #
     assert not (tmp_path / "o.mp4").exists()
 
 
+def test_reference_photo_without_a_face_is_called_the_reference(
+    capsys, tmp_path, models, photo, clip
+) -> None:  # type: ignore[no-untyped-def]
+    grey = tmp_path / "wall.png"
+    cv2.imwrite(str(grey), np.full((240, 320, 3), 128, np.uint8))
+    args = base_args(models, photo, clip, tmp_path / "o.mp4", "--reference", str(grey))
+    code, err = run_cli(capsys, *args)
+    assert code == 2 and "No face found in reference photo" in error_line(err)
+
+
 def test_missing_model_names_file_hash_and_folder(capsys, tmp_path, photo, clip) -> None:  # type: ignore[no-untyped-def]
     empty = tmp_path / "models"
     empty.mkdir()

@@ -484,3 +484,27 @@ def test_files_sharing_an_archive_come_from_one_download(tmp_path: Path, server:
     assert store.path_for("b.onnx").read_bytes() == B_BYTES  # its sibling came along
     dl.download("b", Accept())
     assert len(server.hits("/pack.zip")) == 1
+
+
+def test_a_models_folder_that_is_a_file_is_a_clear_error(tmp_path: Path, server: FakeServer) -> None:
+    """mkdir/the licence file raised a bare FileExistsError (or OSError) traceback."""
+    url = server.add("/tiny.onnx", Route(BODY))
+    store, dl = make(tmp_path, entry((url,)))
+    store.models_dir.write_text("not a folder")
+    with pytest.raises(DownloadError, match="is a file, not a folder") as info:
+        dl.download("tiny", Accept())
+    assert "FACECAST_MODELS_DIR" in info.value.hint and server.hits("/tiny.onnx") == []
+
+
+def test_a_models_folder_that_cannot_be_written_is_a_clear_error(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = server.add("/tiny.onnx", Route(BODY))
+    _, dl = make(tmp_path, entry((url,)))
+
+    def read_only(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr("models.download.write_json_atomic", read_only)
+    with pytest.raises(DownloadError, match=r"Cannot write to the models folder .*Read-only file system"):
+        dl.download("tiny", Accept())
