@@ -396,6 +396,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                     show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
     stats = engine.stats()
     show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
+    to_file = not live_output and args.output.strip().lower() != "null"
+    if signals.stopped_by_signal and to_file and not args.loop and not str(args.input).isdigit():
+        show(f"note: stopped before the input ended: {args.output} holds its first {stats.frames_out} frames")
     if engine.error is not None:
         if engine.error.user_message() in said:
             return engine.error.exit_code  # already said while running: once is enough

@@ -15,6 +15,7 @@ imported inside the checks that need it: the doctor must still report when onnxr
 from __future__ import annotations
 
 import ctypes.util
+import os
 import platform as platform_module
 import re
 import shutil
@@ -311,6 +312,20 @@ def _check_platform() -> list[Check]:
                 "warn",
                 "libxcb-cursor0 not found: the control panel will not open on X11",
                 "sudo apt install libxcb-cursor0 (Fedora: xcb-util-cursor)",
+            )
+        )
+    if (
+        sys.platform.startswith("linux")
+        and not os.environ.get("QT_QPA_PLATFORM")
+        and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    ):
+        checks.append(
+            Check(
+                "Display",
+                "warn",
+                "no display (DISPLAY and WAYLAND_DISPLAY are unset): the control panel and "
+                "--output window cannot open here; the virtual camera and file outputs work",
+                "run FaceCast from a desktop session (over SSH: ssh -X, or use --output vcam / a file)",
             )
         )
     return checks

@@ -388,6 +388,9 @@ def require_video_file(path: Path) -> None:
         raise SourceError(f"Video file {what}: {path}")
 
 
+_GAP_S = 0.5  # a jump in a file's timestamps longer than this is reported as missing frames
+
+
 class VideoFileSource(KnownFormat):
     """A video file decoded with PyAV, as fast as it is read or paced like a camera (`realtime`).
 
@@ -402,6 +405,7 @@ class VideoFileSource(KnownFormat):
         self.realtime = realtime
         self.loop = loop
         self.bad_packets = 0
+        self.frames_missing = 0  # skipped over by the decoder in damaged parts (see _timeline_pts)
         self._pacer = Pacer()
         self._container: av.container.InputContainer | None = None
         self._stream: av.VideoStream | None = None
@@ -501,6 +505,17 @@ class VideoFileSource(KnownFormat):
             raw = self._frames_this_pass / self._fps
         if self._pass_first_pts is None:
             self._pass_first_pts = raw
+        elif raw - self._pass_last_pts > _GAP_S:
+            # FFmpeg resyncs after damaged bytes without an error: the only trace is the jump in
+            # time. (Variable-rate phone videos skip a frame or two, never half a second.)
+            missing = max(round((raw - self._pass_last_pts) * self._fps) - 1, 1)
+            self.frames_missing += missing
+            log.warning(
+                "%s: about %d frames are missing before %.1f s (the file is damaged there); skipped.",
+                self.path,
+                missing,
+                raw,
+            )
         self._pass_last_pts = raw
         self._frames_this_pass += 1
         return raw + self._loop_offset_s

@@ -291,3 +291,30 @@ def test_a_closed_stdout_and_a_double_ctrl_c_still_finish_the_recording(
     assert proc.wait(timeout=30) == 0, err
     assert "Traceback" not in err
     assert len(decode(out)) >= 10 and not list(tmp_path.glob(".*partial*"))
+
+
+def test_a_file_run_stopped_early_says_the_output_is_partial(
+    tmp_path: Path, models: Path, source_photo: Path
+) -> None:
+    from tests.fixtures_media import make_test_video
+
+    clip = make_test_video(tmp_path / "long.mp4", frames=150, size=(160, 120), fps=25.0)
+    out = tmp_path / "out.mp4"
+    args = ["run", "--models-dir", str(models), "--allow-unverified", "--source", str(source_photo)]
+    args += ["--input", str(clip), "--realtime", "--output", str(out), "--detector", "mtcnn"]
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, str(root / "main.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("running:"):
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, rest
+    assert "note: stopped before the input ended" in rest and str(out) in rest

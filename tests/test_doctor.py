@@ -525,11 +525,28 @@ def test_a_missing_xcb_cursor_library_is_named_with_its_package(monkeypatch: pyt
     from realtime import doctor as doctor_module
 
     monkeypatch.setattr(doctor_module.sys, "platform", "linux")
+    monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None if name == "xcb-cursor" else "lib")
     checks = doctor_module._check_platform()
     (qt,) = [c for c in checks if c.name.startswith("Qt window")]
     assert qt.status == "warn" and "libxcb-cursor0" in qt.fix
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libxcb-cursor.so.0")
+    assert [c.name for c in doctor_module._check_platform()] == ["Platform"]
+
+
+def test_no_display_is_said_with_what_still_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over SSH the control panel and --output window abort inside Qt ("reinstalling may help")."""
+    import ctypes.util
+
+    from realtime import doctor as doctor_module
+
+    monkeypatch.setattr(doctor_module.sys, "platform", "linux")
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "lib")
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        monkeypatch.delenv(name, raising=False)
+    (display,) = [c for c in doctor_module._check_platform() if c.name == "Display"]
+    assert display.status == "warn" and "virtual camera" in display.detail and "ssh -X" in display.fix
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
     assert [c.name for c in doctor_module._check_platform()] == ["Platform"]
 
 
