@@ -103,7 +103,10 @@ def _differ(old: Settings, new: Settings, fields: tuple[tuple[str, str], ...]) -
 
 
 def needs_reload(old: Settings, new: Settings) -> bool:
-    """Changes that need new model sessions (loaded in the background)."""
+    """Changes that need new model sessions (loaded in the background). MTCNN has no input size:
+    a detector.size change under it reloaded every model for nothing."""
+    if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
+        new = replace(new, detector=replace(new.detector, size=old.detector.size))
     return _differ(old, new, MODEL_FIELDS)
 
 

@@ -502,3 +502,14 @@ def test_a_worker_model_reload_keeps_the_running_analyser_and_its_tracks() -> No
     time.sleep(0.3)
     engine.stop()
     assert engine.stages_label == "stages 2" and used[-1] == 2  # a new detector: a new analysis
+
+
+def test_a_detector_size_change_under_mtcnn_reloads_nothing() -> None:
+    from realtime.engine import needs_reload
+
+    mtcnn = Settings().with_overrides({"detector.model": "mtcnn"})
+    assert not needs_reload(mtcnn, mtcnn.with_overrides({"detector.size": 320}))  # MTCNN has no size
+    assert needs_reload(Settings(), Settings().with_overrides({"detector.size": 320}))  # SCRFD does
+    assert needs_reload(
+        mtcnn, mtcnn.with_overrides({"detector.size": 320, "swap.model": "inswapper_128_fp16"})
+    )
