@@ -25,6 +25,7 @@ from models.errors import FaceCastError, SinkError
 log = logging.getLogger("facecast")
 
 if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays instant
+    from realtime.run_control import StopSignals
     from realtime.sinks import FrameSink
     from realtime.sources import FrameSource
 
@@ -364,40 +365,33 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 
     engine = Engine(source, sink, settings, stages, on_event=on_event)
     window = args.output.strip().lower() == "window"
-    app = None
     if window:
         from PyQt6.QtWidgets import QApplication
 
-        app = QApplication.instance() or QApplication(sys.argv[:1])
+        _app = QApplication.instance() or QApplication(sys.argv[:1])
         sink.ensure_window()  # on the GUI thread, before the engine opens the sink
-    # In the window's event loop a KeyboardInterrupt would be raised inside a Qt slot, which aborts
-    # the process: there a signal closes the window instead.
-    signals = StopSignals(show, stop=app.quit if app is not None else None)
-    with signals:
-        engine.start()
+    # Signals only ask the run to stop (see run_control): the loops below poll for the request.
+    with StopSignals(show) as signals:
         try:
+            engine.start()
             show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
             if window:
-                _run_window_loop(engine, sink, args.stats, show)
+                _run_window_loop(engine, sink, args.stats, show, signals)
             else:
-                _wait_with_stats(engine, args.stats, show)
-        except KeyboardInterrupt:
-            # Ctrl+C, `kill` or a closed terminal: how a user ends a live run (finalised below).
-            log.debug("run stopped by a signal")
+                _wait_with_stats(engine, args.stats, show, signals)
         finally:
-            signals.finishing()
-            if signals.stopped_by_signal:
+            if signals.requested:
                 show("stopping ...")
-            engine.stop()
-            if not engine.finish_io(0.5):
+            engine.stop()  # finalises the output (the wait above only watched the run end)
+            if not engine.finish_output(0.5):
                 # A write still running (a slow disk): exiting now would leave the recording unfinished.
                 show("finishing the output ...")
-                if not engine.finish_io(OUTPUT_FINISH_S):
+                if not engine.finish_output(OUTPUT_FINISH_S):
                     show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
     stats = engine.stats()
     show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
     to_file = not live_output and args.output.strip().lower() != "null"
-    if signals.stopped_by_signal and to_file and not args.loop and not str(args.input).isdigit():
+    if signals.requested and to_file and not args.loop and not str(args.input).isdigit():
         show(f"note: stopped before the input ended: {args.output} holds its first {stats.frames_out} frames")
     if engine.error is not None:
         if engine.error.user_message() in said:
@@ -409,25 +403,31 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 OUTPUT_FINISH_S = 30.0  # how long `run` waits for a recording still being written when it stops
 
 
-def _wait_with_stats(engine, show_stats: bool, show: Callable[[str], None]) -> None:  # type: ignore[no-untyped-def]
+def _wait_with_stats(engine, show_stats: bool, show: Callable[[str], None], signals: StopSignals) -> None:  # type: ignore[no-untyped-def]
+    """Until the input ends, an error ends the run, or a signal asks to stop. Only watches: the
+    caller's engine.stop() closes the output, after signals have stopped being able to cut it."""
     last = time.monotonic()
-    while not engine.wait(0.1):
+    while not engine.ended(0.0) and not signals.wait(0.1):
         if show_stats and time.monotonic() - last >= 1.0:
             last = time.monotonic()
             show(engine.stats().format_line())
 
 
-def _run_window_loop(engine, sink, show_stats: bool, show: Callable[[str], None]) -> None:  # type: ignore[no-untyped-def]
-    """Run Qt's event loop until the window is closed, the engine finishes or a signal comes."""
+def _run_window_loop(
+    engine, sink, show_stats: bool, show: Callable[[str], None], signals: StopSignals
+) -> None:  # type: ignore[no-untyped-def]
+    """Run Qt's event loop until the window is closed, the engine finishes or a signal asks to stop."""
     from PyQt6.QtCore import QTimer
     from PyQt6.QtWidgets import QApplication
 
     app = QApplication.instance()
     assert app is not None, "create the QApplication before the window sink"
+    if signals.requested:
+        return  # asked to stop while starting: Qt ignores quit() before exec()
     timer = QTimer()
 
     def poll() -> None:  # also gives Python the control it needs to run signal handlers
-        if sink.closed.is_set() or not engine.running:
+        if sink.closed.is_set() or not engine.running or signals.requested:
             app.quit()
 
     timer.timeout.connect(poll)

@@ -89,6 +89,7 @@ def make_sink(
     on_vcam_unavailable: Callable[[VirtualCameraUnavailableError], None],
     vcam_backend: str | None = None,
     on_recording_failed: Callable[[FaceCastError], None] | None = None,
+    on_vcam_lost: Callable[[FaceCastError], None] | None = None,
 ) -> FanOutSink:
     """Recording (on its own thread) and the virtual camera. Neither paces: every GUI source
     (camera, test pattern, video in real time) delivers frames at its own rate, and a second clock
@@ -103,7 +104,7 @@ def make_sink(
         vcam = VirtualCameraSink(
             config.vcam_width, config.vcam_height, config.vcam_fps, backend=vcam_backend, pace=False
         )
-        sinks.append(OptionalSink(vcam, on_vcam_unavailable))
+        sinks.append(OptionalSink(vcam, on_vcam_unavailable, on_vcam_lost or _log_failure))
     return FanOutSink(sinks)
 
 
@@ -246,12 +247,19 @@ class EngineController(QObject):
                 "error", f"Recording stopped: {error.user_message()} The virtual camera and preview carry on."
             )
 
+        def on_vcam_lost(error: FaceCastError) -> None:  # from the engine's sink thread
+            self.message.emit(
+                "error", f"Virtual camera stopped: {error.user_message()} Preview and recording carry on."
+            )
+
         def on_event(event: EngineEvent) -> None:
             self._engine_event.emit(generation, event)
 
         try:
             source = TappedSource(make_source(plan.input), self._feed.tap)
-            sink = make_sink(plan.output, on_vcam_unavailable, self._vcam_backend, on_recording_failed)
+            sink = make_sink(
+                plan.output, on_vcam_unavailable, self._vcam_backend, on_recording_failed, on_vcam_lost
+            )
             factory: StageFactory = (
                 GalleryFaceSwap(self._options, plan.faces, self._active, on_note)
                 if plan.faces

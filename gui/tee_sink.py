@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from models.errors import FaceCastError, SinkError, VirtualCameraUnavailableError
@@ -70,13 +71,18 @@ class FanOutSink:
 
 class OptionalSink:
     """Wraps a virtual camera sink: when its driver is missing, open() calls `on_unavailable` with the
-    error and every later call does nothing, so the other outputs carry on."""
+    error and every later call does nothing, so the other outputs carry on. The same when it fails
+    mid-run (the device removed): `on_lost` is told, and the recording is not thrown away with it."""
 
     def __init__(
-        self, sink: FrameSink, on_unavailable: Callable[[VirtualCameraUnavailableError], None]
+        self,
+        sink: FrameSink,
+        on_unavailable: Callable[[VirtualCameraUnavailableError], None],
+        on_lost: Callable[[FaceCastError], None] | None = None,
     ) -> None:
         self.sink = sink
         self._on_unavailable = on_unavailable
+        self._on_lost = on_lost
         self.active = False
 
     @property
@@ -93,8 +99,20 @@ class OptionalSink:
         self.active = True
 
     def send(self, frame: VideoFrame) -> None:
-        if self.active:
+        if not self.active:
+            return
+        try:
             self.sink.send(frame)
+        except FaceCastError as exc:
+            self.active = False
+            log.warning("%s stopped: %s", self.sink.description, exc.user_message())
+            try:
+                self.sink.abort()
+            except Exception as abort_error:
+                log.warning("discarding %s failed: %s", self.sink.description, abort_error)
+            if self._on_lost is None:
+                raise  # nobody to tell: fail the run as before
+            self._on_lost(exc)
 
     def close(self) -> None:
         if self.active:
@@ -129,7 +147,9 @@ class BackgroundSink:
         self._failed: FaceCastError | None = None
         self._close_error: BaseException | None = None
         self._discard = False
+        self._drop_rest = False
         self.dropped = 0
+        self.finish_timeout_s = 3.0
 
     @property
     def description(self) -> str:
@@ -143,7 +163,7 @@ class BackgroundSink:
         self.sink.open(width, height, fps)
         self._queue = queue.Queue(self._depth)
         self._failed = self._close_error = None
-        self._discard = False
+        self._discard = self._drop_rest = False
         self.dropped = 0
         self._thread = threading.Thread(target=self._write_loop, name="recorder", daemon=True)
         self._thread.start()
@@ -167,20 +187,33 @@ class BackgroundSink:
         self._finish(discard=True)
 
     def _finish(self, *, discard: bool) -> None:
+        """Hand the writer its end and wait up to `finish_timeout_s`; a writer stuck on a stalled
+        disk then finishes (and finalises) on its own, so Stop and quitting are not held hostage."""
         thread, self._thread = self._thread, None
         if thread is None:
             return
         self._discard = discard
-        self._queue.put(_END)  # blocks only while the writer drains a full queue
-        thread.join()
+        deadline = time.monotonic() + self.finish_timeout_s
+        try:
+            self._queue.put(_END, timeout=self.finish_timeout_s)
+        except queue.Full:
+            self._drop_rest = True  # the writer is stuck: what is still queued is skipped, then it closes
+            log.warning("%s is not keeping up; finishing it in the background", self.sink.description)
+            threading.Thread(target=self._queue.put, args=(_END,), name="recorder-end", daemon=True).start()
+            return
+        thread.join(max(deadline - time.monotonic(), 0.0))
+        if thread.is_alive():
+            log.warning(
+                "%s is still being written; it will be finished in the background", self.sink.description
+            )
 
     def _write_loop(self) -> None:
         while True:
             item = self._queue.get()
             if item is _END:
                 break
-            if self._failed is not None or self._discard:
-                continue  # drain: after a failure (or on abort) nothing more is written
+            if self._failed is not None or self._discard or self._drop_rest:
+                continue  # drain: after a failure (or on abort, or a stuck close) nothing more is written
             try:
                 self.sink.send(item)  # type: ignore[arg-type]
             except Exception as exc:
@@ -191,7 +224,8 @@ class BackgroundSink:
             else:
                 self.sink.close()
         except Exception as exc:
-            self._close_error = exc
+            self._close_error = exc  # raised by close() when it is still waiting; logged either way
+            log.warning("finishing %s failed: %s", self.sink.description, exc)
 
     def _fail(self, exc: Exception) -> None:
         error = exc if isinstance(exc, FaceCastError) else SinkError(f"{self.sink.description} failed: {exc}")

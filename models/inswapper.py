@@ -225,7 +225,10 @@ class InSwapper:
             np.multiply(pred[0, channel], np.float32(255.0), out=scratch)
             np.clip(scratch, 0.0, 255.0, out=scratch)
             np.copyto(plane, scratch, casting="unsafe")
-        merged = cv2.merge(self._planes_u8, dst=dst)
-        if merged is not dst:  # OpenCV allocated instead of writing into `out`
-            np.copyto(dst, merged)
+        if dst.flags.c_contiguous:
+            merged = cv2.merge(self._planes_u8, dst=dst)
+            if merged is not dst:  # OpenCV allocated instead of writing into `out`
+                np.copyto(dst, merged)
+        else:  # cv2 refuses some layouts (Fortran order) as dst: merge, then copy
+            np.copyto(dst, cv2.merge(self._planes_u8))
         return dst

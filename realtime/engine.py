@@ -205,7 +205,7 @@ class Engine:
         self._loader_running = False
         self._frame_settings_cache: tuple[Settings, Settings | None, Settings] | None = None
         self._threads: list[threading.Thread] = []
-        self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_io)
+        self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_output)
         self._preview: list[Callable[[VideoFrame], None]] = []
         self.error: FaceCastError | None = None
         self._lock = threading.Lock()
@@ -276,14 +276,21 @@ class Engine:
         self._join(timeout)
         self._close()
 
-    def finish_io(self, timeout: float) -> bool:
-        """After stop(): wait up to `timeout` s for a capture or sink call that outlived it (a slow
-        disk) to return and release its device — a process exiting first loses the recording.
-        True when both have."""
-        deadline = time.monotonic() + timeout
-        for t in self._io_threads:
-            t.join(max(deadline - time.monotonic(), 0.0))
-        return not any(t.is_alive() for t in self._io_threads)
+    def ended(self, timeout: float | None = None) -> bool:
+        """Whether the run has ended (input over, an error, or stop()), waiting up to `timeout` s.
+        Unlike wait(), closes nothing: a caller that must not be interrupted while the output is
+        finalised (the CLI under Ctrl+C) calls stop() itself afterwards."""
+        return self._finished.wait(timeout)
+
+    def finish_output(self, timeout: float) -> bool:
+        """After stop(): wait up to `timeout` s for a sink call that outlived it (a slow disk) to
+        return and finalise the output itself — a process exiting first loses the recording.
+        True when it has (a camera stuck in its driver is not waited for)."""
+        sink_thread = self._io_threads[1] if len(self._io_threads) > 1 else None
+        if sink_thread is None:
+            return True
+        sink_thread.join(timeout)
+        return not sink_thread.is_alive()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the source ends (or an error/stop); True when finished."""

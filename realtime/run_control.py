@@ -1,8 +1,10 @@
 """How a command-line run ends: by signal, with its output finalised, whatever happened to stdout.
 
-- StopSignals: the first Ctrl+C, `kill` (SIGTERM) or closed terminal (SIGHUP) asks the run to stop;
-  later ones while the output is being finalised are told to wait (a second Ctrl+C 1 ms after the
-  first used to kill the process with the recording unfinished); a third gives up on finishing.
+- StopSignals: Ctrl+C, `kill` (SIGTERM) or a closed terminal (SIGHUP) only *ask* the run to stop:
+  the handler records the request and the waiting loop acts on it, so no exception is ever raised
+  into the middle of opening a device, finalising a file or a Qt slot (a KeyboardInterrupt there
+  lost the recording, or aborted the process). A second signal is told to wait; a third quits at
+  once without finishing.
 - SafeOutput: progress lines that cannot be shown any more (`| head -1`, a dropped SSH session) are
   dropped instead of raising BrokenPipeError through the run and losing its recording.
 """
@@ -54,24 +56,22 @@ def _silence_stdout() -> None:
 
 
 class StopSignals:
-    """While active (main thread only): the first SIGINT/SIGTERM/SIGHUP calls `stop` (by default
-    it raises KeyboardInterrupt, which ends the wait); after `finishing()`, or after that first
-    signal, the next one says to wait, and a third exits with QUIT_CODE."""
+    """While active (main thread only), SIGINT/SIGTERM/SIGHUP set `requested`; the code waiting on
+    the run polls it. The second signal says to wait; the third exits with QUIT_CODE at once."""
 
-    def __init__(self, say: Callable[[str], None], stop: Callable[[], None] | None = None) -> None:
+    def __init__(self, say: Callable[[str], None]) -> None:
         self._say = say
-        self._stop = stop if stop is not None else _interrupt
         self._count = 0
-        self._finishing = False
         self._previous: dict[int, object] = {}
+        self._event = threading.Event()
 
     @property
-    def stopped_by_signal(self) -> bool:
-        return self._count > 0
+    def requested(self) -> bool:
+        return self._event.is_set()
 
-    def finishing(self) -> None:
-        """From now on the output is being finalised: signals no longer stop, they wait."""
-        self._finishing = True
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to `timeout` s, waking early on a stop request; True when one came."""
+        return self._event.wait(timeout)
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
@@ -88,15 +88,16 @@ class StopSignals:
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._count += 1
-        if self._count >= 3:
-            self._say("quitting without finishing the output")
-            raise SystemExit(QUIT_CODE)
-        if self._finishing or self._count > 1:
+        if self._count == 1:
+            self._event.set()
+            return
+        if self._count == 2:
             self._say("finishing the output; please wait (once more quits without it)")
             return
-        self._finishing = True
-        self._stop()
-
-
-def _interrupt() -> None:
-    raise KeyboardInterrupt
+        self._say("quitting without finishing the output")
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError) as exc:
+                log.debug("flush before quitting failed: %s", exc)
+        os._exit(QUIT_CODE)  # not SystemExit: raised inside a Qt slot, that aborts the process

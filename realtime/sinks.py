@@ -9,7 +9,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import sys
+import time
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -269,9 +271,10 @@ def _unavailable(error_text: str) -> VirtualCameraUnavailableError:
 
 
 def _partial_path(path: Path) -> Path:
-    """Hidden temp name in the target's own folder (same file system, so the rename is atomic).
-    The real extension stays last because the muxer is chosen from it."""
-    return path.with_name(f".{path.stem}.partial{path.suffix}")
+    """Hidden temp name in the target's own folder (same file system, so the rename is atomic),
+    this process's own (two FaceCasts recording to one name must not share, nor take over, a
+    partial file). The real extension stays last because the muxer is chosen from it."""
+    return path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
 
 
 def _prepare_target(path: Path) -> Path:
@@ -315,26 +318,62 @@ def _container_options(path: Path) -> dict[str, str]:
     return options
 
 
+def _disk_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < 256 * 1024
+    except OSError:
+        return False
+
+
 def _survives_truncation(path: Path) -> bool:
     return path.suffix.lower() in _FRAGMENTED + _STREAMABLE
 
 
+_STALE_PARTIAL_S = 10.0  # a partial file untouched this long has no writer (a live one flushes each frame)
+
+
 def _recover_partial(path: Path) -> None:
-    """A hidden partial recording left by a crash (or a kill) holds playable video for the
-    containers that survive truncation: give it a visible name instead of overwriting it."""
-    temp = _partial_path(path)
-    try:
-        if not _survives_truncation(path) or not temp.is_file() or temp.stat().st_size < 1024:
-            return
+    """Hidden partial recordings left by a crash (or a kill) hold playable video for the
+    containers that survive truncation: give them a visible name instead of leaving them hidden.
+    Another FaceCast still writing one (its file changes every frame) is left alone."""
+    if not _survives_truncation(path):
+        return
+    for temp in _stale_partials(path):
         n, target = 1, path.with_name(f"{path.stem}.recovered{path.suffix}")
         while target.exists():
             n += 1
             target = path.with_name(f"{path.stem}.recovered-{n}{path.suffix}")
-        os.replace(temp, target)
-    except OSError as err:
-        log.warning("Could not keep the interrupted recording %s: %s", temp, err)
-        return
-    log.warning("A recording that was interrupted earlier (%s) was kept as %s.", path.name, target)
+        try:
+            os.replace(temp, target)
+        except OSError as err:
+            log.warning("Could not keep the interrupted recording %s: %s", temp, err)
+            continue
+        log.warning("A recording that was interrupted earlier (%s) was kept as %s.", path.name, target)
+
+
+def _stale_partials(path: Path) -> list[Path]:
+    """Partial files of `path` from other processes (`.NAME.PID.partial.EXT`, or this version's
+    predecessor's `.NAME.partial.EXT`) that nobody has written to for a while."""
+    own, legacy = _partial_path(path).name, f".{path.stem}.partial{path.suffix}"
+    prefix, suffix = f".{path.stem}.", f".partial{path.suffix}"
+    found: list[Path] = []
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return []
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        pid = name[len(prefix) : -len(suffix)] if name.startswith(prefix) and name.endswith(suffix) else ""
+        if name == own or not (name == legacy or pid.isdigit()):
+            continue
+        try:
+            st = entry.stat()
+        except OSError:
+            continue
+        if st.st_size >= 1024 and now - st.st_mtime > _STALE_PARTIAL_S:
+            found.append(entry)
+    return sorted(found)
 
 
 def _reason(err: BaseException) -> str:
@@ -392,6 +431,7 @@ class VideoFileSink:
         self.preset = preset
         self.frames_written = 0
         self._packets_written = 0  # encoded packets in the file (the encoder holds the first frames)
+        self._keep_temp = False  # a failed write left the recording in the temp file (see _stop_writing)
         self._temp = _partial_path(self.path)
         self._container: av.container.OutputContainer | None = None
         self._stream: av.VideoStream | None = None
@@ -407,6 +447,7 @@ class VideoFileSink:
 
     def open(self, width: int, height: int, fps: float) -> None:
         _recover_partial(self.path)
+        self._keep_temp = False
         self._temp = _prepare_target(self.path)
         try:
             container = av.open(str(self._temp), mode="w", options=_container_options(self.path))
@@ -508,6 +549,7 @@ class VideoFileSink:
             os.replace(self._temp, self.path)
         except OSError as move_err:
             log.warning("Could not move %s to %s: %s", self._temp, self.path, move_err)
+            self._keep_temp = True  # the message says the recording is in it: abort() must not delete it
             return _write_error(self._temp, err, kept=True)
         return _write_error(self.path, err, kept=True)
 
@@ -544,6 +586,13 @@ class VideoFileSink:
         except (OSError, av.error.FFmpegError) as err:
             self.abort()
             raise _write_error(self.path, err) from err
+        if _disk_full(self.path.parent):
+            # The muxer writes the last fragment inside close() and PyAV does not raise a failed
+            # write there: a full disk is the only sign that the file's end may be cut.
+            raise SinkError(
+                f"The disk holding {self.path} is full: the last seconds of the recording may be cut.",
+                hint="Free some space before the next recording, or record to another drive.",
+            )
 
     def abort(self) -> None:
         container = self._container
@@ -554,7 +603,8 @@ class VideoFileSink:
             except (OSError, av.error.FFmpegError) as err:
                 # The file is deleted next; the error only matters for the log.
                 log.debug("Error while discarding %s: %s", self._temp, err)
-        _remove(self._temp)
+        if not self._keep_temp:
+            _remove(self._temp)
 
 
 class ImageFileSink:

@@ -95,9 +95,9 @@ def test_camera_vanishing_mid_run_finalises_the_output_and_reports_why() -> None
     assert any(e.kind == "error" and "disconnected" in e.message for e in events)
 
 
-def test_finish_io_waits_for_a_write_that_outlived_stop_and_its_late_close() -> None:
+def test_finish_output_waits_for_a_write_that_outlived_stop_and_its_late_close() -> None:
     """Ctrl+C during a slow write: stop() returns in 1 s, and the CLI exited before the sink thread
-    finalised the recording. finish_io() is what lets it wait."""
+    finalised the recording. finish_output() is what lets it wait."""
     source, sink = FakeSource(frames=100), RecordingSink(send_delay_s=2.5)
     engine = Engine(source, sink, settings(1))
     engine.start()
@@ -105,7 +105,7 @@ def test_finish_io_waits_for_a_write_that_outlived_stop_and_its_late_close() -> 
     t0 = time.monotonic()
     engine.stop()
     assert time.monotonic() - t0 < 1.5 and not sink.closed  # stop() keeps its promise of 1 s
-    assert engine.finish_io(5.0)
+    assert engine.finish_output(5.0)
     assert sink.closed and not sink.aborted  # finalised by the sink thread itself
 
 

@@ -100,6 +100,43 @@ def test_a_failing_recording_stops_alone_and_the_virtual_camera_carries_on() -> 
     assert len(failures) == 1 and "No space left" in failures[0]
 
 
+def test_a_virtual_camera_lost_mid_run_keeps_the_recording() -> None:
+    """The engine aborted every output when the virtual camera failed: the recording was deleted."""
+    from realtime.engine import Engine
+
+    recording, vcam = RecordingSink(), RecordingSink(fail_at=10)
+    lost: list[str] = []
+    fan = FanOutSink(
+        [
+            BackgroundSink(recording, lambda e: None),
+            OptionalSink(vcam, lambda e: None, lambda e: lost.append(str(e))),
+        ]
+    )
+    engine = Engine(FakeSource(frames=40), fan, Settings())
+    engine.start()
+    assert engine.wait(10)
+    assert engine.error is None and len(lost) == 1
+    assert recording.indices == list(range(40)) and recording.closed and not recording.aborted
+    assert vcam.aborted
+
+
+def test_closing_a_recording_stuck_on_a_stalled_disk_returns_in_bounded_time() -> None:
+    """Engine.stop(timeout=1) took 71 s behind a recording on a stalled disk (Stop hung)."""
+    recording = RecordingSink(send_delay_s=1.0)
+    background = BackgroundSink(recording, lambda e: None, depth=2)
+    background.finish_timeout_s = 0.3
+    background.open(64, 48, 30.0)
+    for i in range(5):
+        background.send(VideoFrame(frame_with_index(i), i, time.perf_counter()))
+    t0 = time.perf_counter()
+    background.close()
+    assert time.perf_counter() - t0 < 0.8
+    deadline = time.monotonic() + 5.0
+    while not recording.closed and time.monotonic() < deadline:  # finished in the background
+        time.sleep(0.05)
+    assert recording.closed and not recording.aborted
+
+
 def test_a_slow_recording_does_not_hold_up_the_other_outputs() -> None:
     """The H.264 encode on the sink thread added ~60 ms to the virtual camera's latency."""
     recording = RecordingSink(send_delay_s=0.05)

@@ -212,3 +212,14 @@ def test_the_app_loads_the_swapper_emap_from_the_cache(tmp_path, monkeypatch) ->
     second = load_swapper(path, SessionFactory())
     assert len(calls) == 1 and np.array_equal(first.emap, second.emap)
     assert list((tmp_path / "user-cache" / "emap").glob("*.emap.npy"))
+
+
+def test_decode_writes_into_an_out_array_of_any_layout() -> None:
+    sw = InSwapper.__new__(InSwapper)
+    sw._planes_u8 = [np.empty((128, 128), np.uint8) for _ in range(3)]
+    sw._plane_f32 = np.empty((128, 128), np.float32)
+    pred = np.random.default_rng(3).random((1, 3, 128, 128), dtype=np.float32)
+    expected = sw._decode(pred, None)
+    fortran = np.asfortranarray(np.zeros((128, 128, 3), np.uint8))
+    assert sw._decode(pred, fortran) is fortran
+    np.testing.assert_array_equal(fortran, expected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
 import sys
 import time
@@ -340,6 +341,41 @@ def test_disk_full_keeps_what_was_recorded(tmp_path: Path, monkeypatch: pytest.M
     assert len(kept) >= 40 and kept == list(range(len(kept)))  # playable from the start, in order
 
 
+def test_a_full_disk_at_the_final_flush_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last fragment is written inside close(), where PyAV does not raise a failed write."""
+    out = tmp_path / "end.mp4"
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    for i in range(10):
+        sink.send(numbered(i))
+    monkeypatch.setattr(sinks, "_disk_full", lambda folder: True)
+    with pytest.raises(SinkError, match="is full: the last seconds of the recording may be cut"):
+        sink.close()
+    assert out.is_file()  # kept: what is there plays
+
+
+def test_a_recording_said_to_be_kept_in_the_partial_file_is_not_deleted_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open, real_replace = av.open, os.replace
+    monkeypatch.setattr(sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw), room=30))
+
+    def no_rename(src: Any, dst: Any) -> None:
+        if str(src).endswith(".partial.mp4"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(sinks.os, "replace", no_rename)
+    sink = VideoFileSink(tmp_path / "long.mp4")
+    sink.open(96, 64, 25.0)
+    with pytest.raises(SinkError, match="kept") as info:
+        for i in range(200):
+            sink.send(numbered(i))
+    sink.abort()  # what the engine does next
+    (partial,) = tmp_path.glob(".long.*.partial.mp4")
+    assert partial.name in info.value.message and partial.stat().st_size > 0
+
+
 def test_a_live_sources_frames_are_placed_by_their_capture_clock(tmp_path: Path) -> None:
     """A camera reporting 30 fps that delivers 15 (low light) recorded a file playing at 2x speed."""
     out = tmp_path / "cam.mp4"
@@ -380,10 +416,18 @@ def test_a_recording_cut_by_a_crash_is_playable_and_recovered_by_the_next_one(tm
     root = str(Path(__file__).resolve().parent.parent)
     subprocess.run([sys.executable, "-c", _CRASHING_WRITER.format(root=root, out=str(out))], check=True)
     assert not out.exists()
+    (partial,) = tmp_path.glob(".take.*.partial.mp4")
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)  # at once: the partial could still be another FaceCast's live file
+    sink.abort()
+    assert partial.exists() and not (tmp_path / "take.recovered.mp4").exists()
+    old = time.time() - 60.0
+    os.utime(partial, (old, old))  # a minute later, nobody has written to it
     VideoFileSink(out).open(96, 64, 25.0)  # the next recording to the same name
     recovered = tmp_path / "take.recovered.mp4"
     kept = decoded_numbers(recovered)
     assert len(kept) >= 100 and kept == list(range(len(kept)))  # 150 sent; the encoder held a few
+    assert not partial.exists()
 
 
 # ------------------------------------------------------------------------------------------ image file
