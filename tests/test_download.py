@@ -97,9 +97,11 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if drop:
             payload = payload[: route.drop_after]
+        # Recorded before sending: recorded after, a loaded machine let the client finish and the
+        # test read `hits` before this thread got to it (a flaky empty list).
+        self._record(rng, len(payload))
         self.wfile.write(payload)
         self.wfile.flush()
-        self._record(rng, len(payload))
         if drop:
             self.connection.shutdown(socket.SHUT_RDWR)
 
