@@ -154,6 +154,25 @@ def test_a_slow_recording_does_not_hold_up_the_other_outputs() -> None:
     assert recording.indices == sorted(recording.indices)
 
 
+def test_the_preview_and_the_thumbnails_show_colours_as_they_are(qtbot: QtBot) -> None:
+    """OpenCV frames are BGR: a mutation showing them as RGB (red and blue swapped) passed every test."""
+    from gui.gallery import pixmap_from_bgr
+    from gui.preview import PreviewFrame, PreviewWidget
+
+    red_bgr = np.zeros((90, 160, 3), np.uint8)
+    red_bgr[..., 2] = 230  # pure red in BGR order
+    thumb = pixmap_from_bgr(red_bgr).toImage().pixelColor(80, 45)
+    assert (thumb.red(), thumb.green(), thumb.blue()) == (230, 0, 0)
+
+    widget = PreviewWidget()
+    qtbot.addWidget(widget)
+    widget.set_mode("swapped")
+    widget.resize(320, 180)
+    widget.show_frame(PreviewFrame(red_bgr, None, 0))
+    shown = widget.grab().toImage().pixelColor(160, 90)
+    assert shown.red() > 200 and shown.green() < 20 and shown.blue() < 20
+
+
 def test_the_preview_keeps_only_the_newest_frame_and_signals_once(qtbot: QtBot) -> None:
     feed = PreviewFeed(OriginalTap())
     signals: list[int] = []

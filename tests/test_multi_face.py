@@ -174,6 +174,48 @@ def test_a_live_change_of_max_missed_reaches_the_selector_and_keeps_the_lock(rec
         assert selector.max_missed == 60 and analyser._tracker.settings.max_missed == 60
 
 
+def test_a_live_detector_threshold_change_applies_at_once(recognizer: ArcFace) -> None:
+    """The threshold is live (a reload would reset every track), but a mutation ignoring the
+    change — in the tracker and in SCRFD — passed every test."""
+    from models.scrfd import SCRFD
+    from tests.doubles import FaceSpec, build_scrfd
+
+    rel = np.array([[0.3, 0.4], [0.7, 0.4], [0.5, 0.6], [0.33, 0.8], [0.67, 0.8]])
+    face = FaceSpec((200.0, 150.0, 360.0, 350.0), rel * [160.0, 200.0] + [200.0, 150.0], 0.7)
+    detector = SCRFD(FACTORY.create(build_scrfd([face]).SerializeToString(), "scrfd double"))
+    low = Settings().with_overrides(
+        {"detector.threshold": 0.5, "detector.interval": 1, "tracker.fade_frames": 0}
+    )
+    analyser = FaceAnalyser(AnalysisModels(detector, recognizer, "det_10g"), low)
+    frame = np.full((640, 640, 3), 90, np.uint8)
+    assert [t.weight for t in analyser.analyse(frame, 0.0, low).targets] == [1.0]  # 0.7 >= 0.5: swapped
+    high = low.with_overrides({"detector.threshold": 0.8})
+    weights = [t.weight for f in range(1, 4) for t in analyser.analyse(frame, f / 30, high).targets]
+    assert weights == []  # 0.7 < 0.8: passed through from the next frame on
+    assert analyser._tracker.score_threshold == 0.8  # MTCNN has no threshold of its own: the tracker's
+    weights = [t.weight for t in analyser.analyse(frame, 4 / 30, low).targets]
+    assert weights == [1.0]  # and back, live
+
+
+def test_embeddings_of_faces_that_left_are_forgotten(recognizer: ArcFace) -> None:
+    """Kept per track id for the run, they grew with every face that ever passed (ids never repeat)."""
+    photo = astronaut_bgr()
+    s_ref = Settings().with_overrides(
+        {"swap.target": "reference", "detector.interval": 1, "tracker.max_missed": 2}
+    )
+    reference = recognizer.embed(photo, MTCNN().detect(photo)[0].kps)
+    analyser = FaceAnalyser(
+        AnalysisModels(MTCNN(), recognizer, "mtcnn"), s_ref, reference_embedding=reference
+    )
+    for i in range(3):
+        analyser.analyse(photo, i / 30, s_ref)
+    assert len(analyser._embeddings) == 1
+    blank = np.full_like(photo, 90)
+    for i in range(3, 10):  # gone for longer than max_missed: the track is dropped
+        analyser.analyse(blank, i / 30, s_ref)
+    assert analyser._embeddings == {}
+
+
 # ------------------------------------------------------------------------ selector arbitration
 
 

@@ -424,6 +424,33 @@ def test_blend_zero_does_not_run_the_restorer(
     np.testing.assert_array_equal(out, expected)  # blend 0 is the plain swap
 
 
+def test_mask_feathering_and_sharpening_change_the_picture_and_apply_live(
+    swapper: InSwapper, paths: ModelPaths, scene: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """Mutations that ignored composite.erode_ratio/blur_ratio (or kept the old compositor after a
+    live change), or sharpened with amount 0, passed every test."""
+    frame, kps = scene
+    plan = FramePlan([SwapTarget(kps, 1.0, 7)])
+    base = settings()
+    worker = FaceSwapWorker(swapper, identity(), base, StoreQualityModels(paths, FACTORY))
+
+    def run(s: Settings) -> np.ndarray:
+        out = frame.copy()
+        worker.apply(out, plan, s)  # the same worker throughout: every change is live
+        return out
+
+    plain = run(base)
+    for key, value in (
+        ("composite.erode_ratio", 0.3),
+        ("composite.blur_ratio", 0.2),
+        ("composite.sharpen", 1.0),
+    ):
+        changed = run(base.with_overrides({key: value}))
+        moved = np.abs(changed.astype(np.int16) - plain).max(axis=2) > 8
+        assert moved.sum() > 200, f"{key}={value} changed {moved.sum()} px"
+    np.testing.assert_array_equal(run(base), plain)  # and back
+
+
 # ---------------------------------------------------------------------- worker: timings, loads
 
 

@@ -570,3 +570,17 @@ def test_image_file_on_a_full_disk_says_so(tmp_path: Path, monkeypatch: pytest.M
         sink.close()
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_recordings_have_a_keyframe_every_two_seconds(tmp_path: Path) -> None:
+    """Each keyframe starts a fragment: a crash loses at most 2 s (x264's default is every 10 s)."""
+    out = tmp_path / "gop.mp4"
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    still = synthetic_frame(7, (96, 64))  # no scene cuts for x264 to add keyframes at
+    for i in range(130):
+        sink.send(VideoFrame(still.copy(), i, time.perf_counter(), i / 25.0))
+    sink.close()
+    with av.open(str(out)) as container:
+        keys = [i for i, frame in enumerate(container.decode(video=0)) if frame.key_frame]
+    assert keys == [0, 50, 100]
