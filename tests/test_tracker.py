@@ -352,3 +352,39 @@ def test_turning_tracking_off_and_on_again_does_not_resume_from_stale_positions(
         faces = tracker.update(frame, i / 30)
         errors.append(min(float(np.linalg.norm(f.kps - truth[i], axis=1).mean()) for f in faces))
     assert max(errors[22:27]) < 1.5, errors[20:28]
+
+
+def _flow_case() -> tuple[FaceTracker, object, np.ndarray]:
+    from realtime.one_euro import OneEuroFilter
+    from realtime.tracker import _Track
+
+    tracker = FaceTracker(ScriptedDetector([[]]), TrackerSettings(), interval=5)
+    tracker._scale = 1.0
+    kps = np.array([[100, 100], [140, 100], [120, 120], [105, 140], [135, 140]], np.float32)
+    corners = np.array([[100 + 8 * (i % 5), 95 + 12 * (i // 5)] for i in range(10)], np.float32)
+    track = _Track(
+        track_id=1,
+        raw_kps=kps,
+        rel_box=np.array([-2.0, -2.0, 2.0, 2.0]),
+        score=0.99,
+        filter=OneEuroFilter(1.0, 0.05, 1.0),
+        corners=corners,
+        velocity=np.zeros(2),
+    )
+    return tracker, track, np.vstack([kps, corners])
+
+
+def test_flow_checks_refuse_a_jump_in_scale_and_a_face_half_its_points_disagree_on() -> None:
+    """Removing the inlier-ratio and scale-step checks passed every other tracker test: a flow
+    that zooms the face 1.5x in one frame, or that half its points contradict, must not be trusted
+    (the tracker re-detects instead of pasting a stretched or drifting swap)."""
+    tracker, track, src = _flow_case()
+    good = np.ones(len(src), dtype=bool)
+    shape = (480, 640, 3)
+    assert tracker._check_flow(track, src, src + np.float32(3.0), good, shape).ok  # a plain move is fine
+    centre = src.mean(axis=0)
+    zoomed = (src - centre) * np.float32(1.5) + centre
+    assert not tracker._check_flow(track, src, zoomed, good, shape).ok
+    torn = src + np.float32(3.0)
+    torn[::2] += np.random.default_rng(1).uniform(-25, 25, (len(src[::2]), 2)).astype(np.float32)
+    assert not tracker._check_flow(track, src, torn, good, shape).ok
