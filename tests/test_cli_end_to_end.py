@@ -225,6 +225,17 @@ def test_run_to_a_window(models: Path, clip: tuple[Path, list, list], source_pho
     assert out > 0 and out + dropped == N  # a live (paced) output may drop stale frames, never queue
 
 
+def wait_for_recording(folder: Path, timeout: float = 60.0) -> None:
+    """Until the run's hidden partial file holds some encoded video (a fixed sleep was too short
+    on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(p.stat().st_size >= 4096 for p in folder.glob(".*.partial.mp4")):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing was recorded in {timeout:.0f} s")
+
+
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
 def test_kill_or_a_closed_terminal_ends_a_run_like_ctrl_c_and_keeps_the_recording(
     tmp_path: Path, models: Path, clip: tuple[Path, list, list], source_photo: Path, how: str
@@ -244,15 +255,15 @@ def test_kill_or_a_closed_terminal_ends_a_run_like_ctrl_c_and_keeps_the_recordin
         text=True,
     )
     assert proc.stdout is not None
-    for line in proc.stdout:  # wait until it runs, then let it record a moment
+    for line in proc.stdout:  # wait until it runs, then until it has recorded something
         if line.startswith("running:"):
             break
-    time.sleep(1.5)
+    wait_for_recording(tmp_path)
     proc.send_signal(sig)
-    rest, _ = proc.communicate(timeout=30)
+    rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest
     assert "stopping" in rest and "done:" in rest
-    assert len(decode(out)) >= 10 and not list(tmp_path.glob(".*partial*"))
+    assert len(decode(out)) >= 1 and not list(tmp_path.glob(".*partial*"))  # finalised and playable
 
 
 def test_a_closed_stdout_and_a_double_ctrl_c_still_finish_the_recording(
@@ -283,14 +294,15 @@ def test_a_closed_stdout_and_a_double_ctrl_c_still_finish_the_recording(
         if line.startswith("running:"):
             break
     proc.stdout.close()  # `| head -1` exits: the next stats line has nowhere to go
-    time.sleep(2.5)
+    wait_for_recording(tmp_path)
+    time.sleep(1.2)  # at least one stats line (one a second) meets the closed pipe
     proc.send_signal(signal.SIGINT)
     time.sleep(0.001)
     proc.send_signal(signal.SIGINT)
     err = proc.stderr.read()
-    assert proc.wait(timeout=30) == 0, err
+    assert proc.wait(timeout=60) == 0, err
     assert "Traceback" not in err
-    assert len(decode(out)) >= 10 and not list(tmp_path.glob(".*partial*"))
+    assert len(decode(out)) >= 1 and not list(tmp_path.glob(".*partial*"))
 
 
 def test_a_file_run_stopped_early_says_the_output_is_partial(

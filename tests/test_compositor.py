@@ -9,7 +9,7 @@ import math
 import cv2
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from models.align import Matrix2x3, invert_affine
@@ -63,6 +63,7 @@ def test_copying_the_opaque_core_is_bit_exact_with_blending_everywhere(
 
 @settings(max_examples=40, deadline=None)
 @given(params=geometry)
+@example(params=(128, 1.0, 10.0, -400.0, -300.0, 5))  # wholly off the frame: nothing may change
 def test_paste_matches_float_blending_and_never_writes_outside(
     params: tuple[int, float, float, float, float, int],
 ) -> None:

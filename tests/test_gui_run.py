@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import av
+import numpy as np
 import pytest
 import pyvirtualcam
 import pyvirtualcam.camera
@@ -144,9 +145,17 @@ def test_start_sends_swapped_frames_to_the_virtual_camera_and_stop_releases_it(
         not window.input_panel.refresh_button.isEnabled() and not window.input_panel.probe_button.isEnabled()
     )
     assert "fps" in window.fps_label.text() and "p99" in window.latency_label.text()
-    shown = window.preview.last_frame
-    assert window.preview.mode == "side_by_side" and shown is not None
-    assert shown.original is not None  # side by side pairs each output with the input it came from
+
+    def shows_a_swap() -> None:
+        shown = window.preview.last_frame
+        assert window.preview.mode == "side_by_side" and shown is not None
+        assert shown.original is not None  # side by side pairs each output with the input it came from
+        # Swapped means the picture changed where the face is (a counter alone passed with the
+        # pasted frame thrown away), and only there.
+        changed = np.abs(shown.output.astype(np.int16) - shown.original).max(axis=2) > 20
+        assert changed.sum() > 500 and changed.mean() < 0.5
+
+    qtbot.waitUntil(shows_a_swap, timeout=10_000)  # (a frame fading in may be shown first)
 
     qtbot.mouseClick(window.start_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=5_000)

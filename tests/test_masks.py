@@ -145,6 +145,9 @@ def test_the_parser_double_labels_each_palette_colour_as_its_class(parser: FaceP
     classes=st.lists(st.integers(0, 18), min_size=1, max_size=19, unique=True),
 )
 def test_classes_mask_equals_argmax_in_classes(logits: np.ndarray, classes: list[int]) -> None:
+    # Hypothesis likes repeated values: without a per-class offset most pixels were exact ties,
+    # which the assertion skips (on average 3 of 42 pixels were checked).
+    logits = logits + np.arange(19, dtype=np.float32)[:, None, None] * np.float32(0.01)
     best = logits.max(axis=0)
     got = classes_mask(logits, classes, best)
     labels = np.argmax(logits, axis=0)
@@ -152,6 +155,7 @@ def test_classes_mask_equals_argmax_in_classes(logits: np.ndarray, classes: list
     # Only an exact tie between a listed and an unlisted class may differ (argmax takes the first).
     ties = (logits == best).sum(axis=0) > 1
     assert np.array_equal(got[~ties] > 0.5, expected[~ties])
+    assert ties.mean() < 0.2  # the comparison above covers most pixels
     assert set(np.unique(got)) <= {0.0, 1.0}
 
 
