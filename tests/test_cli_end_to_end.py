@@ -225,6 +225,19 @@ def test_run_to_a_window(models: Path, clip: tuple[Path, list, list], source_pho
     assert out > 0 and out + dropped == N  # a live (paced) output may drop stale frames, never queue
 
 
+def start_run(args: list[str], *, stderr: int = subprocess.STDOUT) -> subprocess.Popen[str]:
+    """`main.py` with `args` in a child process, returned once it says it is running."""
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, str(root / "main.py"), *args], stdout=subprocess.PIPE, stderr=stderr, text=True
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("running:"):
+            break
+    return proc
+
+
 def wait_for_recording(folder: Path, timeout: float = 60.0) -> None:
     """Until the run's hidden partial file holds some encoded video (a fixed sleep was too short
     on a loaded machine)."""
@@ -247,17 +260,7 @@ def test_kill_or_a_closed_terminal_ends_a_run_like_ctrl_c_and_keeps_the_recordin
     out = tmp_path / "take.mp4"
     args = ["run", "--models-dir", str(models), "--allow-unverified", "--source", str(source_photo)]
     args += ["--input", str(clip[0]), "--loop", "--realtime", "--output", str(out), "--detector", "mtcnn"]
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen(
-        [sys.executable, str(root / "main.py"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:  # wait until it runs, then until it has recorded something
-        if line.startswith("running:"):
-            break
+    proc = start_run(args)
     wait_for_recording(tmp_path)
     proc.send_signal(sig)
     rest, _ = proc.communicate(timeout=60)
@@ -282,17 +285,8 @@ def test_a_closed_stdout_and_a_double_ctrl_c_still_finish_the_recording(
         "--stats",
     ]
     args += ["--input", str(clip[0]), "--loop", "--realtime", "--output", str(out), "--detector", "mtcnn"]
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen(
-        [sys.executable, str(root / "main.py"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_run(args, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
-    for line in proc.stdout:
-        if line.startswith("running:"):
-            break
     proc.stdout.close()  # `| head -1` exits: the next stats line has nowhere to go
     wait_for_recording(tmp_path)
     time.sleep(1.2)  # at least one stats line (one a second) meets the closed pipe
@@ -314,18 +308,8 @@ def test_a_file_run_stopped_early_says_the_output_is_partial(
     out = tmp_path / "out.mp4"
     args = ["run", "--models-dir", str(models), "--allow-unverified", "--source", str(source_photo)]
     args += ["--input", str(clip), "--realtime", "--output", str(out), "--detector", "mtcnn"]
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen(
-        [sys.executable, str(root / "main.py"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("running:"):
-            break
-    time.sleep(1.0)
+    proc = start_run(args)
+    wait_for_recording(tmp_path)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, rest
