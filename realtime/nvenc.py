@@ -38,6 +38,7 @@ from realtime.sinks import (
     VideoFileSink,
     _even,
     _fraction,
+    _partial_path,
     _prepare_target,
     _reason,
     _remove,
@@ -141,7 +142,8 @@ class NvencFileSink:
         except self._errors as err:  # e.g. a GPU without NVENC (A100, H100): PyNvVCException
             self._fall_back(width, height, fps, err)
             return
-        self._temp = _prepare_target(self.path)
+        self._temp = _partial_path(self.path)
+        _prepare_target(self.path, self._temp)
         try:
             container = av.open(str(self._temp), mode="w")
             # A stream without a codec context: NVENC's packets are muxed as they are.

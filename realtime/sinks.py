@@ -9,9 +9,11 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import shutil
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -271,24 +273,26 @@ def _unavailable(error_text: str) -> VirtualCameraUnavailableError:
 
 
 def _partial_path(path: Path) -> Path:
-    """Hidden temp name in the target's own folder (same file system, so the rename is atomic),
-    this process's own (two FaceCasts recording to one name must not share, nor take over, a
-    partial file). The real extension stays last because the muxer is chosen from it."""
-    return path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
+    """A new hidden temp name in the target's own folder (same file system, so the rename is
+    atomic), this writer's own: `.NAME.PID-TAG.partial.EXT` (two recordings of one name, in one
+    process or two, must not share, nor take over, a partial file). The real extension stays last
+    because the muxer is chosen from it."""
+    return path.with_name(f".{path.stem}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial{path.suffix}")
 
 
-def _prepare_target(path: Path) -> Path:
-    """Create the folder and prove the temp file can be written; returns the temp path."""
+_PARTIAL_TAG = re.compile(r"\d+(-[0-9a-f]{8})?")  # PID-TAG, or PID alone (written before the tag)
+
+
+def _prepare_target(path: Path, temp: Path) -> None:
+    """Create the folder and prove the temp file can be written."""
     if path.is_dir():
         raise SinkError(f"Output {path} is a folder.", hint=f"Give a file name, e.g. {path / 'out.mp4'}.")
-    temp = _partial_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(temp, "wb"):
             pass  # only proving that a file can be created here; the writer fills it
     except OSError as err:
         raise SinkError(f"Cannot write output {path} ({_reason(err)}).") from err
-    return temp
 
 
 def _write_error(path: Path, err: BaseException, *, kept: bool = False) -> SinkError:
@@ -352,9 +356,9 @@ def _recover_partial(path: Path) -> None:
 
 
 def _stale_partials(path: Path) -> list[Path]:
-    """Partial files of `path` from other processes (`.NAME.PID.partial.EXT`, or this version's
-    predecessor's `.NAME.partial.EXT`) that nobody has written to for a while."""
-    own, legacy = _partial_path(path).name, f".{path.stem}.partial{path.suffix}"
+    """Partial files of `path` (`.NAME.PID-TAG.partial.EXT`, or the older `.NAME.partial.EXT`)
+    that nobody has written to for a while: a live writer touches its file with every frame."""
+    legacy = f".{path.stem}.partial{path.suffix}"
     prefix, suffix = f".{path.stem}.", f".partial{path.suffix}"
     found: list[Path] = []
     try:
@@ -364,8 +368,8 @@ def _stale_partials(path: Path) -> list[Path]:
     now = time.time()
     for entry in entries:
         name = entry.name
-        pid = name[len(prefix) : -len(suffix)] if name.startswith(prefix) and name.endswith(suffix) else ""
-        if name == own or not (name == legacy or pid.isdigit()):
+        tag = name[len(prefix) : -len(suffix)] if name.startswith(prefix) and name.endswith(suffix) else ""
+        if not (name == legacy or _PARTIAL_TAG.fullmatch(tag)):
             continue
         try:
             st = entry.stat()
@@ -432,6 +436,7 @@ class VideoFileSink:
         self.frames_written = 0
         self._packets_written = 0  # encoded packets in the file (the encoder holds the first frames)
         self._keep_temp = False  # a failed write left the recording in the temp file (see _stop_writing)
+        self._existed = False  # whether `path` was there at open() (see _final_path)
         self._temp = _partial_path(self.path)
         self._container: av.container.OutputContainer | None = None
         self._stream: av.VideoStream | None = None
@@ -448,7 +453,9 @@ class VideoFileSink:
     def open(self, width: int, height: int, fps: float) -> None:
         _recover_partial(self.path)
         self._keep_temp = False
-        self._temp = _prepare_target(self.path)
+        self._existed = self.path.exists()
+        self._temp = _partial_path(self.path)
+        _prepare_target(self.path, self._temp)
         try:
             container = av.open(str(self._temp), mode="w", options=_container_options(self.path))
         except (ValueError, OSError, av.error.FFmpegError) as err:
@@ -546,7 +553,7 @@ class VideoFileSink:
         except (OSError, av.error.FFmpegError) as close_err:
             log.debug("Error while closing %s after a failed write: %s", self._temp, close_err)
         try:
-            os.replace(self._temp, self.path)
+            os.replace(self._temp, self._final_path())
         except OSError as move_err:
             log.warning("Could not move %s to %s: %s", self._temp, self.path, move_err)
             self._keep_temp = True  # the message says the recording is in it: abort() must not delete it
@@ -582,7 +589,7 @@ class VideoFileSink:
             container.mux(stream.encode(None))  # flush the frames the encoder still holds
             container.close()
             self._container = self._stream = None
-            os.replace(self._temp, self.path)
+            os.replace(self._temp, self._final_path())
         except (OSError, av.error.FFmpegError) as err:
             self.abort()
             raise _write_error(self.path, err) from err
@@ -593,6 +600,20 @@ class VideoFileSink:
                 f"The disk holding {self.path} is full: the last seconds of the recording may be cut.",
                 hint="Free some space before the next recording, or record to another drive.",
             )
+
+    def _final_path(self) -> Path:
+        """Where the finished file goes: `path`, unless a file of that name appeared while this
+        one was recorded (another FaceCast writing the same take): then `NAME-2.EXT`, ... — the
+        other recording is not replaced. (A file that was there at open() is replaced, as asked.)"""
+        if self._existed or not self.path.exists():
+            return self.path
+        n, target = 2, self.path.with_name(f"{self.path.stem}-2{self.path.suffix}")
+        while target.exists():
+            n += 1
+            target = self.path.with_name(f"{self.path.stem}-{n}{self.path.suffix}")
+        log.warning("%s appeared while recording; this recording is kept as %s.", self.path, target)
+        self.path = target
+        return target
 
     def abort(self) -> None:
         container = self._container
@@ -612,6 +633,7 @@ class ImageFileSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._temp = _partial_path(self.path)
         self._last: ImageBGR | None = None
         self.frames_received = 0
 
@@ -624,7 +646,9 @@ class ImageFileSink:
             raise SinkError(
                 f"Cannot write {self.path}: unknown image type.", hint="Use .png, .jpg, .bmp, .webp or .tif."
             )
-        _remove(_prepare_target(self.path))  # proves the folder is writable; the file comes at close()
+        self._temp = _partial_path(self.path)
+        _prepare_target(self.path, self._temp)
+        _remove(self._temp)  # proves the folder is writable; the file comes at close()
         self._last = None
         self.frames_received = 0
 
@@ -642,7 +666,7 @@ class ImageFileSink:
         ok, encoded = cv2.imencode(self.path.suffix, image)
         if not ok:
             raise SinkError(f"Could not encode the image for {self.path}.")
-        temp = _partial_path(self.path)
+        temp = self._temp
         try:
             # A Python write + rename rather than imwrite (no non-ASCII paths) or ndarray.tofile
             # (its OSError on a full disk has no errno, so "disk full" could not be said).
@@ -655,7 +679,7 @@ class ImageFileSink:
 
     def abort(self) -> None:
         self._last = None
-        _remove(_partial_path(self.path))
+        _remove(self._temp)
 
 
 class NullSink:

@@ -584,3 +584,19 @@ def test_recordings_have_a_keyframe_every_two_seconds(tmp_path: Path) -> None:
     with av.open(str(out)) as container:
         keys = [i for i, frame in enumerate(container.decode(video=0)) if frame.key_frame]
     assert keys == [0, 50, 100]
+
+
+def test_two_recordings_of_one_name_at_once_keep_both(tmp_path: Path) -> None:
+    """Two windows recording to the default path each renamed their file onto the same name at
+    the end: the later one replaced the other's recording."""
+    out = tmp_path / "facecast.mp4"
+    first, second = VideoFileSink(out), VideoFileSink(out)
+    first.open(96, 64, 25.0)
+    second.open(96, 64, 25.0)
+    for i in range(6):
+        first.send(numbered(i))
+        second.send(numbered(100 + i))
+    first.close()
+    second.close()
+    assert second.path == tmp_path / "facecast-2.mp4"
+    assert decoded_numbers(out)[0] == 0 and decoded_numbers(second.path)[0] == 100
