@@ -225,6 +225,12 @@ def test_run_to_a_window(models: Path, clip: tuple[Path, list, list], source_pho
     assert out > 0 and out + dropped == N  # a live (paced) output may drop stale frames, never queue
 
 
+def run_args(models: Path, photo: Path, clip: Path, out: Path, *extra: str) -> list[str]:
+    """`run` from `clip` to `out` with the doubles and the built-in detector."""
+    args = ["run", "--models-dir", str(models), "--allow-unverified", "--source", str(photo)]
+    return [*args, "--input", str(clip), "--output", str(out), "--detector", "mtcnn", *extra]
+
+
 def start_run(args: list[str], *, stderr: int = subprocess.STDOUT) -> subprocess.Popen[str]:
     """`main.py` with `args` in a child process, returned once it says it is running."""
     root = Path(__file__).resolve().parent.parent
@@ -258,9 +264,7 @@ def test_kill_or_a_closed_terminal_ends_a_run_like_ctrl_c_and_keeps_the_recordin
     if sig is None:
         pytest.skip(f"no {how} on this platform")
     out = tmp_path / "take.mp4"
-    args = ["run", "--models-dir", str(models), "--allow-unverified", "--source", str(source_photo)]
-    args += ["--input", str(clip[0]), "--loop", "--realtime", "--output", str(out), "--detector", "mtcnn"]
-    proc = start_run(args)
+    proc = start_run(run_args(models, source_photo, clip[0], out, "--loop", "--realtime"))
     wait_for_recording(tmp_path)
     proc.send_signal(sig)
     rest, _ = proc.communicate(timeout=60)
@@ -275,16 +279,7 @@ def test_a_closed_stdout_and_a_double_ctrl_c_still_finish_the_recording(
     """`run --stats | head -1` (or a dropped SSH session) crashed on the next print with the
     recording lost; a second Ctrl+C while stopping killed the process before the file was written."""
     out = tmp_path / "take.mp4"
-    args = [
-        "run",
-        "--models-dir",
-        str(models),
-        "--allow-unverified",
-        "--source",
-        str(source_photo),
-        "--stats",
-    ]
-    args += ["--input", str(clip[0]), "--loop", "--realtime", "--output", str(out), "--detector", "mtcnn"]
+    args = run_args(models, source_photo, clip[0], out, "--loop", "--realtime", "--stats")
     proc = start_run(args, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # `| head -1` exits: the next stats line has nowhere to go
@@ -306,9 +301,7 @@ def test_a_file_run_stopped_early_says_the_output_is_partial(
 
     clip = make_test_video(tmp_path / "long.mp4", frames=150, size=(160, 120), fps=25.0)
     out = tmp_path / "out.mp4"
-    args = ["run", "--models-dir", str(models), "--allow-unverified", "--source", str(source_photo)]
-    args += ["--input", str(clip), "--realtime", "--output", str(out), "--detector", "mtcnn"]
-    proc = start_run(args)
+    proc = start_run(run_args(models, source_photo, clip, out, "--realtime"))
     wait_for_recording(tmp_path)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=30)
