@@ -31,3 +31,22 @@ def vcam_recorder() -> Iterator[RecordingBackendHandle]:
     """A pyvirtualcam backend recording every frame sent to it; pass `.name` as the backend."""
     with recording_backend() as handle:
         yield handle
+
+
+# ---- shared by the control-panel tests (imported lazily: Qt only loads where it is used) ----------
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model doubles, written once per test module."""
+    from tests.test_gui_helpers import write_models
+
+    return write_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def face_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A photo with one face (the astronaut), written once per test module."""
+    from tests.test_gui_helpers import write_face_photo
+
+    return write_face_photo(tmp_path_factory.mktemp("photos") / "astronaut.png")

@@ -26,12 +26,7 @@ from gui.config import (
     default_config_path,
 )
 from gui.consent import ConsentDialog, licence_lines
-from tests.test_gui_helpers import services_for, wait_for_face, write_face_photo, write_models
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_models(tmp_path_factory.mktemp("models"))
+from tests.test_gui_helpers import services_for, wait_for_face, write_face_photo
 
 
 def full_config(photos: tuple[Path, ...]) -> GuiConfig:

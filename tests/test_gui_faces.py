@@ -26,15 +26,9 @@ from tests.test_gui_helpers import (
     wait_for_face,
     write_blank_photo,
     write_face_photo,
-    write_models,
 )
 
 NO_KEYS = Qt.KeyboardModifier.NoModifier
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_models(tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")

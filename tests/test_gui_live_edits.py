@@ -29,19 +29,8 @@ from tests.test_gui_helpers import (
     services_for,
     wait_for_face,
     write_face_photo,
-    write_models,
 )
 from tests.test_gui_run import SlowSource
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_models(tmp_path_factory.mktemp("models"))
-
-
-@pytest.fixture(scope="module")
-def face_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_face_photo(tmp_path_factory.mktemp("photos") / "astronaut.png")
 
 
 @pytest.fixture(scope="module")
@@ -96,11 +85,16 @@ def test_two_quick_changes_both_reach_the_restarted_run(
     assert (source_of(window).size, source_of(window).fps) == ((640, 480), 20.0)
 
 
+def slow_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every source the controller opens from now on is slow to open and close (a restart takes a while)."""
+    real = controller_module.make_source
+    monkeypatch.setattr(controller_module, "make_source", lambda c: SlowSource(real(c)))
+
+
 def test_a_setting_changed_during_a_restart_is_the_one_that_runs(
     qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = controller_module.make_source
-    monkeypatch.setattr(controller_module, "make_source", lambda c: SlowSource(real(c)))
+    slow_sources(monkeypatch)
     window = started(qtbot, tmp_path, models_dir, face_photo)
     window.output_panel.vcam_check.setChecked(True)  # an output change: restart
     assert window.controller.state == RunState.STOPPING
@@ -114,8 +108,7 @@ def test_a_setting_changed_during_a_restart_is_the_one_that_runs(
 def test_stop_during_a_restart_stops(
     qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = controller_module.make_source
-    monkeypatch.setattr(controller_module, "make_source", lambda c: SlowSource(real(c)))
+    slow_sources(monkeypatch)
     window = started(qtbot, tmp_path, models_dir, face_photo)
     window.input_panel.fps_spin.setValue(20)  # restart
     assert window.controller.state == RunState.STOPPING

@@ -37,8 +37,6 @@ from tests.test_gui_helpers import (
     open_window,
     run_config,
     wait_for_face,
-    write_face_photo,
-    write_models,
 )
 from tests.vcam_recorder import RecordingBackendHandle
 
@@ -47,16 +45,6 @@ SLOW_DEVICE_S = 0.4
 
 
 # ---- fixtures and helpers -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_models(tmp_path_factory.mktemp("models"))
-
-
-@pytest.fixture(scope="module")
-def face_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_face_photo(tmp_path_factory.mktemp("photos") / "astronaut.png")
 
 
 def frames_out(window: MainWindow) -> int:
