@@ -2,7 +2,9 @@
 
 (a) naive: every frame detect + swap + full-frame paste-back with insightface's own classes,
     sequentially (what roop and early Deep-Live-Cam do);
-(b) FaceCast: the engine with a preset (tracker, region-limited paste, frames in flight).
+(b) Deep-Live-Cam-style: that project's current webcam loop (detection every 2nd frame, a paste
+    limited to the face's box, realtime.bench_peers);
+(c) FaceCast: the engine with a preset (tracker, region-limited paste, frames in flight).
 
 Prints fps, glass-to-glass latency, per-stage ms, pipeline overhead (wall time per frame minus
 time inside the models) and peak memory. Models: near-zero-cost doubles by default (they expose
@@ -13,7 +15,6 @@ the pipeline's own cost), compute-equivalent stand-ins with --standins, real mod
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import sys
@@ -30,9 +31,10 @@ import numpy as np
 import numpy.typing as npt
 import platformdirs
 
-from models.session import InferenceClock, SessionConfig, SessionFactory
+from models.session import InferenceClock
 from models.types import ImageBGR
 from realtime.app import ModelOptions, prepare_face_swap
+from realtime.bench_peers import DLC_DET_INTERVAL, load_insightface_models, run_dlc_style
 from realtime.engine import Engine, StageSet
 from realtime.frames import VideoFrame
 from realtime.metrics import Summary
@@ -131,6 +133,10 @@ class ClipSource:
         return None
 
 
+NAIVE_NAME = "naive loop (insightface)"
+DLC_NAME = "Deep-Live-Cam-style loop"
+
+
 @dataclass
 class BenchResult:
     name: str
@@ -173,29 +179,9 @@ def run_naive(
     clip: list[ImageBGR], frames: int, models_dir: Path, source_photo: ImageBGR, det_size: int
 ) -> BenchResult:
     """insightface's reference classes, sequentially, every frame, full-frame paste-back."""
-    from insightface.model_zoo.arcface_onnx import ArcFaceONNX
-    from insightface.model_zoo.inswapper import INSwapper
-    from insightface.model_zoo.scrfd import SCRFD
-
-    clock = InferenceClock()
-    factory = SessionFactory(SessionConfig(provider="cpu"), clock=clock)
-
-    def session(name: str) -> Any:
-        return factory.create(models_dir / name)
-
-    det = SCRFD(model_file=str(models_dir / "det_10g.onnx"), session=session("det_10g.onnx"))
-    rec = ArcFaceONNX(model_file=str(models_dir / "w600k_r50.onnx"), session=session("w600k_r50.onnx"))
-    # insightface's INSwapper prints its input shape to stdout, which would corrupt `bench --json`.
-    with contextlib.redirect_stdout(sys.stderr):
-        swapper = INSwapper(
-            model_file=str(models_dir / "inswapper_128.onnx"), session=session("inswapper_128.onnx")
-        )
+    models = load_insightface_models(models_dir, source_photo, det_size)
+    det, swapper, src = models.detector, models.swapper, models.source
     size = (det_size, det_size)
-    _, kpss = det.detect(source_photo, input_size=size)
-    src = SimpleNamespace(kps=kpss[0])
-    rec.get(source_photo, src)
-    src.normed_embedding = src.embedding / np.linalg.norm(src.embedding)
-    clock.reset()
     latencies = np.zeros(frames)
     detect_ms = np.zeros(frames)
     swap_ms = np.zeros(frames)
@@ -215,9 +201,22 @@ def run_naive(
         latencies[i] = (t2 - t0) * 1000.0
     wall = time.perf_counter() - t_start
     stages = {"detect": float(detect_ms.mean()), "swap+paste": float(swap_ms.mean())}
-    result = _result("naive loop (insightface)", frames, wall, clock.total_ms, Summary.of(latencies), stages)
+    result = _result(NAIVE_NAME, frames, wall, models.clock.total_ms, Summary.of(latencies), stages)
     result.detections = frames
     result.notes.append("latency = processing time only (no queueing), i.e. the naive loop's best case")
+    return result
+
+
+def run_dlc(
+    clip: list[ImageBGR], frames: int, models_dir: Path, source_photo: ImageBGR, det_size: int
+) -> BenchResult:
+    """Deep-Live-Cam's current live loop, rebuilt on insightface's classes (realtime.bench_peers)."""
+    run = run_dlc_style(clip, frames, load_insightface_models(models_dir, source_photo, det_size))
+    result = _result(DLC_NAME, frames, run.wall_s, run.model_ms, Summary.of(run.latencies_ms), run.stages_ms)
+    result.detections = run.detections
+    result.notes.append(
+        f"detects every {DLC_DET_INTERVAL}nd frame and swaps at the last landmarks in between (no tracking)"
+    )
     return result
 
 
@@ -299,7 +298,12 @@ def prepare_models(
     return BenchSetup(scratch, True, "contract-exact doubles (near-zero model cost)")
 
 
-def format_table(results: list[BenchResult], speedup: float, header: str) -> str:
+def _ratio(slower_ms: float, faster_ms: float) -> float:
+    return slower_ms / faster_ms if faster_ms > 0 else 0.0
+
+
+def format_table(results: list[BenchResult], speedups: dict[str, float], header: str) -> str:
+    """The results as a text table; `speedups`: FaceCast's speed-up against each named loop."""
     lines = [header, ""]
     cols = f"{'':34s}{'fps':>8s}{'ms/frame':>10s}{'lat p50':>9s}{'lat p99':>9s}{'model ms':>10s}"
     cols += f"{'overhead':>10s}{'RSS MB':>9s}"
@@ -322,7 +326,8 @@ def format_table(results: list[BenchResult], speedup: float, header: str) -> str
                 f"{r.latency_ms['drift_p50_first_to_last_third']:+.1f} ms"
             )
     lines.append("")
-    lines.append(f"speed-up FaceCast / naive: {speedup:.1f}x")
+    for name, ratio in speedups.items():
+        lines.append(f"speed-up FaceCast / {name}: {ratio:.1f}x")
     return "\n".join(lines)
 
 
@@ -344,14 +349,17 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
         options = ModelOptions(setup.models_dir, setup.allow_unverified, clock=InferenceClock())
         log("naive loop ...")
         naive = run_naive(clip, frames, setup.models_dir, photo, settings.detector.size)
+        log("Deep-Live-Cam-style loop ...")
+        dlc = run_dlc(clip, frames, setup.models_dir, photo, settings.detector.size)
         log(f"FaceCast engine, preset {args.preset} ...")
         engine = run_engine(clip, frames, settings, options, photo_path)
-        results = [naive, engine]
+        results = [naive, dlc, engine]
         if args.duration > 0:
             live_frames = int(args.duration * 30)
             log(f"FaceCast engine live at 30 fps for {args.duration:.0f} s ...")
             results.append(run_engine(clip, live_frames, settings, options, photo_path, live_fps=30.0))
-    speedup = naive.ms_per_frame / engine.ms_per_frame if engine.ms_per_frame > 0 else 0.0
+    speedup = _ratio(naive.ms_per_frame, engine.ms_per_frame)
+    speedup_dlc = _ratio(dlc.ms_per_frame, engine.ms_per_frame)
     header = (
         f"FaceCast bench: {frames} frames at {args.width}x{args.height}, preset {args.preset}, "
         f"{setup.label}, CPU provider"
@@ -360,16 +368,17 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
         payload = {
             "header": header,
             "speedup": speedup,
+            "speedup_vs_dlc_style": speedup_dlc,
             "results": [asdict(r) for r in results],
         }
         json.dump(_finite(payload), out, indent=2, allow_nan=False)  # strict JSON: no NaN
         print(file=out)
     else:
-        print(format_table(results, speedup, header), file=out)
+        print(format_table(results, {"naive": speedup, "Deep-Live-Cam-style": speedup_dlc}, header), file=out)
     return 0
 
 
-__all__ = ["BenchResult", "ClipSource", "make_clip", "run_bench_cli", "run_engine", "run_naive"]
+__all__ = ["BenchResult", "ClipSource", "make_clip", "run_bench_cli", "run_dlc", "run_engine", "run_naive"]
 
 
 def _finite(value: Any) -> Any:

@@ -42,13 +42,14 @@ def test_json_on_stdout_parses_and_holds_both_loops(tmp_path: Path) -> None:
     names = [r["name"] for r in payload["results"]]
     assert names == [
         "naive loop (insightface)",
+        "Deep-Live-Cam-style loop",
         "FaceCast engine (every frame)",
         "FaceCast engine (live 30 fps)",
     ]
     payload["results"].pop()
     # Every run used to leave its 2 MB of model doubles in the temp folder.
     assert not list(own_tmp.glob("facecast-bench-*"))  # (a library of insightface leaves a .ses file)
-    assert payload["speedup"] > 0
+    assert payload["speedup"] > 0 and payload["speedup_vs_dlc_style"] > 0
     for result in payload["results"]:
         assert result["frames"] == 6 and result["fps"] > 0
         assert {"p50", "p99"} <= set(result["latency_ms"])
@@ -61,4 +62,5 @@ def test_every_preset_runs_in_the_table_mode(preset: str) -> None:
     done = bench("--preset", preset)
     assert done.returncode == 0, done.stderr
     assert "speed-up FaceCast / naive:" in done.stdout
+    assert "speed-up FaceCast / Deep-Live-Cam-style:" in done.stdout
     assert f"preset {preset}" in done.stdout
