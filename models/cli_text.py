@@ -14,17 +14,30 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
-def shown_path(path: Path, platform: str = sys.platform) -> str:
-    """`path` relative to the current folder when inside it, quoted when it holds spaces."""
+def _relative_text(path: Path) -> str:
+    """`path` relative to the current folder when inside it, else as given."""
     try:
         text = os.path.relpath(path)
         if text.startswith(".."):
             text = str(path)
     except ValueError:  # another drive on Windows
         text = str(path)
+    return text
+
+
+def shown_path(path: Path, platform: str = sys.platform) -> str:
+    """A program's path as the first word of a command: relative when inside the current folder,
+    quoted when it holds spaces (PowerShell runs a quoted program only after `&`)."""
+    text = _relative_text(path)
     if " " in text:
         return f'& "{text}"' if platform == "win32" else f'"{text}"'
     return text
+
+
+def shown_arg(path: Path) -> str:
+    """`path` as a command's argument: like shown_path, in plain double quotes when it holds spaces."""
+    text = _relative_text(path)
+    return f'"{text}"' if " " in text else text
 
 
 def app_command(args: str) -> str:

@@ -10,7 +10,7 @@ from models.download import Downloader
 from models.errors import FaceCastError
 from models.store import ModelStore, VerifyResult
 
-_BAD = ("mismatch", "truncated")
+_BAD = ("mismatch", "truncated", "corrupt")
 
 
 def _entry_status(results: list[VerifyResult]) -> str:

@@ -11,12 +11,14 @@ import hashlib
 import logging
 import os
 import re
+import sys
+import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, TextIO
 
 import requests
 import urllib3
@@ -24,7 +26,15 @@ from tqdm import tqdm
 
 from models.catalogue import ModelEntry, ModelFile, get_entry
 from models.errors import DownloadError, LicenceNotAcceptedError
-from models.store import ModelStore, download_command, read_json_dict, sha256_file, write_json_atomic
+from models.folder_lock import FolderLock
+from models.store import (
+    ModelStore,
+    download_command,
+    parses_as_onnx,
+    read_json_dict,
+    sha256_file,
+    write_json_atomic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +73,13 @@ def requests_get(url: str, headers: Mapping[str, str], timeout: float) -> HttpRe
 def write_chunk(fh: BinaryIO, data: bytes) -> None:
     """Every byte written to disk goes through here (one place for tests to simulate a full disk)."""
     fh.write(data)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stderr
+        return False
 
 
 def part_path(path: Path) -> Path:
@@ -116,9 +133,10 @@ class Downloader:
         http_get: HttpGet | None = None,
         progress: bool = True,
         catalogue: Sequence[ModelEntry] | None = None,
-        chunk_size: int = 1 << 20,
+        chunk_size: int = 1 << 16,
         timeout: float = 30.0,
         attempts_per_mirror: int = 3,
+        retry_delay: float = 1.0,
     ) -> None:
         self.store = store
         self.http_get: HttpGet = http_get or requests_get
@@ -129,6 +147,7 @@ class Downloader:
         self.chunk_size = chunk_size
         self.timeout = timeout
         self.attempts_per_mirror = attempts_per_mirror
+        self.retry_delay = retry_delay  # seconds before the 2nd attempt at a source, doubling after
 
     # ---- public -------------------------------------------------------------------------------------
 
@@ -138,21 +157,41 @@ class Downloader:
         `accept_licence(entry)` is asked only the first time a licence is met; the answer is remembered.
         """
         entry = get_entry(entry_name, self.catalogue)
-        needed = [f for f in entry.files if self.store.check(f).status not in ("ok", "unpinned")]
-        if needed:
-            try:
-                self._ensure_licence(entry, accept_licence)
-                self.store.models_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:  # a read-only mount, a full disk, a file where the folder should be
-                raise self._folder_error(exc) from exc
-            if entry.archive:
+        paths = [self.store.path_for(f.name) for f in entry.files]
+        if not self._needed(entry):
+            return paths
+        folder = self.store.models_dir
+        lock = FolderLock(folder, on_wait=lambda: self._say_waiting(entry))
+        try:
+            self._ensure_licence(entry, accept_licence)
+            folder.mkdir(parents=True, exist_ok=True)
+            lock.acquire()
+        except OSError as exc:  # a read-only mount, a full disk, a file where the folder should be
+            raise self._folder_error(exc) from exc
+        try:
+            needed = self._needed(entry)  # another process may have installed them while we waited
+            if entry.archive and needed:
                 # Everything this archive holds that any entry wants: det_10g and w600k_r50 both
                 # come from buffalo_l.zip (~280 MB), which is fetched once, not once per file.
                 self._download_archive(entry, self._missing_in_archive(entry.archive, needed))
             else:
                 for spec in needed:
                     self._download_file(entry, spec)
-        return [self.store.path_for(f.name) for f in entry.files]
+        except OSError as exc:  # installing (rename, clean-up) in a folder that stopped taking writes
+            raise self._folder_error(exc) from exc
+        finally:
+            lock.release()
+        return paths
+
+    def _needed(self, entry: ModelEntry) -> list[ModelFile]:
+        return [f for f in entry.files if self.store.check(f).status not in ("ok", "unpinned")]
+
+    def _say_waiting(self, entry: ModelEntry) -> None:
+        log.warning(
+            "Another download into %s is running; %s waits for it to finish (Ctrl+C to stop).",
+            self.store.models_dir,
+            entry.name,
+        )
 
     def _missing_in_archive(self, archive: str, needed: list[ModelFile]) -> list[ModelFile]:
         wanted = {f.name: f for f in needed}
@@ -178,7 +217,7 @@ class Downloader:
             raise LicenceNotAcceptedError(
                 f"The licence of {entry.name} ({entry.licence}, {entry.licence_url}) was not accepted; "
                 "nothing was downloaded.",
-                hint=f"Run `{download_command(entry.name)}` again and accept it "
+                hint=f"Run `{download_command(entry.name, self.store.models_dir)}` again and accept it "
                 "(or add --yes, having read it).",
             )
         accepted[entry.licence] = {
@@ -205,6 +244,10 @@ class Downloader:
                     actual = sha256_file(p)
                     if actual != spec.sha256:
                         raise _BadContent(f"wrong SHA-256 (got {actual})")
+                else:  # no hash to check against: at least it must be a whole ONNX model
+                    readable, why = parses_as_onnx(p)
+                    if not readable:
+                        raise _BadContent(why)
 
             try:
                 self._fetch_checked(url, part, spec.size, spec.name, check)
@@ -316,7 +359,9 @@ class Downloader:
         if fresh:
             part.unlink(missing_ok=True)
         resumed = False
-        for _attempt in range(self.attempts_per_mirror):
+        for attempt in range(self.attempts_per_mirror):
+            if attempt:
+                time.sleep(self.retry_delay * 2 ** (attempt - 1))  # a hiccup passes; do not hammer
             offset = part.stat().st_size if part.exists() else 0
             if size is not None and offset > size:
                 part.unlink()
@@ -326,10 +371,14 @@ class Downloader:
             headers = {"Accept-Encoding": "identity"}  # byte ranges must address the raw file
             if offset:
                 headers["Range"] = f"bytes={offset}-"
+            last_try = attempt == self.attempts_per_mirror - 1
             try:
                 response = self.http_get(url, headers, self.timeout)
             except _NETWORK_ERRORS as exc:
-                raise _MirrorFailed(f"cannot connect ({_describe(exc)})") from exc
+                if last_try:
+                    raise _MirrorFailed(f"cannot connect ({_describe(exc)})") from exc
+                log.info("Cannot connect to %s (%s); trying again", url, _describe(exc))
+                continue
             try:
                 status = response.status_code
                 content_range = _parse_content_range(response.headers.get("Content-Range"))
@@ -347,15 +396,20 @@ class Downloader:
                 elif status == 200:
                     # No Range sent, or the server ignored it: the body is the whole file from byte 0.
                     append, offset, total = False, 0, _content_length(response.headers)
+                elif (status >= 500 or status == 429) and not last_try:
+                    log.info("%s answered HTTP %d; trying again", url, status)  # overloaded, restarting
+                    continue
                 else:
                     raise _MirrorFailed(f"HTTP {status}")
+                if response.headers.get("Content-Type", "").lower().startswith("text/html"):
+                    raise _MirrorFailed("serves a web page, not the file (a login or error page?)")
                 if size is not None and total is not None and total != size:
                     raise _MirrorFailed(f"serves {total:,} bytes, expected {size:,}")
                 try:
                     self._stream(response, part, append, offset, total, label)
                 except _MirrorFailed:
-                    if part.exists() and part.stat().st_size > offset:
-                        continue  # progress was made: resume from where the connection dropped
+                    if not last_try:
+                        continue  # a dropped connection: resume from whatever arrived
                     raise
             finally:
                 response.close()
@@ -370,33 +424,47 @@ class Downloader:
         self, response: HttpResponse, part: Path, append: bool, offset: int, total: int | None, label: str
     ) -> None:
         chunks = response.iter_content(self.chunk_size)
-        with (
-            part.open("ab" if append else "wb") as fh,
-            tqdm(
+        try:
+            fh = part.open("ab" if append else "wb")
+        except OSError as exc:  # a read-only folder whose licence was accepted earlier
+            raise self._disk_error(exc, label, part, keep_part=True) from exc
+        written = False
+        try:
+            with tqdm(
                 total=total,
                 initial=offset,
                 unit="B",
                 unit_scale=True,
                 unit_divisor=1024,
                 desc=label,
-                disable=not self.progress,
+                # A bar redrawn with \r turns a log file into one endless line.
+                disable=not self.progress or not _is_terminal(sys.stderr),
                 leave=False,
-            ) as bar,
-        ):
-            while True:
-                try:
-                    chunk = next(chunks)
-                except StopIteration:
-                    break
-                except _NETWORK_ERRORS as exc:
-                    raise _MirrorFailed(f"connection dropped ({_describe(exc)})") from exc
-                if not chunk:
-                    continue
-                try:
-                    write_chunk(fh, chunk)
-                except OSError as exc:
+            ) as bar:
+                while True:
+                    try:
+                        chunk = next(chunks)
+                    except StopIteration:
+                        break
+                    except _NETWORK_ERRORS as exc:
+                        raise _MirrorFailed(f"connection dropped ({_describe(exc)})") from exc
+                    if not chunk:
+                        continue
+                    try:
+                        write_chunk(fh, chunk)
+                    except OSError as exc:
+                        raise self._disk_error(exc, label, part, keep_part=True) from exc
+                    bar.update(len(chunk))
+            written = True
+        finally:
+            # Closing flushes what is buffered, which can fail again on a full disk: that must
+            # neither hide the first error nor escape as a bare OSError.
+            try:
+                fh.close()
+            except OSError as exc:
+                if written:
                     raise self._disk_error(exc, label, part, keep_part=True) from exc
-                bar.update(len(chunk))
+                log.debug("Closing %s after a failed transfer: %s", part, exc)
 
     # ---- errors -------------------------------------------------------------------------------------
 
@@ -434,7 +502,8 @@ class Downloader:
         return DownloadError(
             f"Could not download {what}{source} into {folder}: {reasons}.",
             hint=(
-                f"Check your connection and run `{download_command(entry.name)}` again, or fetch it from "
+                f"Check your connection and run `{download_command(entry.name, folder)}` again, or "
+                "fetch it from "
                 f"{entry.urls[0] if entry.urls else 'its publisher'} yourself and put "
                 f"{', '.join(f.name for f in files)} in {folder}; a model file supplied by path is also "
                 "accepted."

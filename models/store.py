@@ -19,7 +19,7 @@ from typing import Any, Literal
 import platformdirs
 
 from models.catalogue import CATALOGUE, ModelEntry, ModelFile, entry_for_file
-from models.cli_text import app_command
+from models.cli_text import app_command, shown_arg
 from models.errors import ModelHashError, ModelMissingError
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ MODELS_DIR_ENV = "FACECAST_MODELS_DIR"
 VERIFIED_CACHE = ".verified.json"
 _HASH_CHUNK = 1 << 20
 
-Status = Literal["ok", "missing", "mismatch", "truncated", "unpinned"]
+Status = Literal["ok", "missing", "mismatch", "truncated", "unpinned", "corrupt"]
 
 
 def default_models_dir() -> Path:
@@ -48,8 +48,36 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def download_command(name: str) -> str:
-    return app_command(f"models download {name}")
+def download_command(names: str, models_dir: Path | None = None) -> str:
+    """`models download NAMES`, with `--models-dir` when the files belong elsewhere than the default
+    folder (following a hint without it would fetch them into the wrong place)."""
+    command = f"models download {names}"
+    if models_dir is not None and not _same_folder(Path(models_dir), default_models_dir()):
+        command += f" --models-dir {shown_arg(Path(models_dir))}"
+    return app_command(command)
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.expanduser().resolve() == b.expanduser().resolve()
+    except OSError:
+        return False
+
+
+def parses_as_onnx(path: Path) -> tuple[bool, str]:
+    """Whether `path` is a readable ONNX model file (its protobuf parses: not a web page, not cut
+    short), with the reason when not. For files without a published hash, whose bytes cannot be
+    checked otherwise."""
+    import onnx  # lazy: the parser is only needed for unpinned files
+
+    try:
+        with path.open("rb") as fh:
+            if fh.read(1) in (b"<", b""):
+                return False, "it is a web page or empty, not a model"
+        onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # onnx raises DecodeError, ValueError, ... for a broken protobuf
+        return False, f"it is not a readable ONNX model ({type(exc).__name__})"
+    return True, ""
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -93,7 +121,7 @@ class ModelStore:
         allow_unverified: bool = False,
         catalogue: Sequence[ModelEntry] = CATALOGUE,
     ) -> None:
-        self.models_dir = Path(models_dir)
+        self.models_dir = Path(models_dir).expanduser()  # "~/models" from a launcher or a quoted arg
         self.allow_unverified = allow_unverified
         self.catalogue: tuple[ModelEntry, ...] = tuple(catalogue)
         self._warned: set[Path] = set()  # unverified files already reported (once per store)
@@ -125,26 +153,52 @@ class ModelStore:
         # Files in the models folder are keyed by name (the folder can move); others by absolute path.
         return path.name if path.parent.resolve() == self.models_dir.resolve() else str(path.resolve())
 
-    def cached_sha256(self, path: Path) -> str:
-        """SHA-256 of `path`, reusing the cached value while size and mtime_ns are unchanged."""
+    def _cached(self, path: Path, field: str) -> Any:
+        """`field` of `path`'s cache record while its size and mtime_ns are unchanged, else None."""
         st = path.stat()
-        key = self._cache_key(path)
-        cache = read_json_dict(self._cache_path())
-        hit = cache.get(key)
+        hit = read_json_dict(self._cache_path()).get(self._cache_key(path))
         if isinstance(hit, dict) and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
-            sha = hit.get("sha256")
-            if isinstance(sha, str):
-                return sha
+            return hit.get(field)
+        return None
+
+    def cached_sha256(self, path: Path, use_cache: bool = True) -> str:
+        """SHA-256 of `path`, reusing the cached value while size and mtime_ns are unchanged
+        (`use_cache=False`: hash the bytes again, e.g. for `models verify`, and refresh the cache)."""
+        sha = self._cached(path, "sha256") if use_cache else None
+        if isinstance(sha, str):
+            return sha
         sha = sha256_file(path)
         self.record_hash(path, sha)
         return sha
 
     def record_hash(self, path: Path, sha256: str) -> None:
         """Remember `path`'s hash (e.g. right after a verified download) for later starts."""
+        self._record(path, {"sha256": sha256})
+
+    def onnx_readable(self, path: Path, use_cache: bool = True) -> tuple[bool, str]:
+        """parses_as_onnx(path), remembered like hashes (a 400 MB model takes seconds to parse)."""
+        known = self._cached(path, "onnx_ok") if use_cache else None
+        if known is True:
+            return True, ""
+        ok, why = parses_as_onnx(path)
+        if ok:
+            self._record(path, {"onnx_ok": True})
+        return ok, why
+
+    def _record(self, path: Path, fields: dict[str, Any]) -> None:
         st = path.stat()
         cache_path = self._cache_path()
         cache = read_json_dict(cache_path)
-        cache[self._cache_key(path)] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+        key = self._cache_key(path)
+        old = cache.get(key)
+        keep = (
+            old
+            if isinstance(old, dict)
+            and old.get("size") == st.st_size
+            and old.get("mtime_ns") == st.st_mtime_ns
+            else {}
+        )
+        cache[key] = {**keep, "size": st.st_size, "mtime_ns": st.st_mtime_ns, **fields}
         try:
             self.models_dir.mkdir(parents=True, exist_ok=True)
             write_json_atomic(cache_path, cache)
@@ -154,8 +208,10 @@ class ModelStore:
 
     # ---- verification -------------------------------------------------------------------------------
 
-    def check(self, spec: ModelFile, hash_unpinned: bool = False) -> VerifyResult:
-        """Status of one catalogue file on disk. Unpinned files are hashed only if `hash_unpinned`."""
+    def check(self, spec: ModelFile, hash_unpinned: bool = False, use_cache: bool = True) -> VerifyResult:
+        """Status of one catalogue file on disk. Unpinned files (no published hash) must parse as
+        ONNX ("corrupt" when not: a web page, a cut-off body) and are hashed only if `hash_unpinned`.
+        `use_cache=False` reads every byte again instead of trusting the cached results."""
         path = self.path_for(spec.name)
         if not path.is_file():
             return VerifyResult(spec.name, path, "missing", f"not in {self.models_dir}")
@@ -169,11 +225,14 @@ class ModelStore:
                 spec.name, path, "mismatch", f"expected {spec.size:,} bytes, got {size:,} bytes"
             )
         if spec.sha256 is None:
+            readable, why = self.onnx_readable(path, use_cache)
+            if not readable:
+                return VerifyResult(spec.name, path, "corrupt", why)
             detail = "no published hash"
             if hash_unpinned:
-                detail += f"; sha256 {self.cached_sha256(path)}"
+                detail += f"; sha256 {self.cached_sha256(path, use_cache)}"
             return VerifyResult(spec.name, path, "unpinned", detail)
-        actual = self.cached_sha256(path)
+        actual = self.cached_sha256(path, use_cache)
         if actual != spec.sha256:
             return VerifyResult(spec.name, path, "mismatch", f"expected sha256 {spec.sha256}, got {actual}")
         return VerifyResult(spec.name, path, "ok", f"sha256 {actual}")
@@ -186,12 +245,17 @@ class ModelStore:
         """
         spec = self._spec(name)
         result = self.check(spec)
-        fix = download_command(self.entry_for(spec.name).name)
+        fix = download_command(self.entry_for(spec.name).name, self.models_dir)
         if result.status == "missing":
             raise ModelMissingError(
                 f"Model file {spec.name} (sha256 {spec.sha256 or 'not published'}) is missing "
                 f"from {self.models_dir}.",
                 hint=f"Run `{fix}`, or put the file in that folder.",
+            )
+        if result.status == "corrupt":  # cannot be used even when the user vouches for it
+            raise ModelHashError(
+                f"Model file {result.path} is damaged: {result.detail}.",
+                hint=f"Delete it and run `{fix}`.",
             )
         if result.status in ("truncated", "mismatch") and self.allow_unverified:
             # The user vouches for a different file (a re-export, a test double); ONNX Runtime
@@ -227,12 +291,13 @@ class ModelStore:
         return path, self.cached_sha256(path)
 
     def verify_all(self) -> list[VerifyResult]:
-        """One result per distinct catalogue file (pack members listed once)."""
+        """One result per distinct catalogue file (pack members listed once), every byte read again:
+        a file changed without its size or time changing (bit rot, `cp -p`) must not pass."""
         seen: set[str] = set()
         results: list[VerifyResult] = []
         for entry in self.catalogue:
             for spec in entry.files:
                 if spec.name not in seen:
                     seen.add(spec.name)
-                    results.append(self.check(spec, hash_unpinned=True))
+                    results.append(self.check(spec, hash_unpinned=True, use_cache=False))
         return results

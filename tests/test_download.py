@@ -43,6 +43,8 @@ class Route:
     ignore_range: bool = False
     drop_after: int = 0  # bytes sent before hanging up, while drops_left > 0
     drops_left: int = 0
+    content_type: str | None = None
+    errors_left: int = 0  # answer 503 (overloaded) this many times first
 
 
 @dataclass
@@ -73,9 +75,12 @@ class Handler(BaseHTTPRequestHandler):
             drop = route is not None and route.drops_left > 0
             if route is not None and drop:
                 route.drops_left -= 1
-        if route is None or route.status != 200:
+            busy = route is not None and route.errors_left > 0
+            if route is not None and busy:
+                route.errors_left -= 1
+        if route is None or route.status != 200 or busy:
             self._record(rng, 0)
-            self.send_error(404 if route is None else route.status)
+            self.send_error(404 if route is None else 503 if busy else route.status)
             return
         body, start = route.body, 0
         m = re.fullmatch(r"bytes=(\d+)-", rng or "")
@@ -94,6 +99,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(200)
         payload = body[start:]
         self.send_header("Content-Length", str(len(payload)))
+        if route.content_type is not None:
+            self.send_header("Content-Type", route.content_type)
         self.end_headers()
         if drop:
             payload = payload[: route.drop_after]
@@ -176,7 +183,7 @@ class Accept:
 
 def make(tmp_path: Path, *entries: ModelEntry) -> tuple[ModelStore, Downloader]:
     store = ModelStore(tmp_path / "models", catalogue=entries)
-    return store, Downloader(store, progress=False, chunk_size=CHUNK, timeout=5.0)
+    return store, Downloader(store, progress=False, chunk_size=CHUNK, timeout=5.0, retry_delay=0.0)
 
 
 def leftovers(store: ModelStore) -> list[str]:
@@ -510,3 +517,133 @@ def test_a_models_folder_that_cannot_be_written_is_a_clear_error(
     monkeypatch.setattr("models.download.write_json_atomic", read_only)
     with pytest.raises(DownloadError, match=r"Cannot write to the models folder .*Read-only file system"):
         dl.download("tiny", Accept())
+
+
+# ---- failures the user must not see as tracebacks or half files ----------------------------------
+
+
+class _FullDisk(io.RawIOBase):
+    """A file on a full disk: every write that reaches the OS fails."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, _data: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_is_a_message_even_when_closing_the_file_fails_again(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The buffered bytes left at close hit the full disk a second time, and that bare OSError
+    replaced the "disk is full, the partial download is kept" message with a traceback."""
+    url = server.add("/tiny.onnx", Route(BODY))
+    _store, dl = make(tmp_path, entry((url,)))
+    real_open = Path.open
+
+    def open_on_full_disk(self: Path, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if self.name.endswith(".part") and "b" in mode and ("w" in mode or "a" in mode):
+            return io.BufferedWriter(_FullDisk(), buffer_size=3 * CHUNK // 2)
+        return real_open(self, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(Path, "open", open_on_full_disk)
+    with pytest.raises(DownloadError, match=r"is full while writing tiny\.onnx"):
+        dl.download("tiny", Accept())
+
+
+LOOSE_FILE = ModelFile("loose.onnx", None, None)  # no published size or hash (scrfd_2.5g, codeformer)
+
+
+def _tiny_onnx() -> bytes:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "loose", [x], [y])
+    return onnx.helper.make_model(graph).SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("route", "reason"),
+    [
+        (Route(b"<!DOCTYPE html><p>Sign in</p>", content_type="text/html; charset=utf-8"), "web page"),
+        (Route(b"<!DOCTYPE html><p>Sign in</p>"), "web page"),
+        (Route(_tiny_onnx()[:-7]), "not a readable ONNX model"),
+    ],
+    ids=["html by header", "html by content", "cut short"],
+)
+def test_a_file_without_a_hash_must_still_be_a_whole_model(
+    tmp_path: Path, server: FakeServer, route: Route, reason: str
+) -> None:
+    """With nothing to check it against, a login page or a body cut off by a dropped connection
+    was installed under the model's name, and then counted as installed for ever."""
+    url = server.add("/loose.onnx", route)
+    store, dl = make(tmp_path, entry((url,), files=(LOOSE_FILE,), name="loose"))
+    with pytest.raises(DownloadError, match=reason):
+        dl.download("loose", Accept())
+    assert not (store.models_dir / "loose.onnx").exists() and leftovers(store) == []
+
+
+def test_a_damaged_file_without_a_hash_is_replaced_by_the_next_download(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    good = _tiny_onnx()
+    url = server.add("/loose.onnx", Route(good))
+    store, dl = make(tmp_path, entry((url,), files=(LOOSE_FILE,), name="loose"))
+    store.models_dir.mkdir(parents=True)
+    (store.models_dir / "loose.onnx").write_bytes(b"<html>an old login page</html>")
+    out = io.StringIO()
+    assert download_models(store, ["loose"], yes=True, out=out, in_=io.StringIO(), downloader=dl) == 0
+    assert "installed" in out.getvalue() and "already installed" not in out.getvalue()
+    assert (store.models_dir / "loose.onnx").read_bytes() == good
+
+
+def test_a_connection_dropped_before_a_whole_chunk_arrived_is_retried(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """A drop less than one read into a response looked like 'no progress' and gave up on the only
+    source at once, although the next request would have worked."""
+    url = server.add("/tiny.onnx", Route(BODY, drop_after=100, drops_left=2))
+    store, dl = make(tmp_path, entry((url,)))
+    dl.download("tiny", Accept())
+    assert len(server.hits("/tiny.onnx")) == 3
+    assert (store.models_dir / "tiny.onnx").read_bytes() == BODY
+
+
+def test_an_overloaded_server_is_asked_again(tmp_path: Path, server: FakeServer) -> None:
+    url = server.add("/tiny.onnx", Route(BODY, errors_left=1))
+    store, dl = make(tmp_path, entry((url,)))
+    dl.download("tiny", Accept())
+    assert len(server.hits("/tiny.onnx")) == 2
+    assert (store.models_dir / "tiny.onnx").read_bytes() == BODY
+
+
+def test_a_second_download_into_the_folder_waits_and_then_uses_what_the_first_installed(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """Two downloads of one file at once wrote the same .part: both failed, one with a traceback."""
+    from models.folder_lock import FolderLock
+
+    url = server.add("/tiny.onnx", Route(BODY))
+    store, dl = make(tmp_path, entry((url,)))
+    store.models_dir.mkdir(parents=True)
+    done: list[object] = []
+    with FolderLock(store.models_dir):  # the other process, mid-download
+        waiter = threading.Thread(target=lambda: done.append(dl.download("tiny", Accept())))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and server.hits("/tiny.onnx") == []  # waiting, not fetching
+        (store.models_dir / "tiny.onnx").write_bytes(BODY)  # the other process finishes
+    waiter.join(10)
+    assert done == [[store.models_dir / "tiny.onnx"]]
+    assert server.hits("/tiny.onnx") == []  # it saw the file installed and fetched nothing
+
+
+def test_hints_keep_the_models_folder_the_user_chose(tmp_path: Path) -> None:
+    """The 'run models download X again' hint dropped --models-dir: following it filled the
+    default folder and the next run failed the same way."""
+    store, dl = make(tmp_path, entry((closed_port_url(),)))
+    with pytest.raises(DownloadError) as info:
+        dl.download("tiny", Accept())
+    assert f"models download tiny --models-dir {store.models_dir}" in info.value.hint

@@ -19,7 +19,20 @@ from models.store import ModelStore, default_models_dir
 
 GOOD = b"onnx-model-bytes " * 1000
 SHA = hashlib.sha256(GOOD).hexdigest()
-LOOSE = b"unpinned weights"
+
+
+def _tiny_onnx() -> bytes:
+    """A real (if trivial) ONNX model: what an unpinned download must at least be."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "loose", [x], [y])
+    return onnx.helper.make_model(graph).SerializeToString()
+
+
+LOOSE = _tiny_onnx()
 
 
 def _entry(name: str, files: tuple[ModelFile, ...], archive: str | None = None) -> ModelEntry:
@@ -122,6 +135,56 @@ def test_resolve_wrong_hash_with_and_without_allow_unverified(store: ModelStore)
 def test_resolve_unpinned_file_is_accepted(store: ModelStore) -> None:
     path = put(store, "loose.onnx", LOOSE)
     assert store.resolve("loose") == path
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"<!DOCTYPE html><html>Sign in to continue</html>", LOOSE[: len(LOOSE) // 2]],
+    ids=["web page", "cut short"],
+)
+def test_an_unpinned_file_that_is_not_a_model_is_damaged_and_says_how_to_fix_it(
+    store: ModelStore, content: bytes
+) -> None:
+    """A file without a published hash was taken as installed whatever it held (a login page, a
+    body cut off by a dropped connection), and `models download` then refused to replace it."""
+    put(store, "loose.onnx", content)
+    assert store.check(CAT[1].files[0]).status == "corrupt"
+    lenient = ModelStore(store.models_dir, allow_unverified=True, catalogue=CAT)
+    for s in (store, lenient):  # unusable even when the user vouches for odd files
+        with pytest.raises(ModelHashError) as info:
+            s.resolve("loose")
+        text = info.value.user_message()
+        assert "loose.onnx" in text and "damaged" in text and "models download loose" in text
+
+
+def test_verify_reads_every_byte_again(store: ModelStore) -> None:
+    """`models verify` trusted its hash cache: a byte changed with the file's time kept passed."""
+    path = put(store, "swap.onnx", GOOD)
+    assert store.check(CAT[0].files[0]).status == "ok"  # caches the hash
+    st = path.stat()
+    path.write_bytes(b"X" + GOOD[1:])
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert store.check(CAT[0].files[0]).status == "ok"  # the quick check trusts the cache ...
+    results = {r.name: r.status for r in store.verify_all()}
+    assert results["swap.onnx"] == "mismatch"  # ... verify does not
+
+
+def test_hints_name_the_models_folder_when_it_is_not_the_default(store: ModelStore) -> None:
+    """Following the hint without --models-dir downloaded into the default folder instead."""
+    with pytest.raises(ModelMissingError) as info:
+        store.resolve("swap")
+    assert f"models download swap --models-dir {store.models_dir}" in info.value.user_message()
+    default = ModelStore(default_models_dir(), catalogue=CAT)
+    with pytest.raises(ModelMissingError) as info:
+        default.resolve("swap")
+    assert "--models-dir" not in info.value.user_message()
+
+
+def test_a_models_dir_with_a_tilde_is_the_home_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert ModelStore(Path("~/FaceCast models")).models_dir == tmp_path / "FaceCast models"
 
 
 def test_resolve_unknown_and_multi_file_names(store: ModelStore) -> None:
