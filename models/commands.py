@@ -78,7 +78,11 @@ def download_models(
         return exc.exit_code
     downloader = downloader or Downloader(store)
 
+    declined: set[str] = set()  # licences refused in this command: asked once, not once per model
+
     def accept(entry: ModelEntry) -> bool:
+        if entry.licence in declined:
+            return False
         print(f"\n{entry.name}: {entry.description}", file=out)
         print(f"Licence: {entry.licence} ({entry.licence_url})", file=out)
         if yes:
@@ -89,22 +93,32 @@ def download_models(
         answer = in_.readline()
         if not answer.endswith("\n"):
             out.write("\n")  # no terminal (end of input): keep the next message on its own line
-        return answer.strip().lower() in ("y", "yes")
+        accepted = answer.strip().lower() in ("y", "yes")
+        if not accepted:
+            declined.add(entry.licence)
+        return accepted
 
     code = 0
-    for name in names:
-        entry = get_entry(name, store.catalogue)
-        if all(store.check(f).status in ("ok", "unpinned") for f in entry.files):
-            print(f"{name}: already installed", file=out)
-            continue
-        try:
-            paths = downloader.download(name, accept)
-        except FaceCastError as exc:
-            print(f"{name}: error: {exc.user_message()}", file=out)
-            code = max(code, exc.exit_code)
-            continue
-        for path in paths:
-            print(f"{name}: installed {path}", file=out)
+    try:
+        for name in names:
+            entry = get_entry(name, store.catalogue)
+            if all(store.check(f).status in ("ok", "unpinned") for f in entry.files):
+                print(f"{name}: already installed", file=out)
+                continue
+            try:
+                paths = downloader.download(name, accept)
+            except FaceCastError as exc:
+                print(f"{name}: error: {exc.user_message()}", file=out)
+                code = max(code, exc.exit_code)
+                continue
+            for path in paths:
+                print(f"{name}: installed {path}", file=out)
+    except KeyboardInterrupt:
+        print(
+            "\nDownload stopped. What arrived is kept (*.part) and the same command resumes it.",
+            file=out,
+        )
+        return 130
     return code
 
 

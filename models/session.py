@@ -19,6 +19,7 @@ GPU specifics handled here:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import logging
 import os
@@ -35,7 +36,7 @@ import numpy as np
 import onnxruntime as ort
 
 from models import trt_cache
-from models.cli_text import app_command
+from models.cli_text import app_command, shown_path
 from models.errors import ModelContractError, ModelError, ModelMissingError
 
 log = logging.getLogger(__name__)
@@ -342,7 +343,18 @@ class SessionFactory:
             fp16=cfg.fp16,
         )
         paths = trt_cache.cache_paths(Path(cfg.cache_dir), label, key)
-        trt_cache.prepare(paths, key)
+        try:
+            trt_cache.prepare(paths, key)
+        except OSError as exc:  # a read-only or shared models folder (the cache defaults to it)
+            note = (
+                f"{label}: the TensorRT engine cache cannot be written in {cfg.cache_dir} "
+                f"({exc.strerror or exc}); the engine is built at every start. Fix: make that folder "
+                "writable, or put the models in a folder you own (--models-dir)."
+            )
+            if note not in self.fallbacks:
+                self.fallbacks.append(note)
+            log.info("%s", note)
+            return None
         return paths
 
     def new_worker_stream(self) -> int | None:
@@ -462,22 +474,42 @@ class SessionFactory:
             return
         available = ort.get_available_providers()
         parts = []
+        no_driver = any(p in (CUDA, TENSORRT) for p in missing) and not nvidia_driver_present()
         for provider in missing:
-            reason, fix = explain_provider_failure(
-                provider, log_text, available, with_cuda=CUDA not in missing, active=got
-            )
+            if no_driver and provider in (CUDA, TENSORRT):
+                # ORT fails on the CUDA libraries before it looks for a GPU, so its text says
+                # "install CUDA": useless advice (a 1 GB download) on a machine without one.
+                reason = "this machine has no NVIDIA driver (no NVIDIA GPU?)"
+                fix = "use --provider cpu (or `auto`), or install the NVIDIA driver if it has an NVIDIA GPU"
+            else:
+                reason, fix = explain_provider_failure(
+                    provider, log_text, available, with_cuda=CUDA not in missing, active=got,
+                    pip=f"{shown_path(Path(sys.executable))} -m pip",
+                )  # fmt: skip
             # The doctor logs at warning level (this factory: errors only), so it may say more.
             fix = fix or f"run `{app_command('doctor')}` for details"
             parts.append(f"{provider_label(provider)} did not load: {reason} — fix: {fix}")
+            if no_driver:
+                break  # one reason covers every GPU provider
         running = provider_label(got[0]) if got else "nothing"
-        msg = f"{name}: {'; '.join(parts)}. Running on {running}."
-        if msg not in self.fallbacks:
-            self.fallbacks.append(msg)
-            # Info, not warning: the CLI and the window show `fallbacks` to the user themselves
-            # (a warning here printed each one twice).
-            log.info("%s", msg)
+        self._add_fallback(name, f"{'; '.join(parts)}. Running on {running}.")
         if log_text.strip():
             log.debug("ONNX Runtime output while opening %s:\n%s", name, log_text)
+
+    def _add_fallback(self, model: str, text: str) -> None:
+        """One note per distinct reason, naming every model it hit (each model's own copy of the
+        same sentence pushed the window's earlier messages out)."""
+        for i, note in enumerate(self.fallbacks):
+            names, sep, rest = note.partition(": ")
+            if sep and rest == text:
+                if model not in names.split(", "):
+                    self.fallbacks[i] = f"{names}, {model}: {text}"
+                return
+        msg = f"{model}: {text}"
+        self.fallbacks.append(msg)
+        # Info, not warning: the CLI and the window show `fallbacks` to the user themselves
+        # (a warning here printed each one twice).
+        log.info("%s", msg)
 
 
 _NUMPY_OF_ORT = {
@@ -543,6 +575,19 @@ def provider_label(provider: str) -> str:
 
 
 # ------------------------------------------------------------------------------ failure explanation
+
+
+def nvidia_driver_present() -> bool:
+    """Whether the NVIDIA driver's CUDA library loads (no driver: no CUDA or TensorRT, whatever
+    else is installed)."""
+    if sys.platform == "darwin":
+        return False
+    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        return False
+    return True
 
 
 def explain_provider_failure(

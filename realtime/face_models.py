@@ -17,7 +17,7 @@ from models.maskers import FaceParser, Occluder
 from models.mtcnn import MTCNN
 from models.router import load_detector, load_recognizer, load_swapper
 from models.session import SessionFactory
-from models.store import ModelStore
+from models.store import ModelStore, download_command
 from models.types import Detection, ImageBGR
 from realtime.settings import DetectorSettings, Settings
 
@@ -156,10 +156,22 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
     if len(missing) == 1:
         raise missing[0][1]
     if missing:
-        listed = ", ".join(name for name, _ in missing)
+        store = paths.store
+        # The catalogue entries that hold the missing files: exactly what `models download` takes
+        # (the settings' names, gpen_256 and the like, are not).
+        entries: list[str] = []
+        files: list[str] = []
+        size = 0
+        for name, _ in missing:
+            entry = store.entry_for(CATALOGUE_FILE[name])
+            files.append(CATALOGUE_FILE[name])
+            if entry.name not in entries:
+                entries.append(entry.name)
+                size += entry.total_size or 0
+        about = f" (about {size / 1e6:,.0f} MB, verified)" if size else ""
         raise ModelMissingError(
-            f"Models not downloaded yet: {listed} (folder {paths.store.models_dir}).",
-            hint=f"Run `{app_command('models download default')}` (about 900 MB, verified), then again; "
+            f"Models not downloaded yet: {', '.join(files)} (folder {store.models_dir}).",
+            hint=f"Run `{download_command(' '.join(entries), store.models_dir)}`{about}, then again; "
             f"`{app_command('models list')}` shows what each is.",
         )
 

@@ -121,7 +121,12 @@ def test_missing_model_names_file_hash_and_folder(capsys, tmp_path, photo, clip)
     # A fresh install: every missing model in one message, and the one command that fetches them.
     assert code != 0 and str(empty) in line
     assert all(name in line for name in ("det_10g", "inswapper_128", "w600k_r50"))
-    assert "models download default" in err
+    # ... naming catalogue entries, in this folder (the hint said `models download default` with no
+    # --models-dir: it filled the default folder, and missed the quality preset's models).
+    assert f"models download det_10g inswapper_128 w600k_r50 --models-dir {empty}" in err
+    code, err = run("--preset", "quality")
+    assert code != 0 and "GPEN-BFR-256.onnx" in error_line(err)
+    assert f"models download det_10g inswapper_128 w600k_r50 GPEN-BFR-256 --models-dir {empty}" in err
 
     # One file missing among verified-size others: the store's message with its file and hash.
     write_all(empty)
@@ -129,7 +134,7 @@ def test_missing_model_names_file_hash_and_folder(capsys, tmp_path, photo, clip)
     code, err = run("--allow-unverified")
     line = error_line(err)
     assert code != 0 and "missing" in line and "inswapper_128" in line and "sha256" in line
-    assert "models download inswapper_128" in err
+    assert f"models download inswapper_128 --models-dir {empty}" in err
 
 
 def test_truncated_model(capsys, tmp_path, photo, clip) -> None:  # type: ignore[no-untyped-def]

@@ -647,3 +647,39 @@ def test_hints_keep_the_models_folder_the_user_chose(tmp_path: Path) -> None:
     with pytest.raises(DownloadError) as info:
         dl.download("tiny", Accept())
     assert f"models download tiny --models-dir {store.models_dir}" in info.value.hint
+
+
+def test_a_declined_licence_is_asked_once_per_command(tmp_path: Path, server: FakeServer) -> None:
+    """Saying no to the InsightFace licence for inswapper_128 asked again for buffalo_l."""
+    body2 = BODY[:1000]
+    f2 = ModelFile("two.onnx", hashlib.sha256(body2).hexdigest(), len(body2))
+    a = entry((server.add("/tiny.onnx", Route(BODY)),), name="a")
+    b = entry((server.add("/two.onnx", Route(body2)),), files=(f2,), name="b")
+    store, dl = make(tmp_path, a, b)
+    out = io.StringIO()
+    code = download_models(store, ["a", "b"], yes=False, out=out, in_=io.StringIO("n\ny\n"), downloader=dl)
+    assert code == LicenceNotAcceptedError.exit_code
+    assert out.getvalue().count("Accept? [y/N]") == 1
+    assert server.hits("/tiny.onnx") == [] and server.hits("/two.onnx") == []
+
+
+def test_ctrl_c_during_a_download_says_how_to_resume(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = server.add("/tiny.onnx", Route(BODY))
+    store, dl = make(tmp_path, entry((url,)))
+    real_write = download_mod.write_chunk
+    calls = {"n": 0}
+
+    def interrupted(fh: BinaryIO, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise KeyboardInterrupt
+        real_write(fh, data)
+
+    monkeypatch.setattr(download_mod, "write_chunk", interrupted)
+    out = io.StringIO()
+    assert download_models(store, ["tiny"], yes=True, out=out, in_=io.StringIO(), downloader=dl) == 130
+    assert "resumes" in out.getvalue()
+    assert (store.models_dir / "tiny.onnx.part").stat().st_size == 2 * CHUNK
+    assert not (store.models_dir / "tiny.onnx").exists()

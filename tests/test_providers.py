@@ -99,6 +99,7 @@ class Script:
     runs: list[dict[str, tuple[int, ...]]] = field(default_factory=list)  # input shapes of each run
     created: list[FakeSession] = field(default_factory=list)
     preloads: int = 0
+    driver: bool = True  # whether an NVIDIA driver (libcuda) is present
 
 
 class FakeSession:
@@ -160,6 +161,7 @@ def fake_ort(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
     monkeypatch.setattr(trt_cache, "gpu_identity", lambda device_id=0: GPU)
     monkeypatch.setattr(trt_cache, "tensorrt_version", lambda: "10.13.2.6")
     monkeypatch.setattr(trt_cache, "load_tensorrt_libs", lambda: "")
+    monkeypatch.setattr(session_mod, "nvidia_driver_present", lambda: script.driver)
     session_mod.preload_cuda_libraries.cache_clear()
     yield script
     session_mod.preload_cuda_libraries.cache_clear()
@@ -294,7 +296,22 @@ def test_cuda_fallback_names_the_provider_the_reason_and_the_fix(
     # preload_dlls ran once, before the first CUDA session, and not again.
     factory.create(tiny_model(), "det_10g")
     assert fake_ort.preloads == 1
-    assert len(factory.fallbacks) == 2
+    # The same reason for a second model is one note naming both (each model's copy of the same
+    # sentence pushed the window's earlier messages out).
+    (message,) = factory.fallbacks
+    assert message.startswith("inswapper_128, det_10g: CUDA did not load")
+
+
+def test_without_an_nvidia_driver_the_fallback_does_not_prescribe_cuda_downloads(fake_ort: Script) -> None:
+    """On a machine with no NVIDIA GPU the note said to install ~1 GB of CUDA wheels (ORT fails on
+    the missing CUDA libraries before it ever looks for a GPU)."""
+    fake_ort.native_log = ORT_CUDA_LOAD_ERROR
+    fake_ort.driver = False
+    factory = SessionFactory(SessionConfig(provider="tensorrt"))
+    factory.create(tiny_model(), "inswapper_128")
+    (message,) = factory.fallbacks
+    assert "no NVIDIA driver" in message and "--provider cpu" in message
+    assert "pip" not in message and message.endswith("Running on CPU.")
 
 
 def test_tensorrt_fallback_names_tensorrt_and_the_pip_fix(fake_ort: Script) -> None:
@@ -458,6 +475,24 @@ def test_model_files_are_hashed_once_per_factory(
     for _ in range(3):  # one swapper session per worker
         factory.trt_cache_for(model, "m")
     assert len(calls) == 1
+
+
+def test_an_engine_cache_that_cannot_be_written_runs_without_one_and_says_so(
+    tmp_path: Path, fake_ort: Script
+) -> None:
+    """The cache sits in the models folder by default: a read-only or shared models folder made
+    every TensorRT start a traceback."""
+    fake_ort.loaded = (TENSORRT, CUDA, CPU)
+    blocked = tmp_path / "models" / "trt-cache"
+    blocked.parent.mkdir()
+    blocked.write_text("a file where the cache folder should be")  # mkdir fails like a read-only disk
+    model = tmp_path / "m.onnx"
+    model.write_bytes(tiny_model())
+    factory = SessionFactory(SessionConfig(provider="tensorrt", cache_dir=blocked))
+    session = factory.create(model, "inswapper_128")
+    assert session.get_providers()[0] == TENSORRT
+    (note,) = factory.fallbacks
+    assert "engine cache cannot be written" in note and str(blocked) in note
 
 
 def test_first_tensorrt_build_is_announced_with_a_heartbeat(tmp_path: Path, fake_ort: Script) -> None:
