@@ -330,6 +330,18 @@ def _parse_maps(args: argparse.Namespace) -> list[tuple[Path, Path]]:
     return pairs
 
 
+def probe_input(source: FrameSource) -> None:
+    """Open and close a file or image input once (cheap: one decoded frame), so a missing, empty
+    or audio-only file fails now. A camera is left alone: opening it twice flashes its light and
+    costs a second; its number was checked already."""
+    from realtime.sources import CameraSource
+
+    if isinstance(source, CameraSource):
+        return
+    source.open()
+    source.close()
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.app import ModelOptions, prepare_face_swap
     from realtime.engine import Engine, EngineEvent
@@ -341,18 +353,20 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         check_display()
     mappings = _parse_maps(args)
     settings = _settings_for_run(args)
+    live_output = args.output.strip().lower() in ("vcam", "window")
+    realtime = args.realtime if args.realtime is not None else live_output
+    # The input is checked before the models load (seconds, or minutes for a first TensorRT build):
+    # a typo in --input must not wait for them.
+    source = open_source(
+        args.input, realtime=realtime, loop=args.loop, width=args.width, height=args.height, fps=args.fps
+    )
+    probe_input(source)
     options = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
     stages = prepare_face_swap(args.source or [], settings, options, args.reference, mappings)
     for note in stages.identity.notes:
         print(f"note: {note}", file=out)
     for note in stages.fallbacks:
         print(f"warning: {note}", file=out)
-
-    live_output = args.output.strip().lower() in ("vcam", "window")
-    realtime = args.realtime if args.realtime is not None else live_output
-    source = open_source(
-        args.input, realtime=realtime, loop=args.loop, width=args.width, height=args.height, fps=args.fps
-    )
     sink = open_output(args, source)
 
     show, complain = SafeOutput(out), SafeOutput(sys.stderr)

@@ -229,6 +229,10 @@ class Engine:
 
     def start(self) -> None:
         """Open the source and sink, load models (or start in passthrough), start the threads."""
+        if hasattr(self._source, "notify"):
+            # A camera looking for itself after an unplug says so while it looks, not only when
+            # it gives up.
+            self._source.notify = lambda message: self._emit(EngineEvent("warning", message))
         self._source.open()
         try:
             w, h = self._source.size
@@ -427,6 +431,8 @@ class Engine:
                 try:
                     frame = self._source.read()
                 except SourceError as exc:
+                    if self._stop.is_set():
+                        break  # stopped meanwhile: a failure after "finished" is no news to anyone
                     # A camera that vanished: report it, then finish cleanly with what we have.
                     self.error = exc
                     self.metrics.error()
@@ -597,6 +603,13 @@ class Engine:
         with self._io_lock:
             self._closing = True
             close_source, close_sink = not self._capture_running, not self._sink_running
+        if not close_source:
+            # Still inside read(): a source that can be told to stop waiting (a camera looking for
+            # itself after an unplug, a paced file asleep until its next frame) stops now, instead
+            # of reopening the device behind a run that has ended.
+            interrupt = getattr(self._source, "interrupt", None)
+            if callable(interrupt):
+                interrupt()
         try:
             if close_source:
                 self._source.close()

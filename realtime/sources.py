@@ -7,8 +7,10 @@ and turns every way an input can fail into a one-line `SourceError` naming the c
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,12 +96,18 @@ class Pacer:
         self,
         resync_after_s: float = 0.25,
         clock: Callable[[], float] = time.perf_counter,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self._resync_after_s = resync_after_s
         self._clock = clock
-        self._sleep = sleep
+        self._interrupted = threading.Event()
+        # Sleeping on an event lets interrupt() end a wait at once (stop during a long frame).
+        self._sleep = sleep or (lambda s: self._interrupted.wait(s) and None)
         self._start: float | None = None
+
+    def interrupt(self) -> None:
+        """End the current and every later wait at once (the source is being closed)."""
+        self._interrupted.set()
 
     def reset(self) -> None:
         self._start = None
@@ -181,13 +189,14 @@ class CameraSettings:
     height: int | None = None
     fps: float | None = None
     prefer_mjpg: bool = True
-    retries: int = 3
-    retry_delay_s: float = 0.5
+    reconnect_s: float = 15.0  # how long a camera that stopped sending is looked for before giving up
+    retry_delay_s: float = 0.5  # the first pause between reopening attempts; doubles up to 2 s
     first_frame_s: float = 2.0  # how long open() waits for a slow-starting camera's first picture
 
 
 class CameraSource(KnownFormat):
-    """A webcam through OpenCV. Survives short dropouts by reopening the device `retries` times.
+    """A webcam through OpenCV. Survives dropouts (an unplug and replug, a driver hiccup) by
+    reopening the device for up to `reconnect_s` seconds, telling `notify` while it looks.
 
     The capture is released only by the thread that reads it: close() from another thread while a
     read is stuck in the driver (V4L2 waits up to 10 s) marks the source closed, and the reader
@@ -204,17 +213,20 @@ class CameraSource(KnownFormat):
         fps: float | None = None,
         prefer_mjpg: bool = True,
         capture_factory: Callable[..., CaptureLike] = cv2.VideoCapture,
-        retries: int = 3,
+        reconnect_s: float = 15.0,
         retry_delay_s: float = 0.5,
         list_cameras: Callable[[], Sequence[int]] | None = None,
         first_frame_s: float = 2.0,
     ) -> None:
         api = default_camera_backend() if backend is None else backend
         self.settings = CameraSettings(
-            index, api, width, height, fps, prefer_mjpg, retries, retry_delay_s, first_frame_s
+            index, api, width, height, fps, prefer_mjpg, reconnect_s, retry_delay_s, first_frame_s
         )
         self._capture_factory = capture_factory
         self._list_cameras = list_cameras
+        # Told while the camera is being looked for (the engine shows it; logging alone left the
+        # user staring at a frozen picture for seconds).
+        self.notify: Callable[[str], None] | None = None
         self._cap: CaptureLike | None = None
         self._pending: ImageBGR | None = None
         self._size = (0, 0)
@@ -289,6 +301,11 @@ class CameraSource(KnownFormat):
                 return  # the reading thread releases the device when its read returns
         self._release()
 
+    def interrupt(self) -> None:
+        """From another thread: stop waiting and reconnecting now (safe during a read; the reading
+        thread releases the device when its read returns)."""
+        self.close()
+
     def _first_picture(self, cap: CaptureLike) -> ImageBGR | None:
         # Some webcams need a second or two (and a few empty reads) after opening.
         deadline = time.monotonic() + self.settings.first_frame_s
@@ -305,53 +322,81 @@ class CameraSource(KnownFormat):
         if ok and image is not None:
             return as_bgr(image)
         settings = self.settings
-        for attempt in range(1, settings.retries + 1):
-            log.warning(
-                "Camera %d stopped sending frames; reconnecting (%d/%d).",
-                settings.index,
-                attempt,
-                settings.retries,
-            )
-            self._release()
+        log.warning("Camera %d stopped sending frames; reconnecting.", settings.index)
+        self._say(f"Camera {settings.index} stopped sending pictures; looking for it again …")
+        self._release()
+        deadline = time.monotonic() + settings.reconnect_s
+        delay = settings.retry_delay_s
+        attempts = 0
+        while True:
             # A replugged USB camera needs a moment before the driver lists it again; close() ends
             # the wait at once.
-            if self._closed.wait(settings.retry_delay_s):
+            if self._closed.wait(min(delay, max(deadline - time.monotonic(), 0.0))):
                 return None
-            cap = self._connect()
-            if cap is None:
-                continue
-            with self._lock:
-                if self._closed.is_set():
-                    _release_capture(cap)
-                    return None
-                self._cap = cap
-            ok, image = cap.read()
-            if not ok or image is None:
-                continue
-            if (int(image.shape[1]), int(image.shape[0])) != self._size:
-                # Indices shift when a camera is unplugged: this is another device (the laptop's
-                # camera, a virtual camera), not ours coming back.
-                log.warning(
-                    "Camera %d came back as a %dx%d device, not the %dx%d one that left; not using it.",
-                    settings.index,
-                    image.shape[1],
-                    image.shape[0],
-                    *self._size,
-                )
-                continue
-            self.reconnects += 1
-            return as_bgr(image)
+            delay = min(delay * 2.0, 2.0)
+            attempts += 1
+            image = self._reconnect_once()
+            if self._closed.is_set():
+                return None
+            if image is not None:
+                self.reconnects += 1
+                log.warning("Camera %d is back after %d attempt(s).", settings.index, attempts)
+                self._say(f"Camera {settings.index} is back.")
+                return image
+            if time.monotonic() >= deadline:
+                break
         self._release()
         raise SourceError(
-            f"Camera {settings.index} disconnected: "
-            f"no picture after {settings.retries} reconnection attempts.",
+            f"Camera {settings.index} disconnected: not back after {settings.reconnect_s:g} s "
+            f"({attempts} reconnection attempts).",
             hint="Check the cable or USB port, and that no other app has taken the camera.",
         )
+
+    def _reconnect_once(self) -> ImageBGR | None:
+        """Reopen the camera and wait out its warm-up (a camera that is back often needs a few
+        empty reads first, as at open()); None when it is not there, or is another device."""
+        cap = self._connect()
+        if cap is None:
+            return None
+        with self._lock:
+            if self._closed.is_set():
+                _release_capture(cap)
+                return None
+            self._cap = cap
+        image = self._first_picture(cap)
+        if image is None:
+            self._release()
+            return None
+        if (int(image.shape[1]), int(image.shape[0])) != self._size:
+            # Indices shift when a camera is unplugged: this is another device (the laptop's
+            # camera, a virtual camera), not ours coming back.
+            log.warning(
+                "Camera %d came back as a %dx%d device, not the %dx%d one that left; not using it.",
+                self.settings.index,
+                image.shape[1],
+                image.shape[0],
+                *self._size,
+            )
+            self._release()
+            return None
+        return image
+
+    def _say(self, message: str) -> None:
+        if self.notify is None:
+            return
+        try:
+            self.notify(message)
+        except Exception:  # a listener's bug must not end the capture
+            log.exception("camera status listener failed")
 
     def _connect(self) -> CaptureLike | None:
         s = self.settings
         with camera_lock():
-            cap = self._capture_factory(s.index, s.backend)
+            try:
+                cap = self._capture_factory(s.index, s.backend)
+            except cv2.error as err:  # an index OpenCV cannot even take (beyond a C int)
+                log.debug("Opening camera %d failed: %s", s.index, err)
+                return None
             if not cap.isOpened():
                 cap.release()
                 return None
@@ -382,13 +427,23 @@ def playback_mode(realtime: bool, loop: bool) -> str:
 
 
 def require_video_file(path: Path) -> None:
-    """A clear SourceError when `path` is not a file (missing, or a folder)."""
-    if not path.is_file():
-        what = "is a folder, not a video file" if path.is_dir() else "not found"
-        raise SourceError(f"Video file {what}: {path}")
+    """A clear SourceError when `path` is not a file (missing, a folder, a device or a pipe)."""
+    if path.is_file():
+        return
+    if path.is_dir():
+        raise SourceError(f"Video file is a folder, not a video file: {path}")
+    if path.exists():
+        raise SourceError(
+            f"{path} is not a regular file (a device or a pipe).",
+            hint="For a camera give its number (e.g. --input 0); for a video, the file itself.",
+        )
+    raise SourceError(f"Video file not found: {path}")
 
 
 _GAP_S = 0.5  # a jump in a file's timestamps longer than this is reported as missing frames
+# PyAV's VideoFrame.rotation: degrees counterclockwise that turn the stored picture upright.
+_ROTATE_CODES = {90: cv2.ROTATE_90_COUNTERCLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_CLOCKWISE}
+_QUARTER_TURNS = (cv2.ROTATE_90_COUNTERCLOCKWISE, cv2.ROTATE_90_CLOCKWISE)
 
 
 class VideoFileSource(KnownFormat):
@@ -418,6 +473,8 @@ class VideoFileSource(KnownFormat):
         self._pass_first_pts: float | None = None
         self._pass_last_pts = 0.0
         self._loop_offset_s = 0.0
+        self._rotate: int | None = None  # cv2.rotate code that shows the picture upright
+        self._recent_steps: deque[float] = deque(maxlen=31)  # frame intervals, for the gap estimate
 
     @property
     def is_live(self) -> bool:
@@ -430,6 +487,23 @@ class VideoFileSource(KnownFormat):
 
     def open(self) -> None:
         require_video_file(self.path)
+        self._open_container()
+        assert self._stream is not None
+        stream = self._stream
+        rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+        self._fps = float(rate) if rate else DEFAULT_FPS
+        # Decoding one frame now turns "no decodable frames" into an error at open(), not a silent
+        # empty run later.
+        self._pending = next(self._frames, None)
+        if self._pending is None:
+            self.close()
+            raise SourceError(f"{self.path} contains no decodable video frames.")
+        # Phones store portrait video sideways with a "display rotated" tag that players obey.
+        self._rotate = _ROTATE_CODES.get(round(self._pending.rotation or 0) % 360)
+        w, h = self._pending.width, self._pending.height
+        self._size = (h, w) if self._rotate in _QUARTER_TURNS else (w, h)
+
+    def _open_container(self) -> None:
         try:
             container = av.open(str(self.path), mode="r")
         except (av.error.FFmpegError, OSError) as err:
@@ -440,16 +514,7 @@ class VideoFileSource(KnownFormat):
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"  # frame threading: whole-file decode runs several times faster
         self._container, self._stream = container, stream
-        rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-        self._fps = float(rate) if rate else DEFAULT_FPS
         self._frames = self._decoded_frames()
-        # Decoding one frame now turns "no decodable frames" into an error at open(), not a silent
-        # empty run later.
-        self._pending = next(self._frames, None)
-        if self._pending is None:
-            self.close()
-            raise SourceError(f"{self.path} contains no decodable video frames.")
-        self._size = (self._pending.width, self._pending.height)
 
     def read(self) -> VideoFrame | None:
         if self._container is None:
@@ -460,11 +525,17 @@ class VideoFileSource(KnownFormat):
         pts = self._timeline_pts(av_frame)
         # bgr24 rows can be padded for odd widths; downstream OpenCV code wants contiguous rows.
         image: ImageBGR = np.ascontiguousarray(av_frame.to_ndarray(format="bgr24"), dtype=np.uint8)
+        if self._rotate is not None:
+            image = np.asarray(cv2.rotate(image, self._rotate), dtype=np.uint8)
         if self.realtime:
             self._pacer.wait_until(pts)
         frame = VideoFrame(image, self._next_index, time.perf_counter(), pts)
         self._next_index += 1
         return frame
+
+    def interrupt(self) -> None:
+        """From another thread: end a real-time wait at once (the run is stopping)."""
+        self._pacer.interrupt()
 
     def close(self) -> None:
         self._pending = None
@@ -483,7 +554,7 @@ class VideoFileSource(KnownFormat):
         if av_frame is not None or not self.loop:
             return av_frame
         if self._frames_this_pass == 0:
-            log.warning("%s: nothing decodable after seeking back to the start; stopping.", self.path)
+            log.warning("%s: nothing decodable after going back to the start; stopping.", self.path)
             return None
         self._rewind()
         return next(self._frames, None)
@@ -496,8 +567,11 @@ class VideoFileSource(KnownFormat):
         self._loop_offset_s += self._pass_last_pts - first + 1.0 / self._fps
         self._pass_first_pts = None
         self._frames_this_pass = 0
-        self._container.seek(self._stream.start_time or 0, stream=self._stream)
-        self._frames = self._decoded_frames()
+        # Reopened, not seeked: a seek to the start cannot be done on raw H.264/HEVC streams and
+        # lands after the first keyframe group in MPEG-TS (each pass lost its first second or two).
+        self._container.close()
+        self._container = self._stream = None
+        self._open_container()
 
     def _timeline_pts(self, av_frame: av.VideoFrame) -> float:
         raw = av_frame.time
@@ -505,20 +579,33 @@ class VideoFileSource(KnownFormat):
             raw = self._frames_this_pass / self._fps
         if self._pass_first_pts is None:
             self._pass_first_pts = raw
-        elif raw - self._pass_last_pts > _GAP_S:
-            # FFmpeg resyncs after damaged bytes without an error: the only trace is the jump in
-            # time. (Variable-rate phone videos skip a frame or two, never half a second.)
-            missing = max(round((raw - self._pass_last_pts) * self._fps) - 1, 1)
-            self.frames_missing += missing
-            log.warning(
-                "%s: about %d frames are missing before %.1f s (the file is damaged there); skipped.",
-                self.path,
-                missing,
-                raw,
-            )
+        else:
+            step = raw - self._pass_last_pts
+            if step > _GAP_S:
+                self._note_gap(step, raw)
+            elif step > 0:
+                self._recent_steps.append(step)
         self._pass_last_pts = raw
         self._frames_this_pass += 1
         return raw + self._loop_offset_s
+
+    def _note_gap(self, step: float, at: float) -> None:
+        """A jump in the file's time: frames lost to damage (FFmpeg resyncs after damaged bytes
+        without an error), or a recording that held one picture (screen and meeting recorders do).
+        Played in real time, the picture would freeze for the whole jump: playback goes on at once."""
+        frame_s = float(np.median(self._recent_steps)) if len(self._recent_steps) >= 3 else 1.0 / self._fps
+        missing = max(round(step / frame_s) - 1, 1)
+        self.frames_missing += missing
+        log.warning(
+            "%s: the picture jumps %.1f s before %.1f s (about %d frames missing: damage, or a "
+            "recording that held one picture); playing on without the wait.",
+            self.path,
+            step,
+            at,
+            missing,
+        )
+        if self.realtime:
+            self._pacer.reset()  # re-anchor: the next frame is due now
 
     def _decoded_frames(self) -> Iterator[av.VideoFrame]:
         assert self._container is not None and self._stream is not None
@@ -615,6 +702,10 @@ class ImageSource(KnownFormat):
         self._image = None  # delivered once: the frame now owns the only reference
         return VideoFrame(image, index, time.perf_counter(), 0.0)
 
+    def interrupt(self) -> None:
+        """From another thread: end a repeat wait at once (the run is stopping)."""
+        self._pacer.interrupt()
+
     def close(self) -> None:
         self._image = None
 
@@ -637,8 +728,15 @@ def open_source(
     - an existing file with an image extension: an ImageSource, repeated when `realtime` or `loop`;
     - anything else: a video file, paced when `realtime` (None means as fast as it is read).
     """
-    if spec.isascii() and spec.isdigit():
-        return CameraSource(int(spec), width=width, height=height, fps=fps)
+    index = camera_index(spec)
+    if index is not None:
+        return CameraSource(index, width=width, height=height, fps=fps)
+    if _URL.match(spec):
+        raise SourceError(
+            f"Network streams are not supported as input yet: {spec}",
+            hint="Give a camera index (e.g. 0), a video file or an image file; OBS can turn a stream "
+            "into a virtual camera that FaceCast then opens by its number.",
+        )
     path = Path(spec)
     if path.suffix.lower() in IMAGE_EXTENSIONS and path.is_file():
         return ImageSource(path, repeat=bool(realtime) or loop, fps=fps or DEFAULT_FPS)
@@ -647,3 +745,25 @@ def open_source(
             f"Input not found: {spec}", hint="Give a camera index (e.g. 0), a video file or an image file."
         )
     return VideoFileSource(path, realtime=bool(realtime), loop=loop)
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_V4L2_NODE = re.compile(r"^/dev/video(\d+)$")
+MAX_CAMERA_INDEX = 9999
+
+
+def camera_index(spec: str) -> int | None:
+    """The camera an input names: all digits ("0"), or a Linux device node ("/dev/video2", as
+    ffmpeg and OBS spell it); None for anything else. Raises SourceError for an index no camera
+    API can have."""
+    node = _V4L2_NODE.match(spec)
+    digits = node.group(1) if node else spec if spec.isascii() and spec.isdigit() else None
+    if digits is None:
+        return None
+    index = int(digits)
+    if index > MAX_CAMERA_INDEX:
+        raise SourceError(
+            f"Camera {spec} cannot exist (camera numbers go up to {MAX_CAMERA_INDEX}).",
+            hint=f"Run `{app_command('doctor')}` to list the cameras.",
+        )
+    return index

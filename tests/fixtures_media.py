@@ -56,16 +56,27 @@ def make_test_video(
     size: tuple[int, int] = (96, 64),
     fps: float = 25.0,
     codec: str | None = None,
+    *,
+    rotation: int = 0,
+    gop: int | None = None,
 ) -> Path:
     """Writes `frames` synthetic frames (numbered 0..frames-1) to `path` with PyAV; returns the path.
 
-    codec: libx264 when this PyAV build has it, else mpeg4, unless given.
+    codec: libx264 when this PyAV build has it, else mpeg4, unless given. rotation: a display
+    rotation tag (degrees counterclockwise, as phones tag portrait video). gop: keyframe interval.
     """
-    return write_video(path, [synthetic_frame(n, size) for n in range(frames)], fps, codec)
+    images = [synthetic_frame(n, size) for n in range(frames)]
+    return write_video(path, images, fps, codec, rotation=rotation, gop=gop)
 
 
 def write_video(
-    path: str | Path, images: Sequence[ImageBGR], fps: float = 25.0, codec: str | None = None
+    path: str | Path,
+    images: Sequence[ImageBGR],
+    fps: float = 25.0,
+    codec: str | None = None,
+    *,
+    rotation: int = 0,
+    gop: int | None = None,
 ) -> Path:
     """Encode BGR images (all the same size) into a video file at high quality."""
     path = Path(path)
@@ -85,6 +96,12 @@ def write_video(
             stream.options = {"crf": "18", "preset": "ultrafast"}
         else:
             stream.bit_rate = 2_000_000
+        if gop is not None and codec == "libx264":
+            stream.options = {**stream.options, "g": str(gop), "keyint_min": str(gop), "sc_threshold": "0"}
+        elif gop is not None:
+            stream.codec_context.gop_size = gop
+        if rotation:
+            stream.set_display_rotation(rotation)
         for number, image in enumerate(images):
             av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")
             av_frame.pts = number

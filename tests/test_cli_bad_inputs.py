@@ -295,7 +295,7 @@ def test_camera_vanishing_mid_run_leaves_a_finalised_playable_file(tmp_path: Pat
         devices.append(cam)
         return cam
 
-    source = CameraSource(0, capture_factory=factory, retries=2, retry_delay_s=0.01)
+    source = CameraSource(0, capture_factory=factory, reconnect_s=0.3, retry_delay_s=0.01, first_frame_s=0.05)
     out = tmp_path / "rec.mp4"
     engine = Engine(source, VideoFileSink(out), Settings())
     engine.start()
@@ -357,3 +357,26 @@ def test_an_error_mid_run_is_said_once(capsys, tmp_path, models, photo, clip, mo
     monkeypatch.setattr(sinks.VideoFileSink, "send", send)
     code, err = run_cli(capsys, *base_args(models, photo, clip, tmp_path / "out.mp4"))
     assert code == 2 and "Disk full" in error_line(err)
+
+
+@pytest.mark.parametrize("kind", ["missing", "audio only", "huge camera number"])
+def test_a_bad_input_is_reported_before_any_model_loads(capsys, tmp_path, photo, kind) -> None:  # type: ignore[no-untyped-def]
+    """A typo in --input was reported only after every model had loaded (minutes, for a first
+    TensorRT build): here the models folder is empty, and the input must still be what is named."""
+    from tests.fixtures_media import make_audio_only_file
+
+    empty = tmp_path / "no-models"
+    empty.mkdir()
+    spec = {
+        "missing": str(tmp_path / "typo.mp4"),
+        "audio only": str(make_audio_only_file(tmp_path / "talk.m4a")),
+        "huge camera number": "99999999999",
+    }[kind]
+    code, err = run_cli(
+        capsys, "run", "--models-dir", str(empty), "--source", str(photo), "--input", spec, "--output", "null"
+    )
+    line = error_line(err)
+    assert code != 0 and "Models not downloaded" not in line
+    assert {"missing": "not found", "audio only": "no video stream", "huge camera number": "cannot exist"}[
+        kind
+    ] in line

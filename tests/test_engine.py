@@ -513,3 +513,52 @@ def test_a_detector_size_change_under_mtcnn_reloads_nothing() -> None:
     assert needs_reload(
         mtcnn, mtcnn.with_overrides({"detector.size": 320, "swap.model": "inswapper_128_fp16"})
     )
+
+
+def test_stop_ends_a_camera_reconnect_instead_of_reopening_the_device_behind_the_run() -> None:
+    """stop() returned on time, but the capture thread went on reopening the camera (holding it
+    against the next Start) and reported 'disconnected' after 'finished'."""
+    from realtime.sources import CameraSource
+    from tests.fixtures_media import synthetic_frame
+
+    opens: list[float] = []
+
+    class DeadAfterTwo:
+        reads = 0
+
+        def isOpened(self) -> bool:
+            return True
+
+        def read(self) -> tuple[bool, object]:
+            DeadAfterTwo.reads += 1
+            return (True, synthetic_frame(0, (96, 64))) if DeadAfterTwo.reads <= 2 else (False, None)
+
+        def set(self, prop: int, value: float) -> bool:
+            return True
+
+        def get(self, prop: int) -> float:
+            return 30.0
+
+        def release(self) -> None:
+            return None
+
+    def factory(*_args: object) -> DeadAfterTwo:
+        opens.append(time.monotonic())
+        return DeadAfterTwo()
+
+    events: list[tuple[str, str]] = []
+    source = CameraSource(0, capture_factory=factory, reconnect_s=30.0, retry_delay_s=0.1, first_frame_s=0.05)
+    engine = Engine(
+        source, RecordingSink(), Settings(), on_event=lambda e: events.append((e.kind, e.message))
+    )
+    engine.start()
+    deadline = time.monotonic() + 5
+    while not any("looking for it" in m for _, m in events) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert any(k == "warning" and "looking for it" in m for k, m in events)  # said while it looks
+    engine.stop()
+    stopped = time.monotonic()
+    time.sleep(0.6)
+    assert [t for t in opens if t > stopped + 0.05] == []  # no reopening after stop()
+    kinds = [k for k, _ in events]
+    assert "error" not in kinds[kinds.index("finished") :]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import av
 import cv2
 import numpy as np
 import pytest
@@ -198,7 +200,7 @@ def test_frames_lost_in_a_damaged_stretch_are_counted_and_said(
     lost = 120 - len(numbers)
     assert lost >= 12, lost  # the test needs a real gap to mean anything
     assert abs(source.frames_missing - lost) <= 3
-    assert any("frames are missing" in r.getMessage() for r in caplog.records)
+    assert any("frames missing" in r.getMessage() for r in caplog.records)
 
 
 def test_an_intact_file_reports_nothing_missing(tmp_path: Path) -> None:
@@ -362,23 +364,85 @@ def test_camera_asks_for_mjpg_first_and_reports_what_it_gets() -> None:
     assert frame is not None and read_frame_number(frame.image) == 0
 
 
-def test_camera_vanishing_mid_stream_raises_after_retries() -> None:
+def quick_camera(camera: FakeCamera, reconnect_s: float = 0.3, **kwargs: Any) -> CameraSource:
+    return CameraSource(
+        0, capture_factory=camera.factory, reconnect_s=reconnect_s, retry_delay_s=0.01,
+        first_frame_s=0.05, **kwargs,
+    )  # fmt: skip
+
+
+def test_camera_vanishing_mid_stream_raises_after_looking_for_it() -> None:
     camera = FakeCamera(frames_before_outage=5)
-    source = CameraSource(0, capture_factory=camera.factory, retries=3, retry_delay_s=0.0)
+    source = quick_camera(camera)
+    said: list[str] = []
+    source.notify = said.append
     source.open()
     delivered = [source.read() for _ in range(5)]
-    with pytest.raises(SourceError, match="disconnected") as info:
+    t0 = time.perf_counter()
+    with pytest.raises(SourceError, match=r"disconnected: not back after 0\.3 s") as info:
         source.read()
     source.close()
 
     assert [read_frame_number(f.image) for f in delivered if f] == [0, 1, 2, 3, 4]
-    assert camera.opens == 1 + 3  # the first open plus one reopening per retry
-    assert info.value.hint
+    assert 0.3 <= time.perf_counter() - t0 < 1.5  # looked for it for its whole budget, then gave up
+    assert camera.opens > 2 and info.value.hint
+    assert said and "looking for it" in said[0]  # the user is told while it looks, not only at the end
+
+
+class ReplugCamera:
+    """A camera unplugged for `away_s` seconds from its 3rd frame on; when back, each newly opened
+    capture gives `warmup_reads` empty reads before its first picture (as real webcams do)."""
+
+    def __init__(self, away_s: float, warmup_reads: int = 3) -> None:
+        self.away_s = away_s
+        self.warmup_reads = warmup_reads
+        self.unplugged_at: float | None = None
+        self.delivered = 0
+        self.opens = 0
+
+    def factory(self, index: int, api: int) -> Any:
+        self.opens += 1
+        camera = self
+        back = self.unplugged_at is None or time.monotonic() >= self.unplugged_at + self.away_s
+        empty_reads = [self.warmup_reads if self.opens > 1 else 0]
+
+        class Capture(FakeCapture):
+            def isOpened(self) -> bool:
+                return back
+
+            def read(self) -> tuple[bool, Any]:
+                if camera.delivered >= 3 and camera.unplugged_at is None:
+                    camera.unplugged_at = time.monotonic()
+                if camera.unplugged_at is not None and time.monotonic() < camera.unplugged_at + camera.away_s:
+                    return False, None
+                if empty_reads[0] > 0:
+                    empty_reads[0] -= 1
+                    return False, None
+                image = synthetic_frame(camera.delivered, (96, 64))
+                camera.delivered += 1
+                return True, image
+
+        return Capture(FakeCamera(0))
+
+
+def test_a_replugged_camera_that_needs_a_warm_up_is_picked_up_again() -> None:
+    """The reconnect tried one read per reopen (a camera that is back but needs a few empty reads
+    was refused every time) and gave up after 1.5 s: any real unplug ended the run."""
+    camera = ReplugCamera(away_s=0.6)
+    source = CameraSource(0, capture_factory=camera.factory, reconnect_s=5.0, retry_delay_s=0.05)
+    said: list[str] = []
+    source.notify = said.append
+    source.open()
+    numbers = [read_frame_number(f.image) for f in (source.read() for _ in range(6)) if f]
+    source.close()
+    assert numbers == [0, 1, 2, 3, 4, 5]
+    assert source.reconnects == 1 and camera.opens > 2
+    assert said[-1] == "Camera 0 is back."
 
 
 def test_camera_recovers_from_a_short_dropout() -> None:
     camera = FakeCamera(frames_before_outage=3, outage_reads=2)
-    source = CameraSource(0, capture_factory=camera.factory, retries=3, retry_delay_s=0.0)
+    source = quick_camera(camera)
     source.open()
     numbers = [read_frame_number(f.image) for f in (source.read() for _ in range(6)) if f]
     source.close()
@@ -456,7 +520,7 @@ def test_close_during_a_stuck_read_leaves_the_release_to_the_reader() -> None:
 
 def test_close_ends_a_reconnect_wait_at_once_and_leaks_no_device() -> None:
     camera = FakeCamera(frames_before_outage=1)
-    source = CameraSource(0, capture_factory=camera.factory, retries=3, retry_delay_s=10.0)
+    source = CameraSource(0, capture_factory=camera.factory, reconnect_s=30.0, retry_delay_s=10.0)
     source.open()
     source.read()
     result: list[Any] = []
@@ -480,7 +544,7 @@ def test_a_different_camera_at_the_same_index_is_not_taken_for_ours() -> None:
             return cap
 
     camera = Swapped(frames_before_outage=2)
-    source = CameraSource(0, capture_factory=camera.factory, retries=2, retry_delay_s=0.0)
+    source = quick_camera(camera)
     source.open()
     source.read()
     source.read()
@@ -531,3 +595,108 @@ def test_camera_requests_come_in_the_order_the_backend_keeps(backend: int, order
     source.open()
     source.close()
     assert [prop for prop, _ in camera.requests] == order
+
+
+# ---- files as players show them, looped by every container, paced without freezes ---------------
+
+
+def test_a_phone_video_tagged_as_rotated_comes_out_upright(tmp_path: Path) -> None:
+    """Portrait phone videos are stored sideways with a display-rotation tag players obey; the
+    source handed out the stored picture (sideways on the camera and in recordings)."""
+    path = make_test_video(tmp_path / "phone.mp4", frames=5, size=(96, 64), rotation=-90)
+    source = VideoFileSource(path)
+    source.open()
+    frames = read_all(source)
+    source.close()
+    assert source.size == (64, 96)  # as displayed: portrait
+    assert [f.image.shape for f in frames] == [(96, 64, 3)] * 5
+    # The tag says: turn the stored picture 90 degrees clockwise to show it. Turned back, it is
+    # the stored picture again.
+    assert [read_frame_number(np.ascontiguousarray(np.rot90(f.image, 1))) for f in frames] == list(range(5))
+
+
+@pytest.mark.parametrize("name", ["clip.ts", "clip.h264"])
+def test_looping_starts_every_pass_at_the_first_frame(tmp_path: Path, name: str) -> None:
+    """A seek to the start failed on raw H.264 ('Operation not permitted': the run died) and
+    landed after the first keyframe group in MPEG-TS (each pass lost its first 25 frames)."""
+    path = tmp_path / name
+    with av.open(str(path), mode="w") as container:  # x264's default preset: B-frames, as cameras
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 96, 64, "yuv420p"
+        stream.options = {"g": "25", "keyint_min": "25", "sc_threshold": "0", "crf": "18"}
+        for n in range(75):
+            av_frame = av.VideoFrame.from_ndarray(synthetic_frame(n), format="bgr24")
+            av_frame.pts = n
+            container.mux(stream.encode(av_frame))
+        container.mux(stream.encode(None))
+    source = VideoFileSource(path, loop=True)
+    source.open()
+    numbers = [read_frame_number(f.image) for f in (source.read() for _ in range(225)) if f]
+    source.close()
+    assert numbers == list(range(75)) * 3
+
+
+def test_a_jump_in_a_files_time_does_not_freeze_real_time_playback(tmp_path: Path) -> None:
+    """A 5 s jump in the timestamps froze the picture for 5 s while the log said 'skipped'."""
+    path = tmp_path / "gap.mp4"
+    images = [synthetic_frame(n) for n in range(20)]
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("mpeg4", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 96, 64, "yuv420p"
+        stream.bit_rate = 2_000_000
+        for n, image in enumerate(images):
+            av_frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            av_frame.pts = n + (125 if n >= 10 else 0)  # 5 s (125 frames at 25 fps) missing
+            container.mux(stream.encode(av_frame))
+        container.mux(stream.encode(None))
+    source = VideoFileSource(path, realtime=True)
+    source.open()
+    t0 = time.perf_counter()
+    frames = read_all(source)
+    elapsed = time.perf_counter() - t0
+    source.close()
+    assert len(frames) == 20 and elapsed < 1.5  # 20 frames at 25 fps, no 5 s hold
+    assert 110 <= source.frames_missing <= 130  # counted at the file's frame rate, not its average
+
+
+def test_stopping_ends_a_real_time_wait_at_once(tmp_path: Path) -> None:
+    path = make_test_video(tmp_path / "slow.mp4", frames=3, fps=0.5)  # one frame every 2 s
+    source = VideoFileSource(path, realtime=True)
+    source.open()
+    source.read()
+    reader = threading.Thread(target=source.read)
+    reader.start()
+    time.sleep(0.1)
+    t0 = time.perf_counter()
+    source.interrupt()
+    reader.join(2)
+    assert not reader.is_alive() and time.perf_counter() - t0 < 0.5
+    source.close()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("rtsp://192.0.2.1/stream", "Network streams are not supported"),
+        ("99999999999", "cannot exist"),
+    ],
+)
+def test_inputs_that_cannot_work_say_why(spec: str, message: str) -> None:
+    with pytest.raises(SourceError, match=message):
+        open_source(spec, realtime=None, loop=False)
+
+
+def test_a_v4l2_device_node_is_that_camera() -> None:
+    """`--input /dev/video0` (ffmpeg's and OBS's spelling) was 'Video file not found'."""
+    source = open_source("/dev/video2", realtime=None, loop=False)
+    assert isinstance(source, CameraSource) and source.settings.index == 2
+
+
+def test_a_device_or_pipe_given_as_a_video_file_is_named_as_such(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes on this platform")
+    os.mkfifo(fifo)
+    with pytest.raises(SourceError, match="not a regular file") as info:
+        open_source(str(fifo), realtime=None, loop=False).open()
+    assert "--input 0" in info.value.hint
