@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from types import TracebackType
 
-from PyQt6.QtWidgets import QApplication, QDialog
+from PyQt6.QtCore import QTimer
+from PyQt6.QtWidgets import QApplication, QDialog, QWidget
 
 from gui.config import ConfigStore, GuiConfig, LoadResult
 from gui.consent import ConsentDialog
 from gui.main_window import MainWindow
 from gui.services import AppServices
 from gui.theme import apply_dark_theme
+
+log = logging.getLogger(__name__)
 
 
 def ask_consent(config: GuiConfig, store: ConfigStore) -> GuiConfig | None:
@@ -48,7 +54,48 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
     window = create_window(services, replace(loaded, config=config), store)
     window.show()
     freeze_startup_heap()
-    return app.exec()
+    close_on_signals(window)
+    previous_hook = sys.excepthook
+    sys.excepthook = lambda kind, exc, tb: report_unhandled(window, kind, exc, tb)
+    try:
+        return app.exec()
+    finally:
+        sys.excepthook = previous_hook
+
+
+def close_on_signals(window: QWidget) -> QTimer:
+    """Ctrl+C in the terminal, `kill` and a closed terminal close the window as its close button
+    does: the run stops, a recording is finalised, the settings are saved. (Unhandled, Ctrl+C
+    aborted the process from inside a Qt slot and lost both; while idle it did nothing at all.)"""
+
+    def request_close(_signum: int, _frame: object) -> None:
+        QTimer.singleShot(0, window.close)  # in the event loop, not inside whatever was running
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, request_close)
+    # Python runs signal handlers only between bytecodes, and an idle Qt loop runs none: a timer
+    # gives it a moment five times a second.
+    timer = QTimer(window)
+    timer.timeout.connect(lambda: None)
+    timer.start(200)
+    return timer
+
+
+def report_unhandled(
+    window: MainWindow, kind: type[BaseException], exc: BaseException, tb: TracebackType | None
+) -> None:
+    """An error escaping a Qt slot: PyQt6 aborts the whole app unless a hook takes it. Logged with
+    its traceback and shown as a message; the window keeps running."""
+    log.error("Unhandled error in the window", exc_info=(kind, exc, tb))
+    if issubclass(kind, KeyboardInterrupt):
+        QTimer.singleShot(0, window.close)
+        return
+    try:
+        window.messages.show_message("error", f"Internal error: {kind.__name__}: {exc} (the log has details)")
+    except Exception:  # the window itself may be what is broken: the log has it already
+        log.exception("Could not show the error in the window")
 
 
 def freeze_startup_heap() -> None:

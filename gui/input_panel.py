@@ -10,8 +10,6 @@ from typing import cast
 from PyQt6.QtCore import pyqtSignal
 from PyQt6.QtWidgets import (
     QButtonGroup,
-    QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QGroupBox,
@@ -26,6 +24,7 @@ from PyQt6.QtWidgets import (
 
 from gui.background import run_in_background
 from gui.config import INPUT_FPS_RANGE, InputConfig, InputKind
+from gui.widgets import ComboBox, DoubleSpinBox
 from realtime.cameras import CameraInfo, CameraMode
 
 COMMON_SIZES: tuple[tuple[int, int], ...] = ((640, 480), (1280, 720), (1920, 1080))
@@ -65,9 +64,11 @@ class InputPanel(QWidget):
             self._kinds.addButton(button)
         self._kinds.buttonToggled.connect(self._on_kind)
 
-        self.camera_combo = QComboBox()
+        self.camera_combo = ComboBox()
         self.camera_combo.setPlaceholderText("Looking for cameras…")
-        self.camera_combo.currentIndexChanged.connect(self._on_camera)
+        # `activated`: every pick by the user, also of the item already shown (the only camera is
+        # shown from the start, and picking it must still switch the input to it).
+        self.camera_combo.activated.connect(self._on_camera)
         self._capturing = False
         self.refresh_button = refresh = QPushButton("Refresh")
         refresh.clicked.connect(self.refresh_cameras)
@@ -91,9 +92,9 @@ class InputPanel(QWidget):
         video_row.addWidget(self.video_edit, 1)
         video_row.addWidget(browse)
 
-        self.mode_combo = QComboBox()
+        self.mode_combo = ComboBox()
         self.mode_combo.currentIndexChanged.connect(self._on_mode)
-        self.fps_spin = QDoubleSpinBox()
+        self.fps_spin = DoubleSpinBox()
         self.fps_spin.setRange(*INPUT_FPS_RANGE)
         self.fps_spin.setDecimals(0)
         self.fps_spin.setSuffix(" fps")

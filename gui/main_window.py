@@ -17,12 +17,10 @@ from PyQt6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
     QAbstractSpinBox,
     QApplication,
-    QComboBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QMainWindow,
-    QPushButton,
     QScrollArea,
     QSplitter,
     QTabWidget,
@@ -43,6 +41,7 @@ from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
 from gui.swap_stages import ActiveFace
+from gui.widgets import ClickOnceButton, ComboBox
 from models.errors import FaceCastError
 from realtime.sinks import virtual_camera_fix
 
@@ -70,6 +69,7 @@ class MainWindow(QMainWindow):
         self._services = services
         self._store = store
         self._config = config
+        self._closed = False
         self._composer = SettingsComposer(config.preset, config.disclosure_label)
         override_problems = self._composer.restore_overrides(config.overrides)
 
@@ -87,10 +87,10 @@ class MainWindow(QMainWindow):
         self.messages = MessageBar()
         self.preview = PreviewWidget()
         self.graph = FpsLatencyGraph()
-        self.view_combo = QComboBox()
+        self.view_combo = ComboBox()
         for mode, text in VIEW_MODES:
             self.view_combo.addItem(text, mode)
-        self.start_button = QPushButton("Start")
+        self.start_button = ClickOnceButton("Start")
         self.start_button.setMinimumWidth(110)
         self.start_button.setToolTip("Start or stop (Ctrl+Return)")
         self.state_label = QLabel("Stopped")
@@ -233,7 +233,13 @@ class MainWindow(QMainWindow):
             self.messages.show_message("error", text)
 
     def closeEvent(self, event: QCloseEvent | None) -> None:
+        if self._closed:  # a second request (Ctrl+C again, a signal after the button)
+            super().closeEvent(event)
+            return
+        self._closed = True
         self._stats_timer.stop()
+        # A path or number typed but not confirmed with Return is what the window shows: save it.
+        self._commit_pending_edit()
         self.save_config()
         self.controller.shutdown()
         self.photos.shutdown()

@@ -11,8 +11,6 @@ from PyQt6.QtCore import Qt, pyqtSignal
 from PyQt6.QtGui import QGuiApplication
 from PyQt6.QtWidgets import (
     QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QFrame,
@@ -26,6 +24,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui.config import VCAM_FPS_RANGE, OutputConfig, default_record_path
+from gui.widgets import ComboBox, DoubleSpinBox
 
 VCAM_SIZES: tuple[tuple[int, int], ...] = ((640, 360), (640, 480), (1280, 720), (1920, 1080))
 
@@ -98,9 +97,9 @@ class OutputPanel(QWidget):
 
         self.vcam_check = QCheckBox("Send to the virtual camera")
         self.vcam_check.toggled.connect(lambda on: self._update(vcam=on))
-        self.vcam_size = QComboBox()
+        self.vcam_size = ComboBox()
         self.vcam_size.currentIndexChanged.connect(self._on_size)
-        self.vcam_fps = QDoubleSpinBox()
+        self.vcam_fps = DoubleSpinBox()
         self.vcam_fps.setRange(*VCAM_FPS_RANGE)
         self.vcam_fps.setDecimals(0)
         self.vcam_fps.setSuffix(" fps")

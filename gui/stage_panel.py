@@ -27,6 +27,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from gui.widgets import ComboBox, DoubleSpinBox, SpinBox
 from realtime.metrics import Summary
 from realtime.settings import PRESETS_DIR, Settings, available_presets
 
@@ -229,18 +230,18 @@ class StageBox(QGroupBox):
             check.toggled.connect(lambda on, k=key: self.edited.emit(k, bool(on)))
             return check
         if control.kind == "choice":
-            combo = QComboBox()
+            combo = ComboBox()
             combo.addItems(choices_for(control))
             combo.currentTextChanged.connect(lambda text, k=key: self.edited.emit(k, text))
             return combo
         if control.kind == "int":
-            spin = QSpinBox()
+            spin = SpinBox()
             spin.setRange(int(control.minimum), int(control.maximum))
             spin.setSingleStep(int(control.step))
             spin.setKeyboardTracking(False)
             spin.valueChanged.connect(lambda v, k=key: self.edited.emit(k, int(v)))
             return spin
-        dspin = QDoubleSpinBox()
+        dspin = DoubleSpinBox()
         dspin.setRange(control.minimum, control.maximum)
         dspin.setSingleStep(control.step)
         dspin.setDecimals(control.decimals)
@@ -281,7 +282,7 @@ class StagePanel(QWidget):
         super().__init__(parent)
         presets = available_presets()
         self._descriptions = {name: preset_description(name) for name in presets}  # read once
-        self.preset_combo = QComboBox()
+        self.preset_combo = ComboBox()
         self.preset_combo.addItems(presets)
         self.preset_combo.currentTextChanged.connect(self.preset_requested)
         reset = QPushButton("Reset to preset")

@@ -15,6 +15,7 @@ from typing import Any
 import av
 import pytest
 from PyQt6.QtCore import Qt
+from PyQt6.QtWidgets import QAbstractSpinBox, QApplication, QComboBox, QWidget
 from pytestqt.qtbot import QtBot
 
 import gui.controller as controller_module
@@ -230,11 +231,67 @@ def test_a_probed_60fps_mode_sets_the_rate_too(
     assert panel.config().fps == 60.0 and panel.fps_spin.value() == 60.0
 
 
+def pick(combo: QComboBox, position: int) -> None:
+    """What a user's click on an item does: it becomes current, and `activated` says it was picked."""
+    combo.setCurrentIndex(position)
+    combo.activated.emit(position)
+
+
 def test_picking_a_camera_uses_it(qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path) -> None:
     panel = camera_window(qtbot, tmp_path, models_dir, face_photo, kind="pattern").input_panel
-    panel.camera_combo.setCurrentIndex(1)  # "USB cam"
+    pick(panel.camera_combo, 1)  # "USB cam"
     assert panel.config().kind == "camera" and panel.config().camera_index == 2
     assert panel.camera_radio.isChecked()
+
+
+def test_picking_the_camera_already_shown_uses_it(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path
+) -> None:
+    """With one webcam it is shown from the start, so picking it changed nothing (no index change)
+    and Start still ran the test pattern."""
+    panel = camera_window(qtbot, tmp_path, models_dir, face_photo, kind="pattern").input_panel
+    shown = panel.camera_combo.currentIndex()
+    assert shown >= 0 and panel.config().kind == "pattern"
+    pick(panel.camera_combo, shown)
+    assert panel.config().kind == "camera" and panel.camera_radio.isChecked()
+
+
+def test_the_mouse_wheel_scrolls_past_settings_it_was_not_meant_for(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path
+) -> None:
+    """Scrolling the page over a combo or spin box changed it (the swap model, the detector
+    interval, the camera size), reloading models or restarting the run on the way past."""
+    from PyQt6.QtCore import QPoint, QPointF, Qt
+    from PyQt6.QtGui import QWheelEvent
+
+    window = camera_window(qtbot, tmp_path, models_dir, face_photo, kind="pattern")
+    boxes = [
+        w for w in window.findChildren(QComboBox) + window.findChildren(QAbstractSpinBox) if w.isEnabled()
+    ]
+    assert len(boxes) > 5
+
+    def value(w: QWidget) -> object:
+        return w.currentIndex() if isinstance(w, QComboBox) else w.text()
+
+    def wheel(w: QWidget) -> None:
+        event = QWheelEvent(
+            QPointF(5, 5), QPointF(w.mapToGlobal(QPoint(5, 5))), QPoint(0, 0), QPoint(0, -120),
+            Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False,
+        )  # fmt: skip
+        QApplication.sendEvent(w, event)
+
+    window.setFocus()
+    before = [value(w) for w in boxes]
+    for w in boxes:
+        wheel(w)
+    assert [value(w) for w in boxes] == before
+    # Clicked into, a box takes the wheel as usual.
+    combo = next(w for w in boxes if isinstance(w, QComboBox) and w.count() > 1)
+    combo.setFocus()
+    qtbot.waitUntil(combo.hasFocus, timeout=2000)
+    start = combo.currentIndex()
+    wheel(combo)
+    assert combo.currentIndex() != start
 
 
 def test_a_saved_camera_that_is_gone_says_so(

@@ -302,3 +302,24 @@ def test_the_test_patterns_face_is_found_by_the_built_in_detector_as_it_moves() 
         box = faces[0].box
         centres.append(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2))
     assert len({(round(x / 10), round(y / 10)) for x, y in centres}) == 3  # found in three places
+
+
+def test_a_double_click_on_start_is_one_click(qtbot: QtBot) -> None:
+    """The double-click's second press stopped the run the first had just started."""
+    from PyQt6.QtCore import Qt
+    from PyQt6.QtTest import QTest
+
+    from gui.widgets import ClickOnceButton
+
+    button = ClickOnceButton("Start")
+    qtbot.addWidget(button)
+    button.show()
+    clicks: list[bool] = []
+    button.clicked.connect(clicks.append)
+    # What the platform delivers for a double-click: press, release, double-click press, release.
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+    QTest.mouseDClick(button, Qt.MouseButton.LeftButton)
+    QTest.mouseRelease(button, Qt.MouseButton.LeftButton)
+    assert len(clicks) == 1
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton, delay=600)  # a later click is a click
+    assert len(clicks) == 2

@@ -1,0 +1,58 @@
+"""Input widgets that leave the mouse wheel to the page unless the user has clicked into them.
+
+Qt's combo and spin boxes take every wheel event under the pointer: scrolling a settings page
+changed the swap model, the detector and the camera size on the way past (each restarting or
+reloading a running session, then saved as the user's choice). These take the wheel only with
+focus; otherwise the event goes on to the scroll area behind them.
+"""
+
+from __future__ import annotations
+
+from PyQt6.QtCore import Qt
+from PyQt6.QtGui import QMouseEvent, QWheelEvent
+from PyQt6.QtWidgets import QComboBox, QDoubleSpinBox, QPushButton, QSpinBox, QWidget
+
+
+class ComboBox(QComboBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # no focus from the wheel alone
+
+    def wheelEvent(self, e: QWheelEvent | None) -> None:
+        if self.hasFocus():
+            super().wheelEvent(e)
+        elif e is not None:
+            e.ignore()  # passed on to the scroll area
+
+
+class SpinBox(QSpinBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+
+    def wheelEvent(self, e: QWheelEvent | None) -> None:
+        if self.hasFocus():
+            super().wheelEvent(e)
+        elif e is not None:
+            e.ignore()
+
+
+class DoubleSpinBox(QDoubleSpinBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+
+    def wheelEvent(self, e: QWheelEvent | None) -> None:
+        if self.hasFocus():
+            super().wheelEvent(e)
+        elif e is not None:
+            e.ignore()
+
+
+class ClickOnceButton(QPushButton):
+    """A button for which a double-click is one click. Start's second click stopped the run it had
+    just started (Start looked broken, and the call app saw the virtual camera blink)."""
+
+    def mouseDoubleClickEvent(self, e: QMouseEvent | None) -> None:
+        if e is not None:
+            e.accept()  # the second press of a double-click: swallowed, so no second `clicked`
