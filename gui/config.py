@@ -144,14 +144,14 @@ class ConfigStore:
             config, problems = config_from_dict(data)
         except (UnicodeDecodeError, tomllib.TOMLDecodeError, ConfigError) as exc:
             return LoadResult(
-                GuiConfig(), self._keep_original(f"could not be read ({_reason(exc)}); defaults are in use")
+                GuiConfig(), self.keep_original(f"could not be read ({_reason(exc)}); defaults are in use")
             )
         if not problems:
             return LoadResult(config)
         listed = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
         return LoadResult(
             config,
-            self._keep_original(
+            self.keep_original(
                 f"had settings that could not be used ({listed}); those are back to their defaults"
             ),
         )
@@ -182,7 +182,7 @@ class ConfigStore:
                 temp.unlink()  # a full disk must not leave a stray settings.toml.tmp behind
             raise
 
-    def _keep_original(self, what: str) -> str:
+    def keep_original(self, what: str) -> str:
         """Copy the file to .bak (or, failing that, protect it from the next save); the message."""
         try:
             shutil.copy2(self.path, self.backup_path)

@@ -28,7 +28,7 @@ from realtime.metrics import StatsSnapshot
 from realtime.settings import Settings
 from realtime.sinks import FrameSink, VideoFileSink, VirtualCameraSink
 from realtime.source_face import SourceIdentity
-from realtime.sources import CameraSource, FrameSource, VideoFileSource
+from realtime.sources import CameraSource, FrameSource, VideoFileSource, refuse_stream_url
 from realtime.test_pattern import TestPatternSource
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ def make_source(config: InputConfig) -> FrameSource:
         return CameraSource(config.camera_index, width=config.width, height=config.height, fps=config.fps)
     if not config.video_path:
         raise SourceError("No video file chosen.", hint="Pick one under Input, or use the test pattern.")
+    refuse_stream_url(config.video_path)
     return VideoFileSource(Path(config.video_path), realtime=True, loop=True)
 
 

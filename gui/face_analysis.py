@@ -48,6 +48,7 @@ class FaceResult:
     identity: SourceIdentity | None
     error: str = ""
     note: str = ""
+    models_missing: str = ""  # why a face was found but cannot be swapped in (the models' message)
 
     @property
     def usable(self) -> bool:
@@ -113,10 +114,16 @@ class PhotoAnalyser:
         except FaceCastError as exc:
             return FaceResult(path, photo_thumbnail(image), None, error=exc.user_message())
         missing = f"Face found; swapping needs the models: {self._models_problem}"
-        return FaceResult(path, face_thumbnail(image, face.box), None, note=f"{note or ''} {missing}".strip())
+        note = f"{note or ''} {missing}".strip()
+        return FaceResult(
+            path, face_thumbnail(image, face.box), None, note=note, models_missing=self._models_problem
+        )
 
     def _ensure_models(self) -> None:
-        if self._models is not None or self._fallback is not None:
+        """Load the detector and recogniser; until they load, MTCNN finds faces for the thumbnails.
+        Tried again for every photo while they are missing: models downloaded while the window is
+        open are used from the next photo on (they were ignored until a restart)."""
+        if self._models is not None:
             return
         settings = Settings().with_overrides({"detector.model": self._detector_model})
         # One thread per session: a photo is analysed once, and the engine and GUI need the cores.
@@ -126,7 +133,11 @@ class PhotoAnalyser:
         except ModelError as exc:
             log.info("photo analysis without models: %s", exc.user_message())
             self._models_problem = exc.user_message()
-            self._fallback = MTCNN(factory=factory)
+            if self._fallback is None:
+                self._fallback = MTCNN(factory=factory)
+            return
+        self._fallback = None
+        self._models_problem = ""
 
 
 class PhotoAnalysisService(QObject):

@@ -190,6 +190,19 @@ class FaceGallery(QWidget):
         result = self._cards[self._active].result
         return result.identity if result is not None else None
 
+    def models_missing(self) -> str:
+        """The models' message when a photo has a face that cannot be swapped in for want of them."""
+        for card in self._cards.values():
+            if card.result is not None and card.result.models_missing:
+                return card.result.models_missing
+        return ""
+
+    def retry_missing_models(self) -> None:
+        """Analyse again the photos that waited for models (they may have been downloaded since)."""
+        for path, card in self._cards.items():
+            if card.result is not None and card.result.models_missing:
+                self._service.submit(path)
+
     def usable_faces(self) -> list[tuple[Path, SourceIdentity]]:
         """Photos whose identity is ready to swap in, in gallery order."""
         faces = []

@@ -115,13 +115,17 @@ class MainWindow(QMainWindow):
         self._restore(config)
         if load_message:
             self.messages.show_message("warning", load_message)
-        for problem in override_problems:
-            self.messages.show_message("warning", f"A saved stage setting was dropped: {problem}")
+        dropped = [f"A saved stage setting was dropped: {problem}" for problem in override_problems]
         if self._composer.preset != config.preset:
-            self.messages.show_message(
-                "warning",
-                f"The saved preset '{config.preset}' no longer exists; using '{self._composer.preset}'.",
+            dropped.append(
+                f"The saved preset '{config.preset}' no longer exists; using '{self._composer.preset}'."
             )
+        for text in dropped:
+            self.messages.show_message("warning", text)
+        if dropped and not load_message:  # (a load problem has backed the file up already)
+            # The next save writes the defaults over those values: the original is kept first, as
+            # for any other setting that cannot be used (a newer FaceCast's file, a downgrade).
+            self.messages.show_message("info", self._store.keep_original("had settings this version drops"))
         self.input_panel.refresh_cameras()
 
     # ---- construction ------------------------------------------------------------------------------------
@@ -264,7 +268,13 @@ class MainWindow(QMainWindow):
             self._commit_pending_edit()
             self.output_panel.help_panel.hide()
             self.graph.clear()
-            self.controller.start(self.plan())
+            plan = self.plan()
+            missing = self.gallery.models_missing()
+            if not plan.faces and missing:
+                # Said where the user looks (the badge alone blamed the photo), with the fix.
+                self.messages.show_message("warning", f"No face can be swapped in: {missing}")
+                self.gallery.retry_missing_models()  # downloaded meanwhile? used as soon as found
+            self.controller.start(plan)
         else:
             self.controller.stop()
 
@@ -337,6 +347,8 @@ class MainWindow(QMainWindow):
                 badge = "Passthrough: loading models…"
             elif models == ModelsState.FAILED:
                 badge = "Passthrough: the models did not load (see the message above)"
+            elif self._active.get() is None and self.gallery.models_missing():
+                badge = "Passthrough: swapping needs the face models (see the message above)"
             elif self._active.get() is None:
                 badge = "Passthrough: no usable source face chosen (Faces tab)"
         self.preview.set_badge(badge)

@@ -731,12 +731,7 @@ def open_source(
     index = camera_index(spec)
     if index is not None:
         return CameraSource(index, width=width, height=height, fps=fps)
-    if _URL.match(spec):
-        raise SourceError(
-            f"Network streams are not supported as input yet: {spec}",
-            hint="Give a camera index (e.g. 0), a video file or an image file; OBS can turn a stream "
-            "into a virtual camera that FaceCast then opens by its number.",
-        )
+    refuse_stream_url(spec)
     path = Path(spec)
     if path.suffix.lower() in IMAGE_EXTENSIONS and path.is_file():
         return ImageSource(path, repeat=bool(realtime) or loop, fps=fps or DEFAULT_FPS)
@@ -748,6 +743,19 @@ def open_source(
 
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def refuse_stream_url(spec: str) -> None:
+    """A SourceError for a network stream's address (rtsp://, http://, ...): as a file name it was
+    reported as a missing file, with one '/' lost on the way."""
+    if _URL.match(spec.strip()):
+        raise SourceError(
+            f"Network streams are not supported as input yet: {spec.strip()}",
+            hint="Give a camera, a video file or an image file; OBS can turn a stream into a virtual "
+            "camera that FaceCast then opens like any camera.",
+        )
+
+
 _V4L2_NODE = re.compile(r"^/dev/video(\d+)$")
 MAX_CAMERA_INDEX = 9999
 

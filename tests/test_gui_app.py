@@ -133,3 +133,69 @@ def test_a_path_typed_but_not_confirmed_is_saved_on_close(qtbot, tmp_path: Path)
     window.close()
     saved = ConfigStore(tmp_path / "settings.toml").load().config
     assert saved.output.record_path == wanted
+
+
+def test_missing_face_models_are_named_at_start_and_used_once_downloaded(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With the recogniser missing, the run passed frames through while the preview blamed the
+    photo ('no usable source face chosen'); models downloaded while the window was open were
+    ignored until a restart."""
+    from gui.controller import RunState
+    from tests.test_gui_helpers import open_window, run_config, write_face_photo, write_models
+
+    models = tmp_path / "models"
+    models.mkdir()
+    window = open_window(
+        qtbot, tmp_path, models, run_config(write_face_photo(tmp_path / "me.png"), vcam=False)
+    )
+    card_result = lambda: next(iter(window.gallery._cards.values())).result  # noqa: E731
+    qtbot.waitUntil(lambda: card_result() is not None, timeout=15_000)
+    assert card_result().identity is None and "w600k_r50.onnx" in card_result().models_missing
+
+    window.toggle_running()
+    assert any("No face can be swapped in" in t and "w600k_r50.onnx" in t for t in window.messages.texts())
+    qtbot.waitUntil(lambda: window.controller.state == RunState.RUNNING, timeout=15_000)
+    qtbot.waitUntil(lambda: "needs the face models" in window.preview.badge, timeout=5_000)
+    window.toggle_running()
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=5_000)
+
+    write_models(models)  # the user follows the hint while the window is open
+    window.gallery.retry_missing_models()
+    qtbot.waitUntil(lambda: window.gallery.active_identity() is not None, timeout=15_000)
+
+
+def test_a_dropped_stage_setting_or_preset_keeps_the_original_file(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The values the window drops at start were written over on exit with no backup, although
+    the guide promises settings.toml.bak for any value that cannot be used."""
+    from tests.test_gui_helpers import services_for, write_models
+
+    models = write_models(tmp_path / "models")
+    settings = tmp_path / "settings.toml"
+    original = (
+        'consent_accepted = true\npreset = "turbo"\n\n'
+        '[overrides]\n"detector.size" = 300\n"tracker.beta" = 0.2\n'
+    )
+    settings.write_text(original)
+    from gui.config import ConfigStore
+    from gui.main_window import MainWindow
+
+    services = services_for(tmp_path, models)
+    store = ConfigStore(services.config_path)
+    loaded = store.load()
+    window = MainWindow(services, store, loaded.config, loaded.message)
+    qtbot.addWidget(window)
+    texts = window.messages.texts()
+    assert any("turbo" in t for t in texts) and any("detector.size" in t for t in texts)
+    assert any("settings.toml.bak" in t for t in texts)
+    window.close()
+    assert (tmp_path / "settings.toml.bak").read_text() == original
+
+
+def test_a_stream_address_typed_as_the_video_says_streams_are_not_supported() -> None:
+    """It said 'Video file not found: rtsp:/192.168.1.20:554/stream1' (one '/' lost)."""
+    from gui.config import InputConfig
+    from gui.controller import make_source
+    from models.errors import SourceError
+
+    with pytest.raises(SourceError, match="Network streams are not supported") as info:
+        make_source(InputConfig(kind="video", video_path="rtsp://192.168.1.20:554/stream1"))
+    assert "rtsp://192.168.1.20:554/stream1" in info.value.user_message()
