@@ -193,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--no-cameras", action="store_true", help="skip camera probing")
     doctor.add_argument(
+        "--models-dir",
+        type=Path,
+        default=None,
+        help="the models folder to check (default: the user cache folder, or $FACECAST_MODELS_DIR)",
+    )
+    doctor.add_argument(
         "--gpu-bench",
         action="store_true",
         help="GPU self-check: stand-in models at 720p/1080p on CUDA and TensorRT fp16 (< 5 minutes)",
@@ -470,7 +476,7 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.doctor import run_doctor
 
-    code = run_doctor(out, check_cameras=not args.no_cameras)
+    code = run_doctor(out, check_cameras=not args.no_cameras, models_dir=args.models_dir)
     if args.gpu_bench:
         from realtime.gpu_bench import run_gpu_bench
 

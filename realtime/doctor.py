@@ -37,7 +37,8 @@ ONNX_RUNTIME = "ONNX Runtime"
 NVIDIA_GPU = "NVIDIA GPU"
 VIRTUAL_CAMERA = "Virtual camera"
 CAMERAS = "Cameras"
-SECTION_TITLES = (SYSTEM, PACKAGES, ONNX_RUNTIME, NVIDIA_GPU, VIRTUAL_CAMERA, CAMERAS)
+MODELS = "Models"
+SECTION_TITLES = (SYSTEM, PACKAGES, ONNX_RUNTIME, NVIDIA_GPU, VIRTUAL_CAMERA, CAMERAS, MODELS)
 
 # The ORT names (models.session has them too, but importing it needs onnxruntime).
 CPU = "CPUExecutionProvider"
@@ -153,7 +154,11 @@ _INSTALL_FIX = installer_command()
 
 
 def collect_report(
-    check_cameras: bool = True, check_vcam: bool = True, *, platform: str = sys.platform
+    check_cameras: bool = True,
+    check_vcam: bool = True,
+    *,
+    platform: str = sys.platform,
+    models_dir: Path | None = None,
 ) -> DoctorReport:
     gpu = _query_gpu_guarded()
     sections = [
@@ -186,6 +191,7 @@ def collect_report(
         sections.append(Section(CAMERAS, _guarded("Cameras", lambda: _check_cameras(platform))))
     else:
         sections.append(_skipped(CAMERAS))
+    sections.append(Section(MODELS, _guarded("Models", lambda: _check_models(models_dir))))
     return DoctorReport(tuple(sections))
 
 
@@ -212,9 +218,11 @@ def format_report(report: DoctorReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_doctor(out: TextIO, check_cameras: bool = True, check_vcam: bool = True) -> int:
+def run_doctor(
+    out: TextIO, check_cameras: bool = True, check_vcam: bool = True, models_dir: Path | None = None
+) -> int:
     """Print the report to `out`; 0 unless something essential failed."""
-    report = collect_report(check_cameras=check_cameras, check_vcam=check_vcam)
+    report = collect_report(check_cameras=check_cameras, check_vcam=check_vcam, models_dir=models_dir)
     out.write(format_report(report))
     out.flush()
     return report.exit_code
@@ -648,6 +656,43 @@ def _check_loopback_devices(platform: str) -> list[Check]:
     if not devices:
         return [Check("Loopback devices", "info", "no v4l2loopback devices")]
     return [Check("Loopback devices", "info", ", ".join(f"{d.path} ({d.name})" for d in devices))]
+
+
+def _check_models(models_dir: Path | None) -> list[Check]:
+    """The models folder and the default set's files (hashed once, then cached): a missing,
+    cut-off or wrong swapper was found only by `run`."""
+    from models.catalogue import default_entries
+    from models.store import ModelStore, default_models_dir, download_command
+
+    store = ModelStore(models_dir if models_dir is not None else default_models_dir())
+    folder = store.models_dir
+    checks: list[Check] = []
+    if not folder.exists():
+        fix = download_command("default", folder)
+        return [Check("Models folder", "warn", f"{folder} does not exist yet (no models downloaded)", fix)]
+    writable = os.access(folder, os.W_OK)
+    checks.append(
+        Check(
+            "Models folder",
+            "ok" if writable else "warn",
+            f"{folder}"
+            + ("" if writable else " (read-only: downloads and the TensorRT cache need a writable one)"),
+            "" if writable else "set FACECAST_MODELS_DIR (or --models-dir) to a folder you can write",
+        )
+    )
+    for entry in default_entries(store.catalogue):
+        for spec in entry.files:
+            result = store.check(spec)
+            fix = download_command(entry.name, folder)
+            if result.status in ("ok", "unpinned"):
+                checks.append(Check(spec.name, "ok", "verified" if result.status == "ok" else "present"))
+            elif result.status == "missing":
+                checks.append(Check(spec.name, "warn", "not downloaded", fix))
+            else:
+                checks.append(
+                    Check(spec.name, "fail", f"{result.status}: {result.detail}", f"delete it, then {fix}")
+                )
+    return checks
 
 
 def _check_cameras(platform: str) -> list[Check]:

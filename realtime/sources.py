@@ -28,6 +28,7 @@ from realtime.cameras import (
     camera_access_hint,
     camera_lock,
     default_camera_backend,
+    list_cameras,
     quiet_opencv,
     request_mode,
 )
@@ -35,7 +36,12 @@ from realtime.frames import VideoFrame
 
 log = logging.getLogger(__name__)
 
-IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
+# Every still format OpenCV decodes here (.jfif is how Windows and browsers often save JPEGs): as a
+# "video" such a file played one frame and ended the run.
+IMAGE_EXTENSIONS = frozenset(
+    {".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".dib", ".webp", ".tif", ".tiff", ".ppm", ".pgm",
+     ".pbm", ".pnm", ".jp2"}
+)  # fmt: skip
 DEFAULT_FPS = 30.0
 PROBE_INDICES = range(10)
 
@@ -412,6 +418,10 @@ class CameraSource(KnownFormat):
     def _cameras_hint(self) -> str:
         if self._list_cameras is not None:
             found = list(self._list_cameras())
+        elif self._capture_factory is cv2.VideoCapture:
+            # The system's list (sysfs on Linux: instant, and without FaceCast's own virtual
+            # cameras); opening ten indices took seconds and listed loopback devices as cameras.
+            found = [camera.index for camera in list_cameras()]
         else:
             found = probe_cameras(backend=self.settings.backend, capture_factory=self._capture_factory)
         listed = ", ".join(str(i) for i in found) if found else "none"
@@ -635,7 +645,10 @@ class VideoFileSource(KnownFormat):
 
     def _count_bad_packet(self, err: Exception) -> None:
         self.bad_packets += 1
-        log.warning("%s: skipped a damaged packet (%s).", self.path, _reason(err))
+        n = self.bad_packets
+        # The first few, then 10, 100, 1000, ...: a long damaged recording wrote a line per packet.
+        if n <= 3 or (n >= 10 and str(n).rstrip("0") == "1"):
+            log.warning("%s: skipped a damaged packet (%s); %d so far.", self.path, _reason(err), n)
 
 
 def _reason(err: Exception) -> str:

@@ -560,3 +560,32 @@ def test_fix_commands_paste_into_windows_powershell(monkeypatch: pytest.MonkeyPa
     assert doctor_module._then("a", "b") == "a; b"  # Windows PowerShell 5.1 rejects &&
     monkeypatch.setattr(doctor_module.sys, "platform", "linux")
     assert doctor_module._then("a", "b") == "a && b"
+
+
+def test_the_doctor_checks_the_models_folder_and_the_default_models(tmp_path: Path) -> None:
+    """The doctor said nothing about models: a missing or cut-off swapper was found only by `run`."""
+    from realtime.doctor import MODELS, collect_report
+    from tests.doubles import write_all
+
+    nothing = collect_report(check_cameras=False, check_vcam=False, models_dir=tmp_path / "none")
+    (folder,) = nothing.section(MODELS).checks
+    assert (
+        folder.status == "warn"
+        and "does not exist" in folder.detail
+        and "models download default" in folder.fix
+    )
+
+    write_all(tmp_path / "models")  # doubles: right names, not the published bytes
+    (tmp_path / "models" / "inswapper_128.onnx").unlink()
+    checks = {
+        c.name: c
+        for c in collect_report(check_cameras=False, check_vcam=False, models_dir=tmp_path / "models")
+        .section(MODELS)
+        .checks
+    }
+    assert checks["Models folder"].status == "ok"
+    assert (
+        checks["inswapper_128.onnx"].status == "warn"
+        and "models download inswapper_128" in checks["inswapper_128.onnx"].fix
+    )
+    assert checks["det_10g.onnx"].status == "fail" and "truncated" in checks["det_10g.onnx"].detail

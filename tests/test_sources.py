@@ -700,3 +700,17 @@ def test_a_device_or_pipe_given_as_a_video_file_is_named_as_such(tmp_path: Path)
     with pytest.raises(SourceError, match="not a regular file") as info:
         open_source(str(fifo), realtime=None, loop=False).open()
     assert "--input 0" in info.value.hint
+
+
+@pytest.mark.parametrize("suffix", [".jfif", ".jpe", ".ppm"])
+def test_other_still_image_files_repeat_like_a_png(tmp_path: Path, suffix: str) -> None:
+    """A .jfif (how Windows and browsers save JPEGs) was taken for a video: one frame, then the end."""
+    ok, data = cv2.imencode(".ppm" if suffix == ".ppm" else ".jpg", synthetic_frame(0))
+    assert ok
+    path = tmp_path / f"photo{suffix}"
+    path.write_bytes(data.tobytes())
+    source = open_source(str(path), realtime=True, loop=False)
+    assert isinstance(source, ImageSource)
+    source.open()
+    assert all(source.read() is not None for _ in range(3))
+    source.close()
