@@ -172,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="process every frame of a video as fast as possible (default for file output)",
     )
     run.add_argument("--loop", action="store_true", help="loop a video/image input until stopped")
+    run.add_argument(
+        "--decoder",
+        choices=("auto", "cpu", "nvdec"),
+        default="auto",
+        help="video decoding: auto = NVDEC for H.264/HEVC when the models run on an NVIDIA GPU "
+        "(CPU if NVDEC cannot open the input), cpu, or nvdec (an error where it cannot)",
+    )
     run.add_argument("--stats", action="store_true", help="print fps, latency and per-stage ms every second")
     run.add_argument("--label", action="store_true", help='draw a small "AI-modified" mark on the output')
 
@@ -351,8 +358,9 @@ def probe_input(source: FrameSource) -> None:
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.app import ModelOptions, prepare_face_swap
     from realtime.engine import Engine, EngineEvent
+    from realtime.nvdec import open_input
     from realtime.run_control import SafeOutput, StopSignals
-    from realtime.sources import open_source
+    from realtime.sources import FallbackSource
 
     check_not_an_input(args)
     if args.output.strip().lower() == "window":
@@ -363,10 +371,18 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     realtime = args.realtime if args.realtime is not None else live_output
     # The input is checked before the models load (seconds, or minutes for a first TensorRT build):
     # a typo in --input must not wait for them.
-    source = open_source(
-        args.input, realtime=realtime, loop=args.loop, width=args.width, height=args.height, fps=args.fps
-    )
+    # NVDEC pays off only where the models run on the GPU too (else its frames come back to the host).
+    gpu = settings.pipeline.provider in ("cuda", "tensorrt")
+    decoder = args.decoder if gpu or args.decoder == "nvdec" else "cpu"
+    source, decoding = open_input(
+        args.input, realtime=realtime, loop=args.loop, width=args.width, height=args.height, fps=args.fps,
+        decoder=decoder,
+    )  # fmt: skip
     probe_input(source)
+    if decoding:
+        print(f"note: {decoding}", file=out)
+    if isinstance(source, FallbackSource) and source.fell_back:
+        print(f"warning: {source.fell_back}; decoding on the CPU instead", file=out)
     options = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
     stages = prepare_face_swap(args.source or [], settings, options, args.reference, mappings)
     for note in stages.identity.notes:

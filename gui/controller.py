@@ -64,7 +64,9 @@ class RunPlan:
     faces: tuple[SourceIdentity, ...] = ()
 
 
-def make_source(config: InputConfig) -> FrameSource:
+def make_source(config: InputConfig, provider: str = "cpu") -> FrameSource:
+    """The run's input. A video file is decoded by NVDEC when the models run on an NVIDIA GPU and
+    NVDEC can read it (on the CPU otherwise, or if NVDEC then fails to open it)."""
     if config.kind == "pattern":
         return TestPatternSource(config.width, config.height, config.fps)
     if config.kind == "camera":
@@ -72,6 +74,12 @@ def make_source(config: InputConfig) -> FrameSource:
     if not config.video_path:
         raise SourceError("No video file chosen.", hint="Pick one under Input, or use the test pattern.")
     refuse_stream_url(config.video_path)
+    if provider in ("cuda", "tensorrt"):
+        from realtime.nvdec import open_input
+
+        source, note = open_input(config.video_path, realtime=True, loop=True, decoder="auto")
+        log.info("%s: %s", config.video_path, note or "decoding on the CPU")
+        return source
     return VideoFileSource(Path(config.video_path), realtime=True, loop=True)
 
 
@@ -257,7 +265,7 @@ class EngineController(QObject):
             self._engine_event.emit(generation, event)
 
         try:
-            source = TappedSource(make_source(plan.input), self._feed.tap)
+            source = TappedSource(make_source(plan.input, plan.settings.pipeline.provider), self._feed.tap)
             sink = make_sink(
                 plan.output, on_vcam_unavailable, self._vcam_backend, on_recording_failed, on_vcam_lost
             )

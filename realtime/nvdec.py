@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import av
 import av.bitstream
@@ -48,9 +48,11 @@ from realtime.frames import VideoFrame
 from realtime.sources import (
     DEFAULT_FPS,
     IMAGE_EXTENSIONS,
+    FallbackSource,
     FrameSource,
     KnownFormat,
     Pacer,
+    camera_index,
     open_source,
     playback_mode,
     require_video_file,
@@ -700,6 +702,9 @@ def stream_open_args(
     )
 
 
+STREAM_TIMEOUTS_S = (10.0, 5.0)  # PyAV's (open, read) timeouts for streams and cameras
+
+
 def is_stream_spec(spec: str) -> bool:
     lowered = spec.lower()
     return lowered.startswith((*STREAM_SCHEMES, "v4l2:", "/dev/video", "dshow:"))
@@ -751,7 +756,9 @@ class NvdecStreamSource(_NvdecBase):
         options.update(self._extra_options)
         nvc = self._start(self.spec)
         try:
-            container = self._opener(file, mode="r", format=fmt, options=options)
+            # Without a timeout a stream that stalls (a dead camera, a NAT dropping the connection)
+            # blocks the open or a read for ever; with it FFmpeg gives up and the run says so.
+            container = self._opener(file, mode="r", format=fmt, options=options, timeout=STREAM_TIMEOUTS_S)
         except (av.error.FFmpegError, OSError) as err:
             self.close()
             raise SourceError(f"Cannot open {self.spec} ({_first_line(err)}).") from err
@@ -955,3 +962,47 @@ def open_gpu_source(
         return cpu(f"{codec} {pix_fmt or '?'} is not 8-bit 4:2:0 H.264/HEVC")
     source = NvdecFileSource(path, gpu_id, realtime=bool(realtime), loop=loop, driver=driver)
     return source, f"decoding {codec} with NVDEC on GPU {gpu_id} ({why})"
+
+
+Decoder = Literal["auto", "cpu", "nvdec"]
+
+
+def open_input(
+    spec: str,
+    *,
+    realtime: bool | None,
+    loop: bool,
+    width: int | None = None,
+    height: int | None = None,
+    fps: float | None = None,
+    decoder: Decoder = "auto",
+    gpu_id: int = 0,
+) -> tuple[FrameSource, str]:
+    """The source for an input with the decoder asked for; and a sentence on the decoding ('' when
+    there is nothing to say: CPU decoding on a machine without NVDEC is the normal case).
+
+    auto: NVDEC where it can decode the input, and the CPU source if NVDEC then fails to open it
+    (a driver or decoder problem must not cost the run); cpu: never NVDEC; nvdec: NVDEC or an error.
+    """
+
+    def cpu() -> FrameSource:
+        return open_source(spec, realtime=realtime, loop=loop, width=width, height=height, fps=fps)
+
+    if decoder == "cpu":
+        return cpu(), ""
+    ok, why = nvdec_available()
+    if not ok:
+        if decoder == "nvdec":
+            raise SourceError(
+                f"--decoder nvdec: NVDEC is not available ({why}).", hint="Use --decoder auto or cpu."
+            )
+        return cpu(), ""
+    stream = is_stream_spec(spec) and camera_index(spec) is None  # a URL: the CPU sources cannot read it
+    source, reason = open_gpu_source(
+        spec, realtime=realtime, loop=loop, width=width, height=height, fps=fps, gpu_id=gpu_id
+    )
+    if decoder == "nvdec" and not isinstance(source, _NvdecBase):
+        raise SourceError(f"--decoder nvdec: {reason}.", hint="Use --decoder auto or cpu.")
+    if isinstance(source, _NvdecBase) and decoder == "auto" and not stream:
+        source = FallbackSource(source, cpu)
+    return source, reason

@@ -723,6 +723,73 @@ class ImageSource(KnownFormat):
         self._image = None
 
 
+# ------------------------------------------------------------------------------------------- fallback
+
+
+class FallbackSource:
+    """`primary` (NVDEC) unless it fails to open; then the source `fallback()` makes (the CPU
+    decoder), for this and every later open. Everything else is the open source's."""
+
+    def __init__(self, primary: FrameSource, fallback: Callable[[], FrameSource]) -> None:
+        self._primary = primary
+        self._make_fallback = fallback
+        self._active: FrameSource = primary
+        self._notify: Callable[[str], None] | None = None
+        self.fell_back = ""  # why the primary was given up ('' while it is in use)
+
+    def open(self) -> None:
+        if self._active is self._primary:
+            try:
+                self._primary.open()
+                return
+            except SourceError as err:
+                self.fell_back = err.user_message()
+                log.warning("%s; decoding on the CPU instead.", self.fell_back)
+                self._active = self._make_fallback()
+                self._forward_notify()
+        self._active.open()
+
+    def read(self) -> VideoFrame | None:
+        return self._active.read()
+
+    def close(self) -> None:
+        self._active.close()
+
+    def interrupt(self) -> None:
+        interrupt = getattr(self._active, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
+
+    @property
+    def notify(self) -> Callable[[str], None] | None:
+        return self._notify
+
+    @notify.setter
+    def notify(self, value: Callable[[str], None] | None) -> None:
+        self._notify = value
+        self._forward_notify()
+
+    def _forward_notify(self) -> None:
+        if hasattr(self._active, "notify"):
+            self._active.notify = self._notify
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self._active.size
+
+    @property
+    def fps(self) -> float:
+        return self._active.fps
+
+    @property
+    def is_live(self) -> bool:
+        return self._active.is_live
+
+    @property
+    def description(self) -> str:
+        return self._active.description
+
+
 # --------------------------------------------------------------------------------------------- router
 
 

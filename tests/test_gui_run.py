@@ -271,7 +271,11 @@ def test_gui_thread_is_never_blocked_over_50ms_by_start_stop_or_a_model_reload(
     phase's best run must stay under 50 ms.
     """
     real_make_source = controller_module.make_source
-    monkeypatch.setattr(controller_module, "make_source", lambda cfg: SlowSource(real_make_source(cfg)))
+    monkeypatch.setattr(
+        controller_module,
+        "make_source",
+        lambda cfg, provider="cpu": SlowSource(real_make_source(cfg, provider)),
+    )
     config = run_config(face_photo, vcam=True, detector="det_10g", fps=15.0)
     window = open_window(qtbot, tmp_path, models_dir, config, vcam_recorder.name)
     wait_for_face(qtbot, window)

@@ -933,3 +933,43 @@ def test_nvdec_frames_keep_a_bt709_file_colours_like_the_cpu_source(
     for i in range(len(PATCHES)):
         y, x = 16, 16 * i + 8
         assert np.abs(gpu_frame.image[y, x].astype(int) - cpu_frame.image[y, x]).max() <= 2
+
+
+# ---- open_input: the decoder a run asks for --------------------------------------------------------
+
+
+def test_open_input_on_the_cpu_or_without_nvdec_is_the_plain_source(
+    monkeypatch: pytest.MonkeyPatch, h264_clip: Path
+) -> None:
+    source, note = nvdec.open_input(str(h264_clip), realtime=False, loop=False, decoder="cpu")
+    assert isinstance(source, VideoFileSource) and note == ""
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)  # no NVDEC here
+    source, note = nvdec.open_input(str(h264_clip), realtime=False, loop=False, decoder="auto")
+    assert isinstance(source, VideoFileSource) and note == ""  # the normal case: nothing to say
+    camera, _ = nvdec.open_input("/dev/video0", realtime=True, loop=False, decoder="auto")
+    assert isinstance(camera, CameraSource)  # not "needs NVDEC": OpenCV reads the camera
+    with pytest.raises(SourceError, match="NVDEC is not available"):
+        nvdec.open_input(str(h264_clip), realtime=False, loop=False, decoder="nvdec")
+
+
+def test_nvdec_failing_to_open_a_file_falls_back_to_the_cpu_decoder(
+    fake_nvc: FakeNvc, monkeypatch: pytest.MonkeyPatch, h264_clip: Path
+) -> None:
+    """A decoder NVDEC could not create (an old driver, no free decoder) ended the run at start."""
+    from realtime.sources import FallbackSource
+
+    def no_decoder(*_args: Any, **_kwargs: Any) -> Any:
+        raise PyNvVCException("cuvidCreateDecoder failed: CUDA_ERROR_NO_DEVICE")
+
+    monkeypatch.setattr(fake_nvc.module, "CreateDecoder", no_decoder)
+    monkeypatch.setattr(fake_nvc.module, "CreateDemuxer", no_decoder)
+    source, note = nvdec.open_input(str(h264_clip), realtime=False, loop=False, decoder="auto")
+    assert isinstance(source, FallbackSource) and "NVDEC" in note
+    source.open()
+    try:
+        assert source.fell_back and "video file" in source.description
+        assert [read_frame_number(f.image) for f in read_all(source)] == list(range(FRAMES))
+    finally:
+        source.close()
+    source.open()  # a second open (the engine's, after the CLI's check) stays on the CPU
+    source.close()
