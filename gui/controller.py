@@ -149,6 +149,7 @@ class EngineController(QObject):
         self._feed = feed
         self._vcam_backend = vcam_backend
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-control")
+        self._opening: TappedSource | None = None  # the source a start is opening (control thread)
         self._control_engine: Engine | None = None  # touched only on the control thread
         self._engine: Engine | None = None  # touched only on the GUI thread
         self._state = RunState.IDLE
@@ -239,6 +240,11 @@ class EngineController(QObject):
         """At exit: stop the engine and wait for the control thread (the window is already closing;
         Engine.stop is bounded, about a second)."""
         self._pending = None
+        opening = self._opening
+        if opening is not None:
+            # Closing while a camera is still opening: its warm-up wait ends now (the window froze
+            # for the rest of it, up to ~3 s).
+            opening.interrupt()
         self.stop()
         self._executor.shutdown(wait=True, cancel_futures=False)
 
@@ -276,7 +282,11 @@ class EngineController(QObject):
             )
             engine = Engine(source, sink, plan.settings, factory, on_event=on_event, load_in_background=True)
             engine.subscribe_preview(self._feed.offer)
-            engine.start()
+            self._opening = source
+            try:
+                engine.start()
+            finally:
+                self._opening = None
         except FaceCastError as exc:
             self._start_failed.emit(generation, exc.user_message())
             return

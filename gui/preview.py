@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
@@ -101,6 +102,22 @@ class TappedSource:
 
     def close(self) -> None:
         self.inner.close()
+
+    # The optional parts of a source, passed through: without them the engine could neither stop
+    # a camera that is reconnecting nor tell the window that it is.
+    def interrupt(self) -> None:
+        interrupt = getattr(self.inner, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
+
+    @property
+    def notify(self) -> Callable[[str], None] | None:
+        return getattr(self.inner, "notify", None)
+
+    @notify.setter
+    def notify(self, value: Callable[[str], None] | None) -> None:
+        if hasattr(self.inner, "notify"):
+            self.inner.notify = value
 
 
 @dataclass(frozen=True, slots=True)

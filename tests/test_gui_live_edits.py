@@ -89,7 +89,9 @@ def test_two_quick_changes_both_reach_the_restarted_run(
 def slow_sources(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every source the controller opens from now on is slow to open and close (a restart takes a while)."""
     real = controller_module.make_source
-    monkeypatch.setattr(controller_module, "make_source", lambda c: SlowSource(real(c)))
+    monkeypatch.setattr(
+        controller_module, "make_source", lambda c, provider="cpu": SlowSource(real(c, provider))
+    )
 
 
 def test_a_setting_changed_during_a_restart_is_the_one_that_runs(

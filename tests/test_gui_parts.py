@@ -323,3 +323,20 @@ def test_a_double_click_on_start_is_one_click(qtbot: QtBot) -> None:
     assert len(clicks) == 1
     QTest.mouseClick(button, Qt.MouseButton.LeftButton, delay=600)  # a later click is a click
     assert len(clicks) == 2
+
+
+def test_the_window_s_source_wrapper_passes_stop_and_camera_news_through() -> None:
+    """The preview tap hid the camera's `interrupt` and `notify` from the engine: in the window a
+    Stop did not end a camera's reconnect, and 'looking for it again' was never shown."""
+    from gui.preview import TappedSource
+    from realtime.sources import CameraSource
+
+    camera = CameraSource(0, capture_factory=lambda *_: None)  # never opened here
+    tapped = TappedSource(camera, OriginalTap())
+    said: list[str] = []
+    tapped.notify = said.append
+    assert camera.notify is not None
+    camera.notify("Camera 0 stopped sending pictures")
+    assert said == ["Camera 0 stopped sending pictures"]
+    tapped.interrupt()
+    assert camera._closed.is_set()  # a reconnect wait would end at once
