@@ -25,6 +25,8 @@ from models.errors import FaceCastError, SinkError
 log = logging.getLogger("facecast")
 
 if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays instant
+    from gui.window_sink import WindowSink
+    from realtime.engine import Engine
     from realtime.run_control import StopSignals
     from realtime.sinks import FrameSink
     from realtime.sources import FrameSource
@@ -345,11 +347,12 @@ def _parse_maps(args: argparse.Namespace) -> list[tuple[Path, Path]]:
 
 def probe_input(source: FrameSource) -> None:
     """Open and close a file or image input once (cheap: one decoded frame), so a missing, empty
-    or audio-only file fails now. A camera is left alone: opening it twice flashes its light and
-    costs a second; its number was checked already."""
-    from realtime.sources import CameraSource
+    or audio-only file fails now. Cameras and streams are left alone: opening a camera twice
+    flashes its light and costs a second, and a stream may take one connection only."""
+    from realtime.sources import FallbackSource
 
-    if isinstance(source, CameraSource):
+    inner = source.primary if isinstance(source, FallbackSource) else source
+    if not isinstance(getattr(inner, "path", None), Path):  # files and images have a path
         return
     source.open()
     source.close()
@@ -358,9 +361,9 @@ def probe_input(source: FrameSource) -> None:
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.app import ModelOptions, prepare_face_swap
     from realtime.engine import Engine, EngineEvent
-    from realtime.nvdec import open_input
+    from realtime.nvdec import Decoder, open_input
     from realtime.run_control import SafeOutput, StopSignals
-    from realtime.sources import FallbackSource
+    from realtime.sources import FallbackSource, camera_index
 
     check_not_an_input(args)
     if args.output.strip().lower() == "window":
@@ -373,7 +376,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     # a typo in --input must not wait for them.
     # NVDEC pays off only where the models run on the GPU too (else its frames come back to the host).
     gpu = settings.pipeline.provider in ("cuda", "tensorrt")
-    decoder = args.decoder if gpu or args.decoder == "nvdec" else "cpu"
+    decoder: Decoder = args.decoder if gpu or args.decoder == "nvdec" else "cpu"
     source, decoding = open_input(
         args.input, realtime=realtime, loop=args.loop, width=args.width, height=args.height, fps=args.fps,
         decoder=decoder,
@@ -398,21 +401,27 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         if event.kind in ("error", "warning"):
             said.add(event.message)
             complain(f"{event.kind}: {event.message}")
+        elif event.kind == "info":
+            complain(f"note: {event.message}")
 
     engine = Engine(source, sink, settings, stages, on_event=on_event)
-    window = args.output.strip().lower() == "window"
-    if window:
+    window_sink: WindowSink | None = None
+    if args.output.strip().lower() == "window":
         from PyQt6.QtWidgets import QApplication
 
+        from gui.window_sink import WindowSink
+
         _app = QApplication.instance() or QApplication(sys.argv[:1])
-        sink.ensure_window()  # on the GUI thread, before the engine opens the sink
+        assert isinstance(sink, WindowSink)
+        window_sink = sink
+        window_sink.ensure_window()  # on the GUI thread, before the engine opens the sink
     # Signals only ask the run to stop (see run_control): the loops below poll for the request.
     with StopSignals(show) as signals:
         try:
             engine.start()
             show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
-            if window:
-                _run_window_loop(engine, sink, args.stats, show, signals)
+            if window_sink is not None:
+                _run_window_loop(engine, window_sink, args.stats, show, signals)
             else:
                 _wait_with_stats(engine, args.stats, show, signals)
         finally:
@@ -427,7 +436,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     stats = engine.stats()
     show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
     to_file = not live_output and args.output.strip().lower() != "null"
-    if signals.requested and to_file and not args.loop and not str(args.input).isdigit():
+    if signals.requested and to_file and not args.loop and camera_index(str(args.input)) is None:
         show(f"note: stopped before the input ended: {args.output} holds its first {stats.frames_out} frames")
     if engine.error is not None:
         if engine.error.user_message() in said:
@@ -450,8 +459,8 @@ def _wait_with_stats(engine, show_stats: bool, show: Callable[[str], None], sign
 
 
 def _run_window_loop(
-    engine, sink, show_stats: bool, show: Callable[[str], None], signals: StopSignals
-) -> None:  # type: ignore[no-untyped-def]
+    engine: Engine, sink: WindowSink, show_stats: bool, show: Callable[[str], None], signals: StopSignals
+) -> None:
     """Run Qt's event loop until the window is closed, the engine finishes or a signal asks to stop."""
     from PyQt6.QtCore import QTimer
     from PyQt6.QtWidgets import QApplication

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from types import TracebackType
+from typing import Any
 
 from PyQt6.QtCore import QTimer
 from PyQt6.QtWidgets import QApplication, QDialog, QWidget
@@ -21,6 +23,8 @@ from gui.services import AppServices
 from gui.theme import apply_dark_theme
 
 log = logging.getLogger(__name__)
+
+LOAD_WAIT_AT_EXIT_S = 10.0
 
 
 def ask_consent(config: GuiConfig, store: ConfigStore) -> GuiConfig | None:
@@ -54,33 +58,50 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
     window = create_window(services, replace(loaded, config=config), store)
     window.show()
     freeze_startup_heap()
-    close_on_signals(window)
+    previous_handlers = close_on_signals(window)
     previous_hook = sys.excepthook
     sys.excepthook = lambda kind, exc, tb: report_unhandled(window, kind, exc, tb)
     try:
-        return app.exec()
+        code = app.exec()
     finally:
         sys.excepthook = previous_hook
+        # Once the window is gone, a signal must act as usual again (shutdown may still be joining
+        # threads: a `kill` that only scheduled a close on a dead event loop did nothing).
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler)
+    if not window.controller.loads_finished(LOAD_WAIT_AT_EXIT_S):
+        # A model load (a TensorRT build can take minutes) is still inside ONNX Runtime. Everything
+        # that matters is saved and closed by now; exiting normally would tear the interpreter down
+        # under it and die in native code, so leave at once.
+        log.warning("A model load was still running at exit; leaving without waiting for it.")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
-def close_on_signals(window: QWidget) -> QTimer:
-    """Ctrl+C in the terminal, `kill` and a closed terminal close the window as its close button
-    does: the run stops, a recording is finalised, the settings are saved. (Unhandled, Ctrl+C
-    aborted the process from inside a Qt slot and lost both; while idle it did nothing at all.)"""
+def close_on_signals(window: QWidget) -> dict[int, Any]:
+    """Ctrl+C in the terminal, `kill` and a closed terminal (Linux, macOS) close the window as its
+    close button does: the run stops, a recording is finalised, the settings are saved. (Unhandled,
+    Ctrl+C aborted the process from inside a Qt slot and lost both; while idle it did nothing.)
+    A signal the user chose to ignore (SIGHUP under `nohup`) stays ignored. Returns the handlers
+    replaced, to put back afterwards."""
 
     def request_close(_signum: int, _frame: object) -> None:
         QTimer.singleShot(0, window.close)  # in the event loop, not inside whatever was running
 
+    replaced: dict[int, Any] = {}
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
-        if sig is not None:
-            signal.signal(sig, request_close)
+        if sig is None or signal.getsignal(sig) == signal.SIG_IGN:
+            continue
+        replaced[sig] = signal.signal(sig, request_close)
     # Python runs signal handlers only between bytecodes, and an idle Qt loop runs none: a timer
     # gives it a moment five times a second.
     timer = QTimer(window)
     timer.timeout.connect(lambda: None)
     timer.start(200)
-    return timer
+    return replaced
 
 
 def report_unhandled(

@@ -9,6 +9,7 @@ reports from its own threads reaches the GUI thread through queued signals.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -150,6 +151,7 @@ class EngineController(QObject):
         self._vcam_backend = vcam_backend
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-control")
         self._opening: TappedSource | None = None  # the source a start is opening (control thread)
+        self._stopped_engines: list[Engine] = []  # whose model loads may still be running
         self._control_engine: Engine | None = None  # touched only on the control thread
         self._engine: Engine | None = None  # touched only on the GUI thread
         self._state = RunState.IDLE
@@ -236,6 +238,13 @@ class EngineController(QObject):
             except FaceCastError as exc:
                 self.message.emit("error", exc.user_message())
 
+    def loads_finished(self, timeout: float) -> bool:
+        """At exit, after shutdown(): whether every model load of the stopped runs has returned
+        (waiting up to `timeout` s in all)."""
+        deadline = time.monotonic() + timeout
+        engines, self._stopped_engines = self._stopped_engines, []
+        return all(engine.loads_finished(max(deadline - time.monotonic(), 0.0)) for engine in engines)
+
     def shutdown(self) -> None:
         """At exit: stop the engine and wait for the control thread (the window is already closing;
         Engine.stop is bounded, about a second)."""
@@ -307,6 +316,11 @@ class EngineController(QObject):
             except Exception as exc:
                 log.exception("stopping the engine failed")
                 self.message.emit("error", f"Stopping failed: {exc}")
+        if engine is not None and not engine.loads_finished(0.0):
+            # Kept only while a model load of it runs (a stopped engine holds its models' memory),
+            # so that the exit can wait for it.
+            self._stopped_engines = [e for e in self._stopped_engines if not e.loads_finished(0.0)]
+            self._stopped_engines.append(engine)
         self._stopped.emit(generation)
 
     # ---- GUI-thread slots -----------------------------------------------------------------------------
@@ -362,8 +376,8 @@ class EngineController(QObject):
                 self._models = ModelsState.FAILED
                 self.models_changed.emit(self._models.value, event.message)
             self.message.emit("error", event.message)
-        elif event.kind == "warning":
-            self.message.emit("warning", event.message)
+        elif event.kind in ("warning", "info"):
+            self.message.emit(event.kind, event.message)
 
     def _check_engine(self) -> None:
         """The engine ends on its own when the input ends or a device fails: release it and say why."""

@@ -111,11 +111,11 @@ class TappedSource:
             interrupt()
 
     @property
-    def notify(self) -> Callable[[str], None] | None:
+    def notify(self) -> Callable[[str, str], None] | None:
         return getattr(self.inner, "notify", None)
 
     @notify.setter
-    def notify(self, value: Callable[[str], None] | None) -> None:
+    def notify(self, value: Callable[[str, str], None] | None) -> None:
         if hasattr(self.inner, "notify"):
             self.inner.notify = value
 

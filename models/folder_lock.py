@@ -8,6 +8,8 @@ lock on `<folder>/.download.lock`, released by the OS if the holder dies; the fi
 
 from __future__ import annotations
 
+import errno
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -16,6 +18,8 @@ from types import TracebackType
 from typing import IO
 
 LOCK_FILE = ".download.lock"
+_NO_LOCKING = {errno.ENOLCK, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
+log = logging.getLogger(__name__)
 
 
 def _try_lock(fh: IO[bytes]) -> bool:
@@ -35,6 +39,12 @@ def _try_lock(fh: IO[bytes]) -> bool:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
+    except OSError as err:
+        if err.errno not in _NO_LOCKING:
+            raise
+        # A network or FUSE folder without file locks: go on unlocked (as before the lock existed)
+        # rather than call the folder unwritable.
+        log.warning("The models folder cannot be locked (%s); two downloads at once could clash.", err)
     return True
 
 
@@ -47,7 +57,10 @@ def _unlock(fh: IO[bytes]) -> None:
     else:
         import fcntl
 
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        except OSError as err:  # never locked (a folder without locks)
+            log.debug("Unlocking %s: %s", fh.name, err)
 
 
 class FolderLock:

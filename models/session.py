@@ -346,14 +346,12 @@ class SessionFactory:
         try:
             trt_cache.prepare(paths, key)
         except OSError as exc:  # a read-only or shared models folder (the cache defaults to it)
-            note = (
-                f"{label}: the TensorRT engine cache cannot be written in {cfg.cache_dir} "
-                f"({exc.strerror or exc}); the engine is built at every start. Fix: make that folder "
-                "writable, or put the models in a folder you own (--models-dir)."
+            self._add_fallback(
+                label,
+                f"the TensorRT engine cache cannot be written in {cfg.cache_dir} ({exc.strerror or exc}); "
+                "the engine is built at every start. Fix: make that folder writable, or put the models "
+                "in a folder you own (--models-dir).",
             )
-            if note not in self.fallbacks:
-                self.fallbacks.append(note)
-            log.info("%s", note)
             return None
         return paths
 

@@ -125,6 +125,9 @@ class ModelStore:
         self.allow_unverified = allow_unverified
         self.catalogue: tuple[ModelEntry, ...] = tuple(catalogue)
         self._warned: set[Path] = set()  # unverified files already reported (once per store)
+        # Files found to parse, by (path, size, mtime): a read-only folder cannot keep the result on
+        # disk, and parsing a 340 MB model again at every check costs seconds.
+        self._parsed: set[tuple[str, int, int]] = set()
 
     # ---- lookup -------------------------------------------------------------------------------------
 
@@ -177,11 +180,13 @@ class ModelStore:
 
     def onnx_readable(self, path: Path, use_cache: bool = True) -> tuple[bool, str]:
         """parses_as_onnx(path), remembered like hashes (a 400 MB model takes seconds to parse)."""
-        known = self._cached(path, "onnx_ok") if use_cache else None
-        if known is True:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        if use_cache and (key in self._parsed or self._cached(path, "onnx_ok") is True):
             return True, ""
         ok, why = parses_as_onnx(path)
         if ok:
+            self._parsed.add(key)
             self._record(path, {"onnx_ok": True})
         return ok, why
 

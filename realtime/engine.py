@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.05  # how often blocked threads re-check the stop flag
 REPEAT_REPORT_S = 10.0  # a per-frame failure with the same reason is reported again after this
 
-EventKind = Literal["started", "models_loading", "models_ready", "error", "warning", "finished"]
+EventKind = Literal["started", "models_loading", "models_ready", "info", "error", "warning", "finished"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +203,7 @@ class Engine:
         self._pending_stages: tuple[StageSet, Settings] | None = None
         self._load_request: Settings | None = None  # the newest reload asked for, not yet started
         self._loader_running = False
+        self._loader_thread: threading.Thread | None = None
         self._frame_settings_cache: tuple[Settings, Settings | None, Settings] | None = None
         self._threads: list[threading.Thread] = []
         self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_output)
@@ -232,7 +233,7 @@ class Engine:
         if hasattr(self._source, "notify"):
             # A camera looking for itself after an unplug says so while it looks, not only when
             # it gives up.
-            self._source.notify = lambda message: self._emit(EngineEvent("warning", message))
+            self._source.notify = self._source_news
         self._source.open()
         try:
             w, h = self._source.size
@@ -272,9 +273,17 @@ class Engine:
             t.start()
         self._emit(EngineEvent("started", self.stages_label))
 
+    def _source_news(self, level: str, message: str) -> None:
+        self._emit(EngineEvent("info" if level == "info" else "warning", message))
+
     def stop(self, timeout: float = 1.0) -> None:
         """Stop now (frames in flight are discarded), finalise the sink, release the devices."""
         self._stop.set()
+        # A capture thread waiting in the source (a camera looking for itself, a paced frame)
+        # stops waiting now, not after the join below has timed out.
+        interrupt = getattr(self._source, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
         with self._pipes.lock:
             self._pipes.wake_everyone()
         self._join(timeout)
@@ -338,7 +347,18 @@ class Engine:
             if self._loader_running:
                 return
             self._loader_running = True
-        threading.Thread(target=self._loader, name="model-loader", daemon=True).start()
+            self._loader_thread = threading.Thread(target=self._loader, name="model-loader", daemon=True)
+            self._loader_thread.start()
+
+    def loads_finished(self, timeout: float) -> bool:
+        """After stop(): wait up to `timeout` s for a model load still inside ONNX Runtime (it cannot
+        be interrupted) to return. A process that exits under a running load dies in native code
+        ('terminate called without an active exception')."""
+        thread = self._loader_thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def _loader(self) -> None:
         while True:

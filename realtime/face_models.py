@@ -161,14 +161,20 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
         # (the settings' names, gpen_256 and the like, are not).
         entries: list[str] = []
         files: list[str] = []
-        size = 0
+        size: int | None = 0
         for name, _ in missing:
             entry = store.entry_for(CATALOGUE_FILE[name])
             files.append(CATALOGUE_FILE[name])
             if entry.name not in entries:
                 entries.append(entry.name)
-                size += entry.total_size or 0
-        about = f" (about {size / 1e6:,.0f} MB, verified)" if size else ""
+                # Files that come in an archive (buffalo_l.zip) download as the archive: their own
+                # sizes do not add up to what is fetched, so no figure is better than a wrong one.
+                size = (
+                    None
+                    if size is None or entry.archive or entry.total_size is None
+                    else size + entry.total_size
+                )
+        about = f" (about {size / 1e6:,.0f} MB, verified)" if size else " (verified)"
         raise ModelMissingError(
             f"Models not downloaded yet: {', '.join(files)} (folder {store.models_dir}).",
             hint=f"Run `{download_command(' '.join(entries), store.models_dir)}`{about}, then again; "

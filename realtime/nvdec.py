@@ -47,6 +47,7 @@ from models.yuv import BT601_LIMITED, YuvColour, colour_of, nv12_to_bgr_host
 from realtime.frames import VideoFrame
 from realtime.sources import (
     DEFAULT_FPS,
+    GAP_S,
     IMAGE_EXTENSIONS,
     FallbackSource,
     FrameSource,
@@ -552,6 +553,7 @@ class NvdecFileSource(_NvdecBase):
         self.realtime = realtime
         self.loop = loop
         self._pacer = Pacer()
+        self._paced_pts: float | None = None
         self._packets: Iterator[Any] = iter(())
         self._flushed = False
         self._timebase = 0.0
@@ -572,6 +574,7 @@ class NvdecFileSource(_NvdecBase):
 
     def open(self) -> None:
         require_video_file(self.path)
+        self._pacer.rearm()
         nvc = self._start(str(self.path))
         self._colour = _probe_colour(self.path)
         try:
@@ -616,8 +619,15 @@ class NvdecFileSource(_NvdecBase):
             return None
         buf, pts = item
         if self.realtime and pts is not None:
+            if self._paced_pts is not None and pts - self._paced_pts > max(GAP_S, 3.0 / self._fps):
+                self._pacer.reset()  # a jump in the file's time: play on, do not freeze for it
+            self._paced_pts = pts
             self._pacer.wait_until(pts)
         return self._frame(buf, pts)
+
+    def interrupt(self) -> None:
+        """From another thread: end a real-time wait at once (the run is stopping)."""
+        self._pacer.interrupt()
 
     def close(self) -> None:
         self._packets = iter(())
@@ -891,14 +901,18 @@ def _no_pts(frame: Any) -> None:
 # -------------------------------------------------------------------------------------------- router
 
 
-def _probe_video(path: Path) -> tuple[str, str] | None:
-    """(codec, pixel format) of a file's first video stream, or None when PyAV cannot tell."""
+def _probe_video(path: Path) -> tuple[str, str, int] | None:
+    """(codec, pixel format, display rotation in degrees) of a file's first video stream, or None
+    when PyAV cannot tell."""
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
                 return None
-            ctx = container.streams.video[0].codec_context
-            return ctx.name, str(ctx.format.name if ctx.format else "")
+            stream = container.streams.video[0]
+            ctx = stream.codec_context
+            first = next(container.decode(stream), None)  # the rotation tag comes with the frames
+            rotation = round(first.rotation or 0) if first is not None else 0
+            return ctx.name, str(ctx.format.name if ctx.format else ""), rotation
     except (av.error.FFmpegError, OSError, ValueError):
         return None
 
@@ -957,9 +971,14 @@ def open_gpu_source(
     probe = _probe_video(path)
     if probe is None:
         return cpu("PyAV could not identify the video codec")
-    codec, pix_fmt = probe
+    codec, pix_fmt, rotation = probe
     if codec not in NVDEC_CODECS or pix_fmt not in NVDEC_PIXEL_FORMATS:
         return cpu(f"{codec} {pix_fmt or '?'} is not 8-bit 4:2:0 H.264/HEVC")
+    if rotation % 360:
+        return cpu(
+            f"the video is tagged as turned {rotation % 360} degrees (a phone's portrait video), "
+            "which the CPU decoder turns upright"
+        )
     source = NvdecFileSource(path, gpu_id, realtime=bool(realtime), loop=loop, driver=driver)
     return source, f"decoding {codec} with NVDEC on GPU {gpu_id} ({why})"
 
@@ -989,6 +1008,10 @@ def open_input(
         return open_source(spec, realtime=realtime, loop=loop, width=width, height=height, fps=fps)
 
     if decoder == "cpu":
+        return cpu(), ""
+    if decoder == "auto" and camera_index(spec) is not None:
+        # A camera by number or /dev/videoN: OpenCV, with its reconnect and warm-up (most webcams
+        # send MJPG or raw video anyway). `v4l2:/dev/videoN` or --decoder nvdec ask for its H.264.
         return cpu(), ""
     ok, why = nvdec_available()
     if not ok:

@@ -10,6 +10,8 @@ import logging
 import re
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ IMAGE_EXTENSIONS = frozenset(
      ".pbm", ".pnm", ".jp2"}
 )  # fmt: skip
 DEFAULT_FPS = 30.0
+Notify = Callable[[str, str], None]  # (level "info" | "warning", message), for a source's news
 PROBE_INDICES = range(10)
 
 
@@ -107,13 +110,27 @@ class Pacer:
         self._resync_after_s = resync_after_s
         self._clock = clock
         self._interrupted = threading.Event()
-        # Sleeping on an event lets interrupt() end a wait at once (stop during a long frame).
-        self._sleep = sleep or (lambda s: self._interrupted.wait(s) and None)
+        self._sleep = sleep or self._sleep_interruptibly
         self._start: float | None = None
 
     def interrupt(self) -> None:
         """End the current and every later wait at once (the source is being closed)."""
         self._interrupted.set()
+
+    def rearm(self) -> None:
+        """Pace again from the next frame on (a source opened again after an interrupt)."""
+        self._interrupted.clear()
+        self._start = None
+
+    def _sleep_interruptibly(self, seconds: float) -> None:
+        # time.sleep in short slices, not Event.wait: on Windows an event wait is rounded to the
+        # ~15.6 ms system tick (jitter at 30 fps), time.sleep uses a high-resolution timer.
+        deadline = self._clock() + seconds
+        while not self._interrupted.is_set():
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return
+            time.sleep(min(remaining, 0.05))
 
     def reset(self) -> None:
         self._start = None
@@ -230,9 +247,9 @@ class CameraSource(KnownFormat):
         )
         self._capture_factory = capture_factory
         self._list_cameras = list_cameras
-        # Told while the camera is being looked for (the engine shows it; logging alone left the
-        # user staring at a frozen picture for seconds).
-        self.notify: Callable[[str], None] | None = None
+        # Told (level, message) while the camera is being looked for (the engine shows it; logging
+        # alone left the user staring at a frozen picture for seconds).
+        self.notify: Notify | None = None
         self._cap: CaptureLike | None = None
         self._pending: ImageBGR | None = None
         self._size = (0, 0)
@@ -312,9 +329,10 @@ class CameraSource(KnownFormat):
         thread releases the device when its read returns)."""
         self.close()
 
-    def _first_picture(self, cap: CaptureLike) -> ImageBGR | None:
+    def _first_picture(self, cap: CaptureLike, limit_s: float | None = None) -> ImageBGR | None:
         # Some webcams need a second or two (and a few empty reads) after opening.
-        deadline = time.monotonic() + self.settings.first_frame_s
+        wait_s = self.settings.first_frame_s if limit_s is None else min(self.settings.first_frame_s, limit_s)
+        deadline = time.monotonic() + max(wait_s, 0.0)
         while True:
             ok, image = cap.read()
             if ok and image is not None:
@@ -341,13 +359,13 @@ class CameraSource(KnownFormat):
                 return None
             delay = min(delay * 2.0, 2.0)
             attempts += 1
-            image = self._reconnect_once()
+            image = self._reconnect_once(deadline - time.monotonic())
             if self._closed.is_set():
                 return None
             if image is not None:
                 self.reconnects += 1
                 log.warning("Camera %d is back after %d attempt(s).", settings.index, attempts)
-                self._say(f"Camera {settings.index} is back.")
+                self._say(f"Camera {settings.index} is back.", level="info")
                 return image
             if time.monotonic() >= deadline:
                 break
@@ -358,9 +376,10 @@ class CameraSource(KnownFormat):
             hint="Check the cable or USB port, and that no other app has taken the camera.",
         )
 
-    def _reconnect_once(self) -> ImageBGR | None:
+    def _reconnect_once(self, budget_s: float) -> ImageBGR | None:
         """Reopen the camera and wait out its warm-up (a camera that is back often needs a few
-        empty reads first, as at open()); None when it is not there, or is another device."""
+        empty reads first, as at open()) within what is left of the budget; None when it is not
+        there, or is another device."""
         cap = self._connect()
         if cap is None:
             return None
@@ -369,7 +388,7 @@ class CameraSource(KnownFormat):
                 _release_capture(cap)
                 return None
             self._cap = cap
-        image = self._first_picture(cap)
+        image = self._first_picture(cap, budget_s)
         if image is None:
             self._release()
             return None
@@ -387,11 +406,11 @@ class CameraSource(KnownFormat):
             return None
         return image
 
-    def _say(self, message: str) -> None:
+    def _say(self, message: str, level: str = "warning") -> None:
         if self.notify is None:
             return
         try:
-            self.notify(message)
+            self.notify(level, message)
         except Exception:  # a listener's bug must not end the capture
             log.exception("camera status listener failed")
 
@@ -450,7 +469,7 @@ def require_video_file(path: Path) -> None:
     raise SourceError(f"Video file not found: {path}")
 
 
-_GAP_S = 0.5  # a jump in a file's timestamps longer than this is reported as missing frames
+GAP_S = 0.5  # a jump in a file's timestamps longer than this is reported as missing frames
 # PyAV's VideoFrame.rotation: degrees counterclockwise that turn the stored picture upright.
 _ROTATE_CODES = {90: cv2.ROTATE_90_COUNTERCLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_CLOCKWISE}
 _QUARTER_TURNS = (cv2.ROTATE_90_COUNTERCLOCKWISE, cv2.ROTATE_90_CLOCKWISE)
@@ -485,6 +504,7 @@ class VideoFileSource(KnownFormat):
         self._loop_offset_s = 0.0
         self._rotate: int | None = None  # cv2.rotate code that shows the picture upright
         self._recent_steps: deque[float] = deque(maxlen=31)  # frame intervals, for the gap estimate
+        self._gaps = 0
 
     @property
     def is_live(self) -> bool:
@@ -497,6 +517,7 @@ class VideoFileSource(KnownFormat):
 
     def open(self) -> None:
         require_video_file(self.path)
+        self._pacer.rearm()
         self._open_container()
         assert self._stream is not None
         stream = self._stream
@@ -591,7 +612,7 @@ class VideoFileSource(KnownFormat):
             self._pass_first_pts = raw
         else:
             step = raw - self._pass_last_pts
-            if step > _GAP_S:
+            if step > max(GAP_S, 3.0 * self._frame_interval()):
                 self._note_gap(step, raw)
             elif step > 0:
                 self._recent_steps.append(step)
@@ -603,19 +624,27 @@ class VideoFileSource(KnownFormat):
         """A jump in the file's time: frames lost to damage (FFmpeg resyncs after damaged bytes
         without an error), or a recording that held one picture (screen and meeting recorders do).
         Played in real time, the picture would freeze for the whole jump: playback goes on at once."""
-        frame_s = float(np.median(self._recent_steps)) if len(self._recent_steps) >= 3 else 1.0 / self._fps
-        missing = max(round(step / frame_s) - 1, 1)
+        missing = max(round(step / self._frame_interval()) - 1, 1)
         self.frames_missing += missing
-        log.warning(
-            "%s: the picture jumps %.1f s before %.1f s (about %d frames missing: damage, or a "
-            "recording that held one picture); playing on without the wait.",
-            self.path,
-            step,
-            at,
-            missing,
-        )
+        self._gaps += 1
+        if self._gaps <= 3 or str(self._gaps).rstrip("0") == "1":  # 1-3, then 10, 100, ...
+            log.warning(
+                "%s: the picture jumps %.1f s before %.1f s (about %d frames missing: damage, or a "
+                "recording that held one picture); playing on without the wait (%d such jumps so far).",
+                self.path,
+                step,
+                at,
+                missing,
+                self._gaps,
+            )
         if self.realtime:
             self._pacer.reset()  # re-anchor: the next frame is due now
+
+    def _frame_interval(self) -> float:
+        """The file's usual step between frames (its recent median; 1/fps until there is one)."""
+        if len(self._recent_steps) >= 3:
+            return float(np.median(self._recent_steps))
+        return 1.0 / self._fps
 
     def _decoded_frames(self) -> Iterator[av.VideoFrame]:
         assert self._container is not None and self._stream is not None
@@ -670,7 +699,9 @@ def load_image(path: str | Path) -> ImageBGR:
         raise SourceError(f"Cannot read image {path} ({_reason(err)}).") from err
     image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
     if image is None:
-        raise SourceError(f"{path} is not an image that can be read (PNG, JPEG, BMP, WebP or TIFF).")
+        raise SourceError(
+            f"{path} is not an image that can be read (PNG, JPEG, BMP, WebP, TIFF, PNM or JPEG 2000)."
+        )
     return image  # type: ignore[return-value]
 
 
@@ -698,6 +729,7 @@ class ImageSource(KnownFormat):
         return f"image {self.path} ({self._size[0]}x{self._size[1]}{mode})"
 
     def open(self) -> None:
+        self._pacer.rearm()
         self._image = load_image(self.path)
         self._size = (int(self._image.shape[1]), int(self._image.shape[0]))
 
@@ -731,10 +763,10 @@ class FallbackSource:
     decoder), for this and every later open. Everything else is the open source's."""
 
     def __init__(self, primary: FrameSource, fallback: Callable[[], FrameSource]) -> None:
-        self._primary = primary
+        self.primary = self._primary = primary
         self._make_fallback = fallback
         self._active: FrameSource = primary
-        self._notify: Callable[[str], None] | None = None
+        self._notify: Notify | None = None
         self.fell_back = ""  # why the primary was given up ('' while it is in use)
 
     def open(self) -> None:
@@ -761,11 +793,11 @@ class FallbackSource:
             interrupt()
 
     @property
-    def notify(self) -> Callable[[str], None] | None:
+    def notify(self) -> Notify | None:
         return self._notify
 
     @notify.setter
-    def notify(self, value: Callable[[str], None] | None) -> None:
+    def notify(self, value: Notify | None) -> None:
         self._notify = value
         self._forward_notify()
 
@@ -808,6 +840,7 @@ def open_source(
     - an existing file with an image extension: an ImageSource, repeated when `realtime` or `loop`;
     - anything else: a video file, paced when `realtime` (None means as fast as it is read).
     """
+    spec = file_url_path(spec)
     index = camera_index(spec)
     if index is not None:
         return CameraSource(index, width=width, height=height, fps=fps)
@@ -825,14 +858,27 @@ def open_source(
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+def file_url_path(spec: str) -> str:
+    """`spec` as a plain path when it is a file:// address (as copied from a browser or a file
+    manager), else unchanged."""
+    text = spec.strip()
+    if not text.lower().startswith("file://"):
+        return spec
+    parsed = urllib.parse.urlparse(text)
+    path = urllib.request.url2pathname(parsed.path)
+    if parsed.netloc and parsed.netloc.lower() != "localhost":
+        path = f"//{parsed.netloc}{path}"  # a network share (file://server/share/...)
+    return path
+
+
 def refuse_stream_url(spec: str) -> None:
     """A SourceError for a network stream's address (rtsp://, http://, ...): as a file name it was
     reported as a missing file, with one '/' lost on the way."""
     if _URL.match(spec.strip()):
         raise SourceError(
-            f"Network streams are not supported as input yet: {spec.strip()}",
-            hint="Give a camera, a video file or an image file; OBS can turn a stream into a virtual "
-            "camera that FaceCast then opens like any camera.",
+            f"Network streams are not read by the CPU decoder: {spec.strip()}",
+            hint="Streams need NVDEC (an NVIDIA GPU: --provider cuda). Otherwise give a camera, a video "
+            "file or an image; OBS can turn a stream into a virtual camera that FaceCast opens.",
         )
 
 

@@ -556,9 +556,32 @@ def test_stop_ends_a_camera_reconnect_instead_of_reopening_the_device_behind_the
     while not any("looking for it" in m for _, m in events) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert any(k == "warning" and "looking for it" in m for k, m in events)  # said while it looks
+    t0 = time.monotonic()
     engine.stop()
     stopped = time.monotonic()
+    assert stopped - t0 < 0.5  # the reconnect wait ends at once, not after stop's 1 s join
     time.sleep(0.6)
     assert [t for t in opens if t > stopped + 0.05] == []  # no reopening after stop()
     kinds = [k for k, _ in events]
     assert "error" not in kinds[kinds.index("finished") :]
+
+
+def test_a_model_load_running_at_stop_can_be_waited_for_before_the_process_exits() -> None:
+    """Closing the window while models loaded let the process exit under ONNX Runtime's running
+    load: it died in native code ('terminate called without an active exception')."""
+    loading = threading.Event()
+
+    def slow(s: Settings) -> StageSet:
+        loading.set()
+        time.sleep(0.6)
+        return passthrough_stages(s)
+
+    source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), slow, load_in_background=True)
+    engine.start()
+    assert loading.wait(2)
+    t0 = time.monotonic()
+    engine.stop()
+    assert time.monotonic() - t0 < 0.5  # stop itself does not wait for the load
+    assert not engine.loads_finished(0.0)
+    assert engine.loads_finished(3.0)

@@ -84,7 +84,7 @@ def test_a_signal_closes_the_window_like_its_close_button(tmp_path: Path, signum
     finally:
         if child.poll() is None:
             child.kill()
-    assert child.returncode == 0, err
+    assert child.returncode == 0, (child.returncode, out, err[-3000:])
     assert "exit 0" in out and "Traceback" not in err
     assert settings.stat().st_mtime_ns != before  # saved on the way out
     if state == "running":
@@ -190,12 +190,41 @@ def test_a_dropped_stage_setting_or_preset_keeps_the_original_file(qtbot, tmp_pa
     assert (tmp_path / "settings.toml.bak").read_text() == original
 
 
-def test_a_stream_address_typed_as_the_video_says_streams_are_not_supported() -> None:
+def test_a_stream_address_typed_as_the_video_says_what_streams_need() -> None:
     """It said 'Video file not found: rtsp:/192.168.1.20:554/stream1' (one '/' lost)."""
     from gui.config import InputConfig
     from gui.controller import make_source
     from models.errors import SourceError
 
-    with pytest.raises(SourceError, match="Network streams are not supported") as info:
+    with pytest.raises(SourceError, match="Network streams are not read by the CPU decoder") as info:
         make_source(InputConfig(kind="video", video_path="rtsp://192.168.1.20:554/stream1"))
     assert "rtsp://192.168.1.20:554/stream1" in info.value.user_message()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+def test_an_ignored_hang_up_stays_ignored_and_handlers_come_back_after_the_window(
+    qtbot, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Under `nohup` the window closed when the terminal did; after the window had closed, `kill`
+    and Ctrl+C only scheduled a close on a dead event loop and did nothing."""
+    from gui.app import close_on_signals
+    from tests.test_gui_helpers import open_window, run_config, write_face_photo, write_models
+
+    window = open_window(
+        qtbot,
+        tmp_path,
+        write_models(tmp_path / "models"),
+        run_config(write_face_photo(tmp_path / "me.png"), vcam=False),
+    )
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does
+    try:
+        replaced = close_on_signals(window)
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        assert set(replaced) == {signal.SIGINT, signal.SIGTERM}
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
+        assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

@@ -334,9 +334,9 @@ def test_the_window_s_source_wrapper_passes_stop_and_camera_news_through() -> No
     camera = CameraSource(0, capture_factory=lambda *_: None)  # never opened here
     tapped = TappedSource(camera, OriginalTap())
     said: list[str] = []
-    tapped.notify = said.append
+    tapped.notify = lambda level, message: said.append(f"{level}: {message}")
     assert camera.notify is not None
-    camera.notify("Camera 0 stopped sending pictures")
-    assert said == ["Camera 0 stopped sending pictures"]
+    camera.notify("warning", "Camera 0 stopped sending pictures")
+    assert said == ["warning: Camera 0 stopped sending pictures"]
     tapped.interrupt()
     assert camera._closed.is_set()  # a reconnect wait would end at once

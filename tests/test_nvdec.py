@@ -973,3 +973,17 @@ def test_nvdec_failing_to_open_a_file_falls_back_to_the_cpu_decoder(
         source.close()
     source.open()  # a second open (the engine's, after the CLI's check) stays on the CPU
     source.close()
+
+
+def test_with_nvdec_a_camera_stays_with_opencv_and_a_rotated_file_goes_to_the_cpu(
+    fake_nvc: FakeNvc, tmp_path: Path
+) -> None:
+    """With NVDEC, /dev/video0 went to FFmpeg's H.264 camera path (opened up to three times before
+    the run, no reconnect), and a phone's portrait video stayed sideways on NVDEC."""
+    from tests.fixtures_media import make_test_video
+
+    camera, _ = nvdec.open_input("/dev/video0", realtime=True, loop=False, decoder="auto")
+    assert isinstance(camera, CameraSource)
+    phone = make_test_video(tmp_path / "phone.mp4", frames=3, size=SIZE, rotation=-90, codec="libx264")
+    source, note = nvdec.open_input(str(phone), realtime=False, loop=False, decoder="auto")
+    assert isinstance(source, VideoFileSource) and "turned 270 degrees" in note

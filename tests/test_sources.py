@@ -375,7 +375,7 @@ def test_camera_vanishing_mid_stream_raises_after_looking_for_it() -> None:
     camera = FakeCamera(frames_before_outage=5)
     source = quick_camera(camera)
     said: list[str] = []
-    source.notify = said.append
+    source.notify = lambda level, message: said.append(f"{level}: {message}")
     source.open()
     delivered = [source.read() for _ in range(5)]
     t0 = time.perf_counter()
@@ -386,7 +386,9 @@ def test_camera_vanishing_mid_stream_raises_after_looking_for_it() -> None:
     assert [read_frame_number(f.image) for f in delivered if f] == [0, 1, 2, 3, 4]
     assert 0.3 <= time.perf_counter() - t0 < 1.5  # looked for it for its whole budget, then gave up
     assert camera.opens > 2 and info.value.hint
-    assert said and "looking for it" in said[0]  # the user is told while it looks, not only at the end
+    assert (
+        said and said[0].startswith("warning:") and "looking for it" in said[0]
+    )  # the user is told while it looks, not only at the end
 
 
 class ReplugCamera:
@@ -425,19 +427,43 @@ class ReplugCamera:
         return Capture(FakeCamera(0))
 
 
+def test_a_camera_held_by_another_app_is_given_up_within_its_budget() -> None:
+    """Each attempt added the camera's whole warm-up wait: a 3 s budget ended after 5 s."""
+
+    class OpensButSendsNothing(FakeCamera):
+        def factory(self, index: int, api: int) -> FakeCapture:
+            self.opens += 1
+            cap = FakeCapture(self)
+            if self.opens > 1:
+                cap.read = lambda: (False, None)  # type: ignore[method-assign]
+            return cap
+
+    camera = OpensButSendsNothing(frames_before_outage=1)
+    source = CameraSource(
+        0, capture_factory=camera.factory, reconnect_s=1.0, retry_delay_s=0.05, first_frame_s=2.0
+    )
+    source.open()
+    source.read()
+    t0 = time.perf_counter()
+    with pytest.raises(SourceError, match="disconnected"):
+        source.read()
+    assert time.perf_counter() - t0 < 1.6
+    source.close()
+
+
 def test_a_replugged_camera_that_needs_a_warm_up_is_picked_up_again() -> None:
     """The reconnect tried one read per reopen (a camera that is back but needs a few empty reads
     was refused every time) and gave up after 1.5 s: any real unplug ended the run."""
     camera = ReplugCamera(away_s=0.6)
     source = CameraSource(0, capture_factory=camera.factory, reconnect_s=5.0, retry_delay_s=0.05)
     said: list[str] = []
-    source.notify = said.append
+    source.notify = lambda level, message: said.append(f"{level}: {message}")
     source.open()
     numbers = [read_frame_number(f.image) for f in (source.read() for _ in range(6)) if f]
     source.close()
     assert numbers == [0, 1, 2, 3, 4, 5]
     assert source.reconnects == 1 and camera.opens > 2
-    assert said[-1] == "Camera 0 is back."
+    assert said[-1] == "info: Camera 0 is back."  # good news, not a warning
 
 
 def test_camera_recovers_from_a_short_dropout() -> None:
@@ -659,25 +685,54 @@ def test_a_jump_in_a_files_time_does_not_freeze_real_time_playback(tmp_path: Pat
     assert 110 <= source.frames_missing <= 130  # counted at the file's frame rate, not its average
 
 
+def test_a_slow_video_is_paced_at_its_own_rate(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A timelapse under 2 fps had every frame taken for a jump in time: it played as fast as it
+    decoded, with a warning per frame."""
+    path = make_test_video(tmp_path / "timelapse.mp4", frames=4, fps=1.0)
+    source = VideoFileSource(path, realtime=True)
+    source.open()
+    t0 = time.perf_counter()
+    with caplog.at_level(logging.WARNING):
+        frames = read_all(source)
+    elapsed = time.perf_counter() - t0
+    source.close()
+    assert len(frames) == 4 and 2.8 <= elapsed < 4.0  # frames at 0, 1, 2, 3 s
+    assert source.frames_missing == 0 and not any("jumps" in r.getMessage() for r in caplog.records)
+
+
 def test_stopping_ends_a_real_time_wait_at_once(tmp_path: Path) -> None:
-    path = make_test_video(tmp_path / "slow.mp4", frames=3, fps=0.5)  # one frame every 2 s
+    path = make_test_video(tmp_path / "slow.mp4", frames=3, fps=2.5)  # one frame every 0.4 s
     source = VideoFileSource(path, realtime=True)
     source.open()
     source.read()
-    reader = threading.Thread(target=source.read)
+    done: list[float] = []
+    reader = threading.Thread(target=lambda: (source.read(), done.append(time.perf_counter())))
+    t0 = time.perf_counter()
     reader.start()
     time.sleep(0.1)
-    t0 = time.perf_counter()
+    assert not done  # the read is waiting for its frame's time
     source.interrupt()
     reader.join(2)
-    assert not reader.is_alive() and time.perf_counter() - t0 < 0.5
+    assert done and done[0] - t0 < 0.3  # ended by the interrupt, not by the frame falling due
     source.close()
+    # Opened again (the engine after the CLI's check), it paces again.
+    source.open()
+    t1 = time.perf_counter()
+    assert len(read_all(source)) == 3 and time.perf_counter() - t1 >= 0.7
+    source.close()
+
+
+def test_a_file_address_is_the_file(tmp_path: Path) -> None:
+    """file:// paths (copied from a browser or a file manager) were called network streams."""
+    path = make_test_video(tmp_path / "my clip.mp4", frames=3)
+    source = open_source(path.as_uri(), realtime=None, loop=False)
+    assert isinstance(source, VideoFileSource) and source.path == path
 
 
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("rtsp://192.0.2.1/stream", "Network streams are not supported"),
+        ("rtsp://192.0.2.1/stream", "Network streams are not read by the CPU decoder"),
         ("99999999999", "cannot exist"),
     ],
 )
