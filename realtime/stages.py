@@ -142,11 +142,16 @@ class FaceAnalyser:
             self._tracker.score_threshold = settings.detector.threshold
             if isinstance(self._detector, SCRFD):
                 self._detector.score_threshold = settings.detector.threshold
-        if old.swap != settings.swap:
-            self._selector = self._new_selector(settings)
-        elif old.tracker.max_missed != settings.tracker.max_missed:
-            # In place, keeping the lock: a selector giving a face up after fewer lost frames than
-            # the tracker keeps it could jump to another person in "largest" mode.
+        if old.swap.target != settings.swap.target:
+            self._selector = self._new_selector(settings)  # a new way of choosing: choose again
+            return
+        # Everything else in place, keeping the lock: rebuilding the selector for a threshold
+        # slider or a swap-model change moved the swap to whoever was largest at that moment.
+        if old.swap.reference_threshold != settings.swap.reference_threshold:
+            self._selector.threshold = settings.swap.reference_threshold
+        if old.tracker.max_missed != settings.tracker.max_missed:
+            # A selector giving a face up after fewer lost frames than the tracker keeps it could
+            # jump to another person in "largest" mode.
             self._selector.max_missed = settings.tracker.max_missed
 
     def analyse(self, image: ImageBGR, timestamp: float, settings: Settings) -> FramePlan:

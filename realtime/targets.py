@@ -42,6 +42,24 @@ class _Known:
     lost_frames: int = 0  # as last reported, to notice a re-detection
 
 
+@dataclass(slots=True)
+class _Regain:
+    """A lost lock waiting for its face to be found again ("largest" mode)."""
+
+    box: npt.NDArray[np.float32]  # where the face was last seen
+    frames_left: int
+    bystanders: set[int]  # tracks in view when it was lost: not the same person
+
+    def near(self, face: TrackedFace) -> bool:
+        """Within one and a half face sizes of where the lost face was."""
+        x1, y1, x2, y2 = (float(v) for v in self.box)
+        size = max(x2 - x1, y2 - y1, 1.0)
+        fx1, fy1, fx2, fy2 = (float(v) for v in face.box)
+        dx = (fx1 + fx2 - x1 - x2) / 2.0
+        dy = (fy1 + fy2 - y1 - y2) / 2.0
+        return dx * dx + dy * dy <= (1.5 * size) ** 2
+
+
 class TargetSelector:
     """Choose the faces to swap, keeping the chosen target locked to its track id.
 
@@ -61,6 +79,7 @@ class TargetSelector:
         threshold: float = 0.6,
         *,
         max_missed: int = 5,
+        regain_frames: int = 30,
     ) -> None:
         if mode not in ("largest", "all", "reference"):
             raise ValueError(f"target mode must be 'largest', 'all' or 'reference', got {mode!r}")
@@ -77,6 +96,9 @@ class TargetSelector:
         self._locked: int | None = None
         self._known: dict[int, _Known] = {}
         self.embed_calls = 0  # for metrics and tests: how often the embedder really ran
+        self.regain_frames = int(regain_frames)
+        self._locked_box: npt.NDArray[np.float32] | None = None  # where the locked face was last seen
+        self._regain: _Regain | None = None
 
     @property
     def locked_id(self) -> int | None:
@@ -86,6 +108,8 @@ class TargetSelector:
     def unlock(self) -> None:
         """Forget the chosen target (the user asked to pick again)."""
         self._locked = None
+        self._locked_box = None
+        self._regain = None
 
     def select(self, faces: list[TrackedFace], embed: EmbedFn) -> list[TrackedFace]:
         """The faces to swap this frame, a subset of `faces` in their order.
@@ -98,10 +122,35 @@ class TargetSelector:
         if self.mode == "all":
             return list(faces)
         locked = self.locked_face(faces)
-        if locked is None:
+        if locked is None and self.mode == "largest":
+            locked = self._regained(faces)
+        if locked is None and self._regain is None:
             locked = self._choose(faces)
-            self._locked = None if locked is None else locked.track_id
+        self._locked = None if locked is None else locked.track_id
+        self._locked_box = None if locked is None else np.array(locked.box, dtype=np.float32)
         return [] if locked is None else [locked]
+
+    def _regained(self, faces: list[TrackedFace]) -> TrackedFace | None:
+        """ "largest" mode, the locked face gone (hidden by someone passing in front, the tracker
+        gave its track up): for `regain_frames` the lock waits for a NEW track near where the face
+        was, the same person found again, rather than going to a face that was in view all along
+        and not chosen (that took the swap for good after a 0.2 s occlusion)."""
+        if self._regain is None:
+            if self._locked is None or self._locked_box is None or self.regain_frames <= 0:
+                return None
+            bystanders = {f.track_id for f in faces if f.track_id != self._locked}
+            self._regain = _Regain(self._locked_box, self.regain_frames, bystanders)
+        regain = self._regain
+        near = [
+            f for f in faces if f.lost_frames == 0 and f.track_id not in regain.bystanders and regain.near(f)
+        ]
+        if near:
+            self._regain = None
+            return max(near, key=lambda f: f.area)
+        regain.frames_left -= 1
+        if regain.frames_left <= 0:
+            self._regain = None  # not back: the next choice is made afresh
+        return None
 
     # ------------------------------------------------- steps, public for IdentityMapSelector
 
@@ -140,6 +189,7 @@ class TargetSelector:
     def lock(self, track_id: int) -> None:
         """Lock onto a track chosen from `candidates` (by a caller arbitrating several selectors)."""
         self._locked = track_id
+        self._regain = None
 
     # ----------------------------------------------------------------------------- internals
 
@@ -202,6 +252,16 @@ class IdentityMapSelector:
     def locked_ids(self) -> tuple[int | None, ...]:
         """Per identity, the track id it is locked to (None = not in view / not found yet)."""
         return tuple(s.locked_id for s in self._selectors)
+
+    @property
+    def threshold(self) -> float:
+        return self._selectors[0].threshold
+
+    @threshold.setter
+    def threshold(self, distance: float) -> None:
+        """A live change: every identity keeps its lock (re-checked at its next re-detection)."""
+        for selector in self._selectors:
+            selector.threshold = float(distance)
 
     @property
     def max_missed(self) -> int:

@@ -176,16 +176,37 @@ def test_largest_stays_locked_when_another_face_becomes_larger_or_enters() -> No
 
 
 def test_largest_repicks_only_when_the_locked_track_is_gone_or_lost_too_long() -> None:
-    sel = TargetSelector("largest", max_missed=2)
+    sel = TargetSelector("largest", max_missed=2, regain_frames=3)
     sel.select([_face(1, 100), _face(2, 80)], _never)
     # Lost (behind something) for up to max_missed frames: still the target, nobody else.
     for lost in (1, 2):
         assert [f.track_id for f in sel.select([_face(1, 100, lost=lost), _face(2, 150)], _never)] == [1]
-    # Lost for longer: the largest face in view is chosen and locked.
-    assert [f.track_id for f in sel.select([_face(1, 100, lost=3), _face(2, 150)], _never)] == [2]
+    # Lost for longer: nobody is swapped while it may come back (face 2 was there all along and
+    # was not chosen) ...
+    for lost in (3, 4):
+        assert sel.select([_face(1, 100, lost=lost), _face(2, 150)], _never) == []
+    # ... and when it does not, the largest face in view is chosen and locked.
+    assert [f.track_id for f in sel.select([_face(1, 100, lost=5), _face(2, 150)], _never)] == [2]
     assert [f.track_id for f in sel.select([_face(1, 100), _face(2, 150)], _never)] == [2]
-    # Gone (the tracker dropped it): re-pick among the faces the detector confirms.
-    assert [f.track_id for f in sel.select([_face(3, 50), _face(4, 70, lost=1)], _never)] == [3]
+
+
+def test_a_face_hidden_by_someone_passing_in_front_gets_its_swap_back() -> None:
+    """Someone crossing in front for 0.2 s took the swap for good: the tracker dropped the hidden
+    face's track, and the lock went to the face in front, which was never the target."""
+    sel = TargetSelector("largest", max_missed=2)
+    assert [f.track_id for f in sel.select([_face(1, 120, x=100), _face(2, 80, x=300)], _never)] == [1]
+    # 1 is hidden: the tracker drops it; 2 passes where it was.
+    for _ in range(5):
+        assert sel.select([_face(2, 80, x=120)], _never) == []
+    # 1 is found again as a new track (3) near where it was: the swap goes back to that person.
+    assert [f.track_id for f in sel.select([_face(2, 80, x=300), _face(3, 120, x=110)], _never)] == [3]
+
+
+def test_a_locked_face_that_left_is_replaced_after_the_wait() -> None:
+    sel = TargetSelector("largest", max_missed=2, regain_frames=4)
+    sel.select([_face(1, 120), _face(2, 80, x=400)], _never)
+    picks = [[f.track_id for f in sel.select([_face(2, 80, x=400)], _never)] for _ in range(6)]
+    assert picks == [[], [], [], [2], [2], [2]]
 
 
 def test_no_faces_no_target() -> None:
@@ -291,9 +312,11 @@ def test_a_new_target_fades_in_when_the_locked_one_leaves() -> None:
 
     scene = _Scene(a_leaves=10)
     s = Settings()  # "largest", 4 fade frames
-    weights = _weights(FaceAnalyser(AnalysisModels(scene, Same(), "scripted"), s), scene, s, range(22))
+    weights = _weights(FaceAnalyser(AnalysisModels(scene, Same(), "scripted"), s), scene, s, range(60))
     b_frames = [w[2] for w in weights if 2 in w]
     assert b_frames[:4] == [0.25, 0.5, 0.75, 1.0]  # B, already fully tracked, was pasted at 1.0 at once
+    first_b = next(i for i, w in enumerate(weights) if 2 in w)
+    assert first_b >= 10 + 20  # not before A has had its chance to come back (about a second)
 
 
 def test_a_target_that_turns_out_to_be_someone_else_fades_out() -> None:
@@ -325,3 +348,33 @@ def test_a_target_that_turns_out_to_be_someone_else_fades_out() -> None:
     assert a_weights[7] == 1.0 and a_weights[-1] == 0.0
     back = a_weights[10:14]
     assert back[0] > 0.0 and back == sorted(back, reverse=True)  # fades out, not gone in one frame
+
+
+def test_a_threshold_or_swap_model_change_keeps_the_locked_face() -> None:
+    """Moving the reference-threshold slider, or picking the fp16 swapper, rebuilt the selector:
+    the swap cross-faded to whoever was largest at that moment."""
+    from realtime.face_models import AnalysisModels
+    from realtime.settings import Settings
+    from realtime.stages import FaceAnalyser
+
+    class Same:
+        def embed(self, image: ImageBGR, kps: Any) -> npt.NDArray[np.float32]:
+            return np.ones(512, np.float32)
+
+    class Grows(_Scene):
+        """A is larger at first; from frame 5 B leans in and is larger."""
+
+        def detect(self, image: ImageBGR, max_faces: int = 0) -> list[Detection]:
+            b_size = 60 if self.frame < 5 else 160
+            return [_scripted_face(200, 240, 120), _scripted_face(460, 240, b_size)]
+
+    scene = Grows()
+    s = Settings()
+    analyser = FaceAnalyser(AnalysisModels(scene, Same(), "scripted"), s)
+    before = _weights(analyser, scene, s, range(10))
+    locked = set(before[-1])
+    assert len(locked) == 1
+    for change in ({"swap.reference_threshold": 0.55}, {"swap.model": "inswapper_128_fp16"}):
+        s = s.with_overrides(change)
+        after = _weights(analyser, scene, s, range(10, 16))
+        assert all(set(w) == locked for w in after), (change, after)
