@@ -108,7 +108,7 @@ class FaceSwapStages:
         factory = session_factory(settings, self.options)
         key = (
             settings.detector.model,
-            settings.detector.size,
+            0 if settings.detector.model == "mtcnn" else settings.detector.size,  # MTCNN has no size
             settings.pipeline.provider,
             settings.pipeline.fp16,
         )

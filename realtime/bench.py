@@ -252,10 +252,11 @@ def run_engine(
     stage_ms = {k: v.mean for k, v in snap.stages_ms.items()}
     mode = f"live {live_fps:.0f} fps" if live_fps else "every frame"
     name = f"FaceCast engine ({mode})"
-    result = _result(name, snap.frames_out, wall, clock.total_ms, snap.latency_ms, stage_ms)
-    result.detections = int(snap.stages_ms["detect"].count) if "detect" in snap.stages_ms else 0
+    # Whole-run latency (the live window holds only the last 20 s), in time order.
+    lat = engine.metrics.latencies_ms(whole_run=True)
+    result = _result(name, snap.frames_out, wall, clock.total_ms, Summary.of(lat), stage_ms)
+    result.detections = engine.metrics.stage_count("detect")
     if live_fps:
-        lat = engine.metrics.latencies_ms()
         if len(lat) >= 3:  # a run too short for thirds has no drift (the median of nothing is NaN)
             third = len(lat) // 3
             first, last = float(np.median(lat[:third])), float(np.median(lat[-third:]))

@@ -110,6 +110,13 @@ def needs_reload(old: Settings, new: Settings) -> bool:
     return _differ(old, new, MODEL_FIELDS)
 
 
+def analysis_differs(old: Settings, new: Settings) -> bool:
+    """Whether the analysis models (detector, recogniser) differ; MTCNN's size is no difference."""
+    if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
+        new = replace(new, detector=replace(new.detector, size=old.detector.size))
+    return _differ(old, new, ANALYSIS_FIELDS)
+
+
 def for_loaded_models(latest: Settings, built: Settings) -> Settings:
     """`latest`, but with the model fields as `built` has them: what running stages may be handed
     while a reload is pending (or after one failed). Handing them new model settings made the old
@@ -204,6 +211,7 @@ class Engine:
         self._load_request: Settings | None = None  # the newest reload asked for, not yet started
         self._loader_running = False
         self._loader_thread: threading.Thread | None = None
+        self._loading: Settings | None = None  # what the loader is building now
         self._frame_settings_cache: tuple[Settings, Settings | None, Settings] | None = None
         self._threads: list[threading.Thread] = []
         self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_output)
@@ -321,7 +329,11 @@ class Engine:
             # The number of worker threads is fixed for a run; keep it (it applies at the next Start).
             settings = settings.with_overrides({"pipeline.frames_in_flight": old.pipeline.frames_in_flight})
         self._settings = settings
-        if needs_reload(old, settings):
+        with self._lock:
+            # Against what runs (or is being loaded), not against the last request: choosing again
+            # a model whose load failed must try it again.
+            target = self._load_request or self._loading or self._built_with or old
+        if needs_reload(target, settings):
             self._load_async(settings)
 
     def subscribe_preview(self, callback: Callable[[VideoFrame], None]) -> None:
@@ -341,7 +353,15 @@ class Engine:
         """Load stages for `settings` on the one loader thread. Requests made while a load runs are
         coalesced to the newest: loads never overlap (each costs every model's memory), and an
         older load cannot finish last and win."""
-        self._emit(EngineEvent("models_loading", "loading models; frames pass through meanwhile"))
+        running = self._built_with is not None
+        self._emit(
+            EngineEvent(
+                "models_loading",
+                "loading models; the current ones keep working meanwhile"
+                if running
+                else "loading models; frames pass through meanwhile",
+            )
+        )
         with self._lock:
             self._load_request = settings
             if self._loader_running:
@@ -364,47 +384,59 @@ class Engine:
         while True:
             with self._lock:
                 settings, self._load_request = self._load_request, None
+                self._loading = settings
                 if settings is None or self._stop.is_set():
                     self._loader_running = False
                     return
             try:
                 stages = self._factory(settings)
             except Exception as exc:
-                if not self._stop.is_set():
-                    if not isinstance(exc, FaceCastError):
-                        log.exception("model load failed")
-                    err = (
-                        exc
-                        if isinstance(exc, FaceCastError)
-                        else FaceCastError(f"Loading models failed: {exc}")
-                    )
-                    self._emit(EngineEvent("error", err.user_message(), err))
+                with self._lock:
+                    self._loading = None
+                    superseded = self._load_request is not None
+                if self._stop.is_set() or superseded:
+                    continue  # a newer choice replaces this one: its failure is no news
+                if not isinstance(exc, FaceCastError):
+                    log.exception("model load failed")
+                err = (
+                    exc if isinstance(exc, FaceCastError) else FaceCastError(f"Loading models failed: {exc}")
+                )
+                self._emit(EngineEvent("error", err.user_message(), err))
                 continue
             with self._lock:
+                self._loading = None
                 if self._load_request is not None or self._stop.is_set():
                     continue  # a newer request replaces this load (or the run ended): drop it
                 self._pending_stages = (stages, settings)
             self._emit(EngineEvent("models_ready", stages.label))
 
+    def _stages_and_settings(self) -> tuple[StageSet, Settings]:
+        """The stage set for the next frame and the settings to hand it, taken together: read apart,
+        a reload swapping in between gave a worker another model set's fields, and it loaded those
+        models inline on the frame path (a freeze)."""
+        with self._lock:
+            stages = self._swap_in_pending()
+            return stages, self._frame_settings()
+
     def _current_stages(self) -> StageSet:
         """The stage set to use for the next frame; a finished reload swaps in atomically here."""
         with self._lock:
-            if self._pending_stages is not None:
-                stages, built = self._pending_stages
-                old, old_built = self._stages, self._built_with
-                if (
-                    old is not None
-                    and old_built is not None
-                    and not _differ(old_built, built, ANALYSIS_FIELDS)
-                ):
-                    # Only worker models changed (swapper, enhancer, masks): keep the running analyser
-                    # and its tracks. A new one restarted every face at weight 0 (the swap blinked)
-                    # and chose the target again (in "largest" mode, possibly another person).
-                    stages = replace(stages, analyser=old.analyser)
-                self._stages, self._built_with = stages, built
-                self._pending_stages = None
-            assert self._stages is not None
-            return self._stages
+            return self._swap_in_pending()
+
+    def _swap_in_pending(self) -> StageSet:
+        """(Under self._lock.) A finished reload becomes the running stage set."""
+        if self._pending_stages is not None:
+            stages, built = self._pending_stages
+            old, old_built = self._stages, self._built_with
+            if old is not None and old_built is not None and not analysis_differs(old_built, built):
+                # Only worker models changed (swapper, enhancer, masks): keep the running analyser
+                # and its tracks. A new one restarted every face at weight 0 (the swap blinked)
+                # and chose the target again (in "largest" mode, possibly another person).
+                stages = replace(stages, analyser=old.analyser)
+            self._stages, self._built_with = stages, built
+            self._pending_stages = None
+        assert self._stages is not None
+        return self._stages
 
     def _frame_settings(self) -> Settings:
         """The settings for the running stages this frame: the newest, but with the model fields
@@ -502,8 +534,7 @@ class Engine:
                 seq = pipes.next_seq
                 pipes.next_seq += 1
                 pipes.capture_wake.notify()
-            stages = self._current_stages()
-            settings = self._frame_settings()
+            stages, settings = self._stages_and_settings()
             try:
                 plan = stages.analyser.analyse(frame.image, self._timeline(frame, live), settings)
             except Exception as exc:
@@ -537,8 +568,8 @@ class Engine:
                 if self._stop.is_set():
                     return
                 job = pipes.jobs.pop(0)
-            workers = self._current_stages().workers
-            settings = self._frame_settings()
+            stages, settings = self._stages_and_settings()
+            workers = stages.workers
             worker = workers[index % len(workers)]
             t0 = time.perf_counter()
             try:

@@ -23,16 +23,58 @@ class RingBuffer:
     def __post_init__(self) -> None:
         self._data = np.zeros(self.capacity, dtype=np.float64)
 
+    total: int = field(default=0, init=False)  # samples ever added (the buffer keeps the last ones)
+
     def add(self, value: float) -> None:
         self._data[self._next] = value
         self._next = (self._next + 1) % self.capacity
         self._count = min(self._count + 1, self.capacity)
+        self.total += 1
 
     def values(self) -> npt.NDArray[np.float64]:
-        return self._data[: self._count].copy() if self._count < self.capacity else self._data.copy()
+        """The kept samples, oldest first (a full buffer's storage order is rotated)."""
+        if self._count < self.capacity:
+            return self._data[: self._count].copy()
+        return np.concatenate((self._data[self._next :], self._data[: self._next]))
 
     def __len__(self) -> int:
         return self._count
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """Samples spread evenly over a whole run in fixed memory: every `stride`-th sample is kept,
+    and when the buffer fills every other kept one goes and the stride doubles. For figures about
+    the whole run (latency drift over two minutes), which the last-N window cannot give."""
+
+    capacity: int = 4096
+    _data: npt.NDArray[np.float64] = field(init=False, repr=False)
+    _count: int = field(default=0, init=False)
+    _stride: int = field(default=1, init=False)
+    _seen: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.capacity < 2 or self.capacity % 2:
+            raise ValueError(f"capacity must be even and at least 2, got {self.capacity}")
+        self._data = np.zeros(self.capacity, dtype=np.float64)
+
+    def add(self, value: float) -> None:
+        self._seen += 1
+        if (self._seen - 1) % self._stride:
+            return
+        if self._count == self.capacity:
+            half = self.capacity // 2
+            self._data[:half] = self._data[::2]
+            self._count = half
+            self._stride *= 2
+            if (self._seen - 1) % self._stride:
+                return
+        self._data[self._count] = value
+        self._count += 1
+
+    def values(self) -> npt.NDArray[np.float64]:
+        """The kept samples in time order, evenly spaced over the run."""
+        return self._data[: self._count].copy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +124,7 @@ class Metrics:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _stages: dict[str, RingBuffer] = field(default_factory=dict, repr=False)
     _latency: RingBuffer = field(init=False, repr=False)
+    _run_latency: RunRecord = field(init=False, repr=False)
     _in_times: RingBuffer = field(init=False, repr=False)
     _out_times: RingBuffer = field(init=False, repr=False)
     frames_in: int = 0
@@ -93,6 +136,7 @@ class Metrics:
 
     def __post_init__(self) -> None:
         self._latency = RingBuffer(self.window)
+        self._run_latency = RunRecord()
         self._in_times = RingBuffer(120)
         self._out_times = RingBuffer(120)
 
@@ -110,7 +154,9 @@ class Metrics:
         with self._lock:
             self.frames_out += 1
             self._out_times.add(t)
-            self._latency.add((t - capture_ts) * 1000.0)
+            ms = (t - capture_ts) * 1000.0
+            self._latency.add(ms)
+            self._run_latency.add(ms)
 
     def stage(self, name: str, ms: float) -> None:
         with self._lock:
@@ -132,9 +178,17 @@ class Metrics:
         with self._lock:
             self.errors += 1
 
-    def latencies_ms(self) -> npt.NDArray[np.float64]:
+    def latencies_ms(self, whole_run: bool = False) -> npt.NDArray[np.float64]:
+        """Glass-to-glass latencies in time order: the recent window, or samples spread evenly
+        over the whole run (`whole_run`, for drift and end-of-run figures)."""
         with self._lock:
-            return self._latency.values()
+            return self._run_latency.values() if whole_run else self._latency.values()
+
+    def stage_count(self, name: str) -> int:
+        """How often a stage ran over the whole run (the window keeps only the last samples)."""
+        with self._lock:
+            buf = self._stages.get(name)
+            return 0 if buf is None else buf.total
 
     def snapshot(self, now: float | None = None) -> StatsSnapshot:
         t = time.perf_counter() if now is None else now

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from models.errors import SinkError, SourceError
+from models.errors import FaceCastError, SinkError, SourceError
 from realtime.engine import Engine, StageSet, passthrough_stages
 from realtime.settings import Settings, SettingsError
 from realtime.stage_api import PassthroughAnalyser
@@ -585,3 +585,64 @@ def test_a_model_load_running_at_stop_can_be_waited_for_before_the_process_exits
     assert time.monotonic() - t0 < 0.5  # stop itself does not wait for the load
     assert not engine.loads_finished(0.0)
     assert engine.loads_finished(3.0)
+
+
+def _wait_for(predicate, timeout: float = 3.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return bool(predicate())
+
+
+def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
+    """The engine compared with the last request: re-choosing the model did nothing, and it went
+    on reporting a model that was not running."""
+    available: set[str] = {"none"}
+    events: list[tuple[str, str]] = []
+
+    def factory(s: Settings) -> StageSet:
+        if s.enhancer.model not in available:
+            raise FaceCastError(f"{s.enhancer.model} is not downloaded.")
+        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"enhancer={s.enhancer.model}")
+
+    source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), factory, load_in_background=True)
+    engine._on_event = lambda e: events.append((e.kind, e.message))
+    engine.start()
+    try:
+        assert _wait_for(lambda: engine.stages_label == "enhancer=none")
+        wanted = engine.settings.with_overrides({"enhancer.model": "gpen_256"})
+        engine.update_settings(wanted)
+        assert _wait_for(lambda: any(k == "error" for k, _ in events))
+        available.add("gpen_256")  # the user downloads it and picks it again
+        engine.update_settings(wanted.with_overrides({"composite.opacity": 0.9}))
+        assert _wait_for(lambda: engine.stages_label == "enhancer=gpen_256")
+    finally:
+        engine.stop()
+
+
+def test_a_load_replaced_by_a_newer_choice_does_not_report_its_failure() -> None:
+    events: list[tuple[str, str]] = []
+
+    def factory(s: Settings) -> StageSet:
+        time.sleep(0.2)
+        if s.enhancer.model == "gfpgan_1.4":
+            raise FaceCastError("gfpgan_1.4 is not downloaded.")
+        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"enhancer={s.enhancer.model}")
+
+    source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), factory, load_in_background=True)
+    engine._on_event = lambda e: events.append((e.kind, e.message))
+    engine.start()
+    try:
+        assert _wait_for(lambda: engine.stages_label == "enhancer=none")
+        engine.update_settings(engine.settings.with_overrides({"enhancer.model": "gfpgan_1.4"}))
+        time.sleep(0.05)
+        engine.update_settings(engine.settings.with_overrides({"enhancer.model": "gpen_256"}))
+        assert _wait_for(lambda: engine.stages_label == "enhancer=gpen_256")
+        assert not any(k == "error" for k, _ in events)
+        # While models run, a reload does not claim that frames pass through unswapped.
+        reloads = [m for k, m in events if k == "models_loading"][1:]
+        assert reloads and all("keep working" in m for m in reloads)
+    finally:
+        engine.stop()
