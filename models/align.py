@@ -123,3 +123,21 @@ def norm_crop(image: ImageBGR, kps: npt.ArrayLike, size: int = 112) -> tuple[Ima
 def transform_points(points: npt.ArrayLike, m: Matrix2x3) -> FloatArray:
     pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
     return np.asarray(pts @ m[:, :2].T + m[:, 2], dtype=np.float32)
+
+
+def plausible_landmarks(kps: npt.ArrayLike) -> bool:
+    """Whether five landmarks can be a face to align: finite, with the eyes apart and the mouth on
+    the side of the eye line a face has it (at any roll). A mirrored set (left and right swapped)
+    has no similarity fit: its scale collapses and the 'face' crop took in the whole frame, which
+    the paste then smeared over every pixel."""
+    pts = np.asarray(kps, dtype=np.float64).reshape(5, 2)
+    if not np.all(np.isfinite(pts)):
+        return False
+    eyes = pts[1] - pts[0]
+    down = (pts[3] + pts[4]) / 2.0 - (pts[0] + pts[1]) / 2.0
+    eye_distance = float(np.hypot(*eyes))
+    if eye_distance < 1e-3:
+        return False
+    # Image y points down: for an upright face, eyes -> mouth turns clockwise from the eye line.
+    cross = float(eyes[0] * down[1] - eyes[1] * down[0])
+    return cross > 0.1 * eye_distance * eye_distance

@@ -22,7 +22,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from models.align import FFHQ_TEMPLATE_512
-from models.errors import ModelContractError
+from models.errors import ModelContractError, ModelOutputError
 from models.session import SessionFactory, open_wrapped
 from models.types import FloatArray, ImageBGR
 
@@ -166,6 +166,9 @@ class FaceRestorer:
             )
         # FaceFusion's normalisation: clip to [-1, 1], (x + 1)/2 * 255, round; RGB -> BGR.
         np.copyto(self._scratch, pred[0].transpose(1, 2, 0)[:, :, ::-1], casting="same_kind")
+        if not np.isfinite(self._scratch).all():
+            # Cast to uint8, NaN and -inf became black and +inf white: blocks in the face.
+            raise ModelOutputError(f"{self.contract.label} returned NaN or infinite values.")
         np.clip(self._scratch, -1.0, 1.0, out=self._scratch)
         np.add(self._scratch, np.float32(1.0), out=self._scratch)
         np.multiply(self._scratch, np.float32(127.5), out=self._scratch)

@@ -36,6 +36,10 @@ class ModelContractError(ModelError):
     pass
 
 
+class ModelOutputError(ModelError):
+    """A model returned values that cannot be a picture (NaN or infinity: an fp16 overflow)."""
+
+
 class DownloadError(ModelError):
     pass
 

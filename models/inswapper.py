@@ -23,7 +23,7 @@ import onnxruntime as ort
 import platformdirs
 from onnx import numpy_helper
 
-from models.errors import ModelContractError
+from models.errors import ModelContractError, ModelOutputError
 from models.session import SessionFactory
 from models.types import FloatArray, ImageBGR
 
@@ -218,6 +218,12 @@ class InSwapper:
         dst = np.empty((CROP_SIZE, CROP_SIZE, 3), dtype=np.uint8) if out is None else out
         if dst.shape != (CROP_SIZE, CROP_SIZE, 3) or dst.dtype != np.uint8:
             raise ValueError(f"out must be a ({CROP_SIZE}, {CROP_SIZE}, 3) uint8 array")
+        if not np.isfinite(pred).all():
+            # Cast to uint8, NaN became black: a black square in the face.
+            raise ModelOutputError(
+                "The face swapper returned NaN or infinite values (a float16 overflow?).",
+                hint="Use the fp32 swapper (swap.model = inswapper_128).",
+            )
         # NCHW RGB -> HWC BGR, x255 in float32 (also for a float16 output), clip, truncate to uint8
         # exactly like insightface's np.clip(255 * x, 0, 255).astype(np.uint8); plane by plane.
         scratch = self._plane_f32

@@ -95,6 +95,11 @@ def crop_mask_kernels(crop_size: int, m: Matrix2x3, settings: MaskSettings) -> t
     # A k x k erosion moves each edge in by about k/2 px.
     inset = erode_px / 2.0 * scale
     sigma = sigma_frame * scale
+    # The feather must fade out inside the crop: with a wide blur (blur_ratio 0.1 and up) it was
+    # still at 22-96/255 at the crop's border and dropped to 0 there, a hard box round the face.
+    # An inset of 2.4 sigma leaves at most ~2/255 there, which the defaults already meet at every
+    # face size (insightface's feather, unchanged).
+    inset = max(inset, 2.4 * sigma)
     return int(round(inset * 8)), int(round(sigma * 8))
 
 
@@ -141,7 +146,10 @@ def colour_transfer(crop: ImageBGR, reference: ImageBGR, mask: MaskArray | None 
     # out = (x - s_mean) * gain + r_mean per channel, as one affine transform on the uint8 LAB
     # image (one SIMD pass, saturating). The -0.4999 makes OpenCV's rounding a truncation, as the
     # float maths' clip-and-cast would do.
-    gain = r_std / s_std
+    # Bounded: the reference's spread includes its sensor noise, and in a dark, noisy webcam frame
+    # an unbounded gain multiplied the face's colour detail 3-7x (cyan teeth, magenta lips). The
+    # colour channels (a, b) may gain less than lightness.
+    gain = np.clip(r_std / s_std, _GAIN_LOW, _GAIN_HIGH)
     affine = np.zeros((3, 4), dtype=np.float64)
     affine[[0, 1, 2], [0, 1, 2]] = gain
     affine[:, 3] = r_mean - s_mean * gain - 0.4999
@@ -150,6 +158,9 @@ def colour_transfer(crop: ImageBGR, reference: ImageBGR, mask: MaskArray | None 
 
 
 Stats = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
+# Colour transfer gain bounds per LAB channel (L, a, b).
+_GAIN_LOW = np.array([0.5, 0.67, 0.67])
+_GAIN_HIGH = np.array([2.0, 1.5, 1.5])
 
 
 def _weighted_stats(

@@ -23,10 +23,10 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from models.align import Matrix2x3, estimate_norm
+from models.align import Matrix2x3, estimate_norm, plausible_landmarks
 from models.device_ops import DeviceOps
 from models.enhancers import CodeFormer
-from models.errors import ModelError
+from models.errors import FaceCastError, ModelError, ModelOutputError
 from models.inswapper import InSwapper
 from models.scrfd import SCRFD
 from models.session import SessionFactory
@@ -250,6 +250,7 @@ class FaceSwapWorker:
         self._blurred: dict[int, ImageBGR] = {}  # sharpening scratch, per crop size
         self._mask_settings = _mask_settings(settings)
         self._compositor = Compositor(self._mask_settings)
+        self._said: set[str] = set()  # problems already logged (once each, not per frame)
         self._quality = quality
         self._masks = FaceMasks(size)
         self._enhancer: FaceEnhanceStage | None = None
@@ -288,11 +289,11 @@ class FaceSwapWorker:
         comp = settings.composite
         timings = {"swap": 0.0, "paste": 0.0}
         if self._device is not None:
-            for target in plan.targets:
+            for target in self._plausible(plan.targets):
                 self._latent(target)  # the same error as the OpenCV path for a bad identity
             copies = self._device.apply(
                 image,
-                plan.targets,
+                self._plausible(plan.targets),
                 self._compositor,
                 comp.opacity,
                 timings,
@@ -305,7 +306,7 @@ class FaceSwapWorker:
             timings["copies"] = float(copies.total)
             return timings
         keys: list[Hashable] = []
-        for target in plan.targets:
+        for target in self._plausible(plan.targets):
             t0 = time.perf_counter()
             m = estimate_norm(target.kps, self._size)
             cv2.warpAffine(image, m, (self._size, self._size), dst=self._crop, borderValue=0.0)
@@ -332,20 +333,26 @@ class FaceSwapWorker:
                 key = (target.track_id, target.identity) if target.track_id >= 0 else None
                 if key is not None:
                     keys.append(key)
-                done = enhancer.enhance(
-                    image,
-                    target.kps,
-                    swapped,
-                    m,
-                    face.alpha,
-                    blend=settings.enhancer.blend,
-                    every_n=settings.enhancer.every_n,
-                    key=key,
-                )
-                crop, m_paste, alpha = done.crop, done.m, done.mask
-                # The FFHQ crop is larger than the face; the mask is zero beyond the swap's square.
-                region = paste_region(image.shape, self._size, m)
-                _add_ms(timings, "enhance" if done.ran_model else "enhance.reuse", t0)
+                try:
+                    done = enhancer.enhance(
+                        image,
+                        target.kps,
+                        swapped,
+                        m,
+                        face.alpha,
+                        blend=settings.enhancer.blend,
+                        every_n=settings.enhancer.every_n,
+                        key=key,
+                    )
+                except ModelOutputError as exc:
+                    # A broken restoration (NaN from an fp16 overflow) is neither pasted nor kept for
+                    # reuse (it is refused before it is stored): this face gets the plain swap.
+                    self._say_once(exc)
+                else:
+                    crop, m_paste, alpha = done.crop, done.m, done.mask
+                    # The FFHQ crop is larger than the face; the mask is zero beyond the swap's square.
+                    region = paste_region(image.shape, self._size, m)
+                    _add_ms(timings, "enhance" if done.ran_model else "enhance.reuse", t0)
 
             if comp.sharpen > 0.0:
                 self._sharpen(crop, comp.sharpen, timings)
@@ -366,6 +373,20 @@ class FaceSwapWorker:
         return timings
 
     # ----------------------------------------------------------------------------- internals
+
+    def _say_once(self, exc: FaceCastError) -> None:
+        text = exc.user_message()
+        if text not in self._said:
+            self._said.add(text)
+            log.warning("%s The plain swap is used where that happens.", text)
+
+    @staticmethod
+    def _plausible(targets: Sequence[SwapTarget]) -> list[SwapTarget]:
+        """The targets whose landmarks can be aligned; the others pass through this frame."""
+        kept = [t for t in targets if plausible_landmarks(t.kps)]
+        if len(kept) != len(targets):
+            log.debug("skipped %d face(s) with implausible landmarks", len(targets) - len(kept))
+        return kept
 
     def _device_path(
         self, swapper: InSwapper, factory: SessionFactory | None, forced: bool | None

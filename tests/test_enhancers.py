@@ -234,3 +234,14 @@ def test_codeformer_entry() -> None:
         get_entry("GPEN-BFR-256").files[0].sha256
         == "aa5bd3ab238640a378c59e4a560f7a7150627944cf2129e6311ae4720e833271"
     )
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_restoration_with_nan_or_inf_is_refused_not_pasted_as_blocks(bad: float) -> None:
+    """Cast to uint8, NaN and -inf became black and +inf white: blocks in the face."""
+    from models.errors import ModelOutputError
+
+    pred = np.zeros((1, 3, 256, 256), np.float32)
+    pred[0, :, 100:140, 100:140] = bad
+    with pytest.raises(ModelOutputError, match="NaN or infinite"):
+        GPEN256(restorer_session(256, pred)).enhance(random_crop(256))

@@ -223,3 +223,17 @@ def test_decode_writes_into_an_out_array_of_any_layout() -> None:
     fortran = np.asfortranarray(np.zeros((128, 128, 3), np.uint8))
     assert sw._decode(pred, fortran) is fortran
     np.testing.assert_array_equal(fortran, expected)
+
+
+def test_a_swap_with_nan_is_refused_not_pasted_as_a_black_square(
+    swapper: InSwapper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from models.errors import ModelOutputError
+
+    bad = np.full((1, 3, 128, 128), 0.5, np.float32)
+    bad[0, :, 40:80, 40:80] = np.nan  # what an fp16 overflow looks like
+    monkeypatch.setattr(swapper, "_infer", lambda: bad)
+    crop = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
+    with pytest.raises(ModelOutputError) as info:
+        swapper.swap(crop, unit(1))
+    assert "NaN" in info.value.user_message() and "fp32 swapper" in info.value.user_message()

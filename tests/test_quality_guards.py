@@ -1,0 +1,79 @@
+"""Pictures that must not come out of the swap, whatever the settings or the input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.align import arcface_template, estimate_norm, plausible_landmarks
+from realtime.compositor import Compositor, MaskSettings, colour_transfer
+from realtime.masks import soften
+
+
+def _face_kps(
+    roll_deg: float, scale: float = 2.0, centre: tuple[float, float] = (320.0, 240.0)
+) -> np.ndarray:
+    t = arcface_template(112).astype(np.float64) - 56.0
+    a = math.radians(roll_deg)
+    rot = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    return t @ rot.T * scale + np.asarray(centre)
+
+
+@given(roll=st.floats(-180.0, 180.0), scale=st.floats(0.2, 8.0))
+def test_a_face_at_any_roll_and_size_can_be_aligned(roll: float, scale: float) -> None:
+    assert plausible_landmarks(_face_kps(roll, scale))
+
+
+@given(roll=st.floats(-180.0, 180.0))
+def test_mirrored_or_broken_landmarks_are_refused(roll: float) -> None:
+    """Left and right swapped: the fit's scale collapsed and the crop took in the whole frame,
+    which the paste then smeared over every pixel."""
+    kps = _face_kps(roll)
+    assert not plausible_landmarks(kps[[1, 0, 2, 4, 3]])
+    broken = kps.copy()
+    broken[2, 0] = np.nan
+    assert not plausible_landmarks(broken)
+    assert not plausible_landmarks(np.repeat(kps[:1], 5, axis=0))
+
+
+@pytest.mark.parametrize(("erode", "blur"), [(0.1, 0.05), (0.1, 0.1), (0.1, 0.3), (0.0, 0.3), (0.2, 0.3)])
+def test_the_feather_fades_out_inside_the_crop_at_any_setting(erode: float, blur: float) -> None:
+    """A wide blur left the mask at 22-96/255 at the crop's border, then 0: a hard box round the face."""
+    m = estimate_norm(_face_kps(0.0, 3.0), 128)
+    mask = Compositor(MaskSettings(erode_ratio=erode, blur_ratio=blur)).crop_mask(128, m)
+    border = np.concatenate([mask[0], mask[-1], mask[:, 0], mask[:, -1]])
+    assert border.max() * 255 <= 3.5  # (was 22-96 with a wide blur; the defaults give ~1)
+    assert mask[64, 64] > 0.99  # still a face in the middle
+
+
+def test_colour_match_does_not_amplify_a_dark_frame_s_noise() -> None:
+    """The unbounded gain multiplied the face's colour detail 3-7x in a dark, noisy frame."""
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:128, 0:128]
+    face = np.stack(
+        [110 + 40 * np.sin(xx / 9.0), 120 + 30 * np.cos(yy / 7.0), 150 + 35 * np.sin((xx + yy) / 11.0)],
+        axis=2,
+    ).astype(np.uint8)
+    dark = (face.astype(np.float32) * 0.2 + rng.normal(0, 6, face.shape)).clip(0, 255).astype(np.uint8)
+    out = colour_transfer(face, dark)
+    import cv2
+
+    lab_out = cv2.cvtColor(out, cv2.COLOR_BGR2LAB).astype(np.float32)
+    lab_face = cv2.cvtColor(face, cv2.COLOR_BGR2LAB).astype(np.float32)
+    for ch in (1, 2):  # a, b: the colour detail is at most 1.5x the face's own
+        assert lab_out[..., ch].std() <= 1.5 * lab_face[..., ch].std() + 1.0
+
+
+@settings(max_examples=20)
+@given(width=st.integers(1, 12))
+def test_an_occluder_of_any_width_keeps_all_its_pixels(width: int) -> None:
+    """A pen or a glasses frame thinner than ~10 px blurred away to over 0.5 and was swapped over."""
+    mask = np.ones((128, 128), np.float32)
+    mask[:, 60 : 60 + width] = 0.0  # a vertical bar in front of the face
+    out = soften(mask, 5.0, out=mask)
+    assert out[:, 60 : 60 + width].max() == 0.0
+    assert out[:, :40].min() > 0.99  # the face away from it is kept
