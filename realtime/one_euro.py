@@ -68,6 +68,12 @@ class OneEuroFilter:
             raise ValueError(f"rebase shape {new.shape} differs from the filter's {self._x.shape}")
         self._x[...] = new
 
+    def scale(self, factor: float) -> None:
+        """The signal's units changed (a frame resized by `factor`): scale the state with it."""
+        if self._x is not None and self._dx is not None:
+            self._x *= factor
+            self._dx *= factor
+
     def reset(self) -> None:
         """Forget the history: the next sample passes through (use after a cut or a re-acquire)."""
         self._x = None

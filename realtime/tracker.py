@@ -187,6 +187,16 @@ class FaceTracker:
             self._has_prev = False
             self._since_detection = self.interval  # detect on the next frame
 
+    def _rescale(self, factor: float) -> None:
+        for track in self._tracks:
+            track.raw_kps = (track.raw_kps * factor).astype(np.float32)
+            track.velocity = track.velocity * factor
+            track.filter.scale(factor)
+            track.motion = None
+            track.corners = np.empty((0, 2), dtype=np.float32)  # reseeded at the detection
+        self._has_prev = False
+        self._since_detection = self.interval  # detect on the next frame
+
     def reset(self) -> None:
         """Forget every track and the previous frame (new source, seek); ids keep counting up."""
         self._tracks.clear()
@@ -199,9 +209,17 @@ class FaceTracker:
             got = f"{image_bgr.shape} {image_bgr.dtype}"
             raise ValueError(f"expected an (H, W, 3) uint8 BGR frame, got {got}")
         if self._last_shape is not None and image_bgr.shape != self._last_shape and self._tracks:
-            # A new frame size (pipeline.processing_size changed, a new source): landmarks in the old
-            # frame's pixels mean nothing here. Ids keep counting, so a locked target re-locks.
-            self.reset()
+            old_h, old_w = self._last_shape[:2]
+            h, w = image_bgr.shape[:2]
+            if abs(w * old_h - h * old_w) <= 0.01 * w * old_h:
+                # The same picture at another size (pipeline.processing_size changed live): every
+                # track is scaled with it and kept, so the swap neither blinks nor moves to someone
+                # else. The next frame is a detection (nothing to flow from at the new size).
+                self._rescale(w / old_w)
+            else:
+                # Another picture (a new aspect ratio): old landmarks mean nothing here. Ids keep
+                # counting, so a locked target re-locks.
+                self.reset()
         self._last_shape = image_bgr.shape
         self.frames += 1
         # Flow runs even at interval 1: its motion estimate lets the smoothing follow a moving face

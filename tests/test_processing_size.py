@@ -1,5 +1,6 @@
 """pipeline.processing_size: the face stages see the frame scaled down to it (the sinks scale back),
-a live change applies at the next frame, and the tracker starts afresh on a new frame size."""
+a live change applies at the next frame, the tracker keeps its faces through it (and starts afresh
+on another picture)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,26 @@ def test_a_live_change_of_the_processing_size_applies_to_later_frames() -> None:
     assert len(sink.shapes) == 40
 
 
+def test_the_tracker_keeps_its_faces_through_a_processing_size_change() -> None:
+    """A live processing-size change dropped every track: the swap blinked out and faded back in,
+    and in "largest" mode could land on another person."""
+
+    def detect(image: ImageBGR) -> list[Detection]:
+        s = image.shape[1] / 640.0
+        kps = np.array([[280, 200], [360, 200], [320, 240], [290, 280], [350, 280]], np.float32) * s
+        return [Detection(box=np.array([250, 150, 390, 320], np.float32) * s, kps=kps, score=0.9)]
+
+    tracker = FaceTracker(detect, TrackerSettings(), interval=3)
+    big = np.full((480, 640, 3), 120, np.uint8)
+    first = [tracker.update(big, i / 30.0)[0] for i in range(8)]
+    assert len({f.track_id for f in first}) == 1 and first[-1].swap_weight == 1.0
+    small = np.full((240, 320, 3), 120, np.uint8)
+    faces = tracker.update(small, 9 / 30.0)
+    assert len(faces) == 1 and faces[0].track_id == first[0].track_id  # the same face ...
+    assert faces[0].swap_weight == 1.0  # ... still fully swapped (no blink)
+    np.testing.assert_allclose(faces[0].kps[0], [140.0, 100.0], atol=0.5)  # in the new pixels
+
+
 def test_the_tracker_starts_afresh_when_the_frame_size_changes() -> None:
     def detect(image: ImageBGR) -> list[Detection]:
         s = image.shape[1] / 640.0
@@ -145,8 +166,8 @@ def test_the_tracker_starts_afresh_when_the_frame_size_changes() -> None:
     big = np.full((480, 640, 3), 120, np.uint8)
     first = [tracker.update(big, i / 30.0)[0].track_id for i in range(4)]
     assert len(set(first)) == 1
-    small = np.full((240, 320, 3), 120, np.uint8)
-    faces = tracker.update(small, 5 / 30.0)
-    # One face, a new id, landmarks in the small frame's pixels (no track left over from the big one).
+    other = np.full((320, 320, 3), 120, np.uint8)  # another picture: a new aspect ratio
+    faces = tracker.update(other, 5 / 30.0)
+    # One face, a new id, landmarks in the new frame's pixels (no track left over from the old one).
     assert len(faces) == 1 and faces[0].track_id != first[0]
     np.testing.assert_allclose(faces[0].kps[0], [140.0, 100.0], atol=0.5)
