@@ -349,9 +349,12 @@ def probe_input(source: FrameSource) -> None:
     """Open and close a file or image input once (cheap: one decoded frame), so a missing, empty
     or audio-only file fails now. Cameras and streams are left alone: opening a camera twice
     flashes its light and costs a second, and a stream may take one connection only."""
-    from realtime.sources import FallbackSource
+    from realtime.sources import CameraSource, FallbackSource
 
     inner = source.primary if isinstance(source, FallbackSource) else source
+    if isinstance(inner, CameraSource):
+        inner.check_present()  # Linux: is there a /dev/videoN at all (nothing is opened)
+        return
     if not isinstance(getattr(inner, "path", None), Path):  # files and images have a path
         return
     source.open()

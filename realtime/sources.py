@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 import time
 import urllib.parse
@@ -293,6 +294,16 @@ class CameraSource(KnownFormat):
         reported = cap.get(cv2.CAP_PROP_FPS)
         # Some drivers report 0 fps; the request (or the common webcam rate) is the best guess then.
         self._fps = float(reported) if reported > 0 else (self.settings.fps or DEFAULT_FPS)
+
+    def check_present(self, platform: str = sys.platform, dev: Path = Path("/dev")) -> None:
+        """Without opening it: fail now when the camera plainly is not there (Linux: no
+        /dev/videoN), so a wrong number is said before the models load rather than after."""
+        if not platform.startswith("linux") or (dev / f"video{self.settings.index}").exists():
+            return
+        raise SourceError(
+            f"Camera {self.settings.index} could not be opened.",
+            hint=f"{self._cameras_hint()} {camera_access_hint()}",
+        )
 
     def read(self) -> VideoFrame | None:
         with self._lock:

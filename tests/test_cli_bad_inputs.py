@@ -359,7 +359,21 @@ def test_an_error_mid_run_is_said_once(capsys, tmp_path, models, photo, clip, mo
     assert code == 2 and "Disk full" in error_line(err)
 
 
-@pytest.mark.parametrize("kind", ["missing", "audio only", "huge camera number"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "missing",
+        "audio only",
+        "huge camera number",
+        pytest.param(
+            "absent camera",
+            marks=pytest.mark.skipif(
+                not sys.platform.startswith("linux") or Path("/dev/video7").exists(),
+                reason="Linux, no /dev/video7",
+            ),
+        ),
+    ],
+)
 def test_a_bad_input_is_reported_before_any_model_loads(capsys, tmp_path, photo, kind) -> None:  # type: ignore[no-untyped-def]
     """A typo in --input was reported only after every model had loaded (minutes, for a first
     TensorRT build): here the models folder is empty, and the input must still be what is named."""
@@ -371,12 +385,17 @@ def test_a_bad_input_is_reported_before_any_model_loads(capsys, tmp_path, photo,
         "missing": str(tmp_path / "typo.mp4"),
         "audio only": str(make_audio_only_file(tmp_path / "talk.m4a")),
         "huge camera number": "99999999999",
+        "absent camera": "7",
     }[kind]
     code, err = run_cli(
         capsys, "run", "--models-dir", str(empty), "--source", str(photo), "--input", spec, "--output", "null"
     )
     line = error_line(err)
     assert code != 0 and "Models not downloaded" not in line
-    assert {"missing": "not found", "audio only": "no video stream", "huge camera number": "cannot exist"}[
-        kind
-    ] in line
+    expected = {
+        "missing": "not found",
+        "audio only": "no video stream",
+        "huge camera number": "cannot exist",
+        "absent camera": "could not be opened",
+    }
+    assert expected[kind] in line
