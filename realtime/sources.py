@@ -516,6 +516,7 @@ class VideoFileSource(KnownFormat):
         self._rotate: int | None = None  # cv2.rotate code that shows the picture upright
         self._recent_steps: deque[float] = deque(maxlen=31)  # frame intervals, for the gap estimate
         self._gaps = 0
+        self._resized = False  # said once that the picture size changed mid-file
 
     @property
     def is_live(self) -> bool:
@@ -569,11 +570,31 @@ class VideoFileSource(KnownFormat):
         image: ImageBGR = np.ascontiguousarray(av_frame.to_ndarray(format="bgr24"), dtype=np.uint8)
         if self._rotate is not None:
             image = np.asarray(cv2.rotate(image, self._rotate), dtype=np.uint8)
+        if (image.shape[1], image.shape[0]) != self._size:
+            image = self._fit(image)
         if self.realtime:
             self._pacer.wait_until(pts)
         frame = VideoFrame(image, self._next_index, time.perf_counter(), pts)
         self._next_index += 1
         return frame
+
+    def _fit(self, image: ImageBGR) -> ImageBGR:
+        """A picture whose size changed mid-file, scaled into the run's size with its shape kept
+        (black bars), not squeezed: the outputs were opened for the first size."""
+        w, h = self._size
+        ih, iw = image.shape[:2]
+        if not self._resized:
+            log.warning(
+                "%s: the picture size changes to %dx%d mid-file; fitted into %dx%d.", self.path, iw, ih, w, h
+            )
+            self._resized = True
+        scale = min(w / iw, h / ih)
+        nw, nh = max(1, round(iw * scale)), max(1, round(ih * scale))
+        fitted = np.zeros((h, w, 3), dtype=np.uint8)
+        x0, y0 = (w - nw) // 2, (h - nh) // 2
+        interp = cv2.INTER_AREA if scale < 1.0 else cv2.INTER_LINEAR
+        cv2.resize(image, (nw, nh), dst=fitted[y0 : y0 + nh, x0 : x0 + nw], interpolation=interp)
+        return fitted
 
     def interrupt(self) -> None:
         """From another thread: end a real-time wait at once (the run is stopping)."""

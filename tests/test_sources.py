@@ -769,3 +769,31 @@ def test_other_still_image_files_repeat_like_a_png(tmp_path: Path, suffix: str) 
     source.open()
     assert all(source.read() is not None for _ in range(3))
     source.close()
+
+
+def test_a_picture_size_change_mid_file_keeps_its_shape(tmp_path: Path) -> None:
+    """A 96x64 (3:2) file continuing at 160x120 (4:3) was squeezed into 96x64, distorted."""
+    parts = []
+    for n, size in ((0, (96, 64)), (1, (160, 120))):
+        part = tmp_path / f"part{n}.h264"
+        with av.open(str(part), mode="w", format="h264") as container:
+            stream = container.add_stream("libx264", rate=25)
+            stream.width, stream.height, stream.pix_fmt = size[0], size[1], "yuv420p"
+            for i in range(5):
+                frame = av.VideoFrame.from_ndarray(
+                    np.full((size[1], size[0], 3), 200, np.uint8), format="bgr24"
+                )
+                frame.pts = i
+                container.mux(stream.encode(frame))
+            container.mux(stream.encode(None))
+        parts.append(part.read_bytes())
+    joined = tmp_path / "joined.h264"
+    joined.write_bytes(b"".join(parts))
+    source = VideoFileSource(joined)
+    source.open()
+    frames = read_all(source)
+    source.close()
+    assert source.size == (96, 64) and {f.image.shape for f in frames} == {(64, 96, 3)}
+    later = frames[-1].image
+    # 160x120 into 96x64 keeps 4:3: 85x64, with black bars left and right.
+    assert later[:, :3].max() < 20 and later[:, -3:].max() < 20 and later[:, 40:56].min() > 150
