@@ -68,8 +68,13 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
         # Once the window is gone, a signal must act as usual again (shutdown may still be joining
         # threads: a `kill` that only scheduled a close on a dead event loop did nothing).
         for sig, handler in previous_handlers.items():
-            signal.signal(sig, handler)
-    if not window.controller.loads_finished(LOAD_WAIT_AT_EXIT_S):
+            # None: a handler installed from C, which Python cannot put back; the default then.
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+    try:
+        finished = window.controller.loads_finished(LOAD_WAIT_AT_EXIT_S)
+    except KeyboardInterrupt:  # Ctrl+C while waiting: leave now, the same way
+        finished = False
+    if not finished:
         # A model load (a TensorRT build can take minutes) is still inside ONNX Runtime. Everything
         # that matters is saved and closed by now; exiting normally would tear the interpreter down
         # under it and die in native code, so leave at once.

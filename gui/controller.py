@@ -316,10 +316,10 @@ class EngineController(QObject):
             except Exception as exc:
                 log.exception("stopping the engine failed")
                 self.message.emit("error", f"Stopping failed: {exc}")
+        # Stopped engines are kept only while a model load of theirs runs (a stopped engine holds
+        # its models' memory), so that the exit can wait for it: pruned at every stop.
+        self._stopped_engines = [e for e in self._stopped_engines if not e.loads_finished(0.0)]
         if engine is not None and not engine.loads_finished(0.0):
-            # Kept only while a model load of it runs (a stopped engine holds its models' memory),
-            # so that the exit can wait for it.
-            self._stopped_engines = [e for e in self._stopped_engines if not e.loads_finished(0.0)]
             self._stopped_engines.append(engine)
         self._stopped.emit(generation)
 

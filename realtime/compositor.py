@@ -95,11 +95,6 @@ def crop_mask_kernels(crop_size: int, m: Matrix2x3, settings: MaskSettings) -> t
     # A k x k erosion moves each edge in by about k/2 px.
     inset = erode_px / 2.0 * scale
     sigma = sigma_frame * scale
-    # The feather must fade out inside the crop: with a wide blur (blur_ratio 0.1 and up) it was
-    # still at 22-96/255 at the crop's border and dropped to 0 there, a hard box round the face.
-    # An inset of 2.4 sigma leaves at most ~2/255 there, which the defaults already meet at every
-    # face size (insightface's feather, unchanged).
-    inset = max(inset, 2.4 * sigma)
     return int(round(inset * 8)), int(round(sigma * 8))
 
 
@@ -117,7 +112,17 @@ def build_crop_mask(crop_size: int, inset_x8: int, sigma_x8: int) -> MaskArray:
         mask = np.asarray(
             cv2.GaussianBlur(mask, (ksize, ksize), sigma, borderType=cv2.BORDER_CONSTANT), dtype=np.float32
         )
+        # A wide blur (blur_ratio 0.1 and up) left the feather at 22-96/255 at the crop's border,
+        # where it dropped to 0: a hard box round the face. Lowered so it ends at 0 there, its
+        # shape kept (moving the edge inwards instead shrank the swapped area by half). The
+        # defaults leave at most ~2/255 there and are not touched.
+        edge = float(max(mask[0].max(), mask[-1].max(), mask[:, 0].max(), mask[:, -1].max()))
+        if edge > _FEATHER_EDGE_MAX:
+            mask = np.clip((mask - edge) / (1.0 - edge), 0.0, 1.0).astype(np.float32)
     return np.asarray(mask, dtype=np.float32)
+
+
+_FEATHER_EDGE_MAX = 2.5 / 255.0
 
 
 def colour_transfer(crop: ImageBGR, reference: ImageBGR, mask: MaskArray | None = None) -> ImageBGR:

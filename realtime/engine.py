@@ -212,6 +212,8 @@ class Engine:
         self._loader_running = False
         self._loader_thread: threading.Thread | None = None
         self._loading: Settings | None = None  # what the loader is building now
+        self._failed: tuple[Settings, float] | None = None  # the last load that failed, and when
+        self.load_retry_s = 5.0  # a failed model choice is tried again only after this long
         self._frame_settings_cache: tuple[Settings, Settings | None, Settings] | None = None
         self._threads: list[threading.Thread] = []
         self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_output)
@@ -330,9 +332,20 @@ class Engine:
             settings = settings.with_overrides({"pipeline.frames_in_flight": old.pipeline.frames_in_flight})
         self._settings = settings
         with self._lock:
-            # Against what runs (or is being loaded), not against the last request: choosing again
-            # a model whose load failed must try it again.
-            target = self._load_request or self._loading or self._built_with or old
+            # Against what runs, is being loaded or has just loaded, not against the last request:
+            # choosing again a model whose load failed tries it again -- but not at every slider
+            # move right after the failure (each one retried the load and said it failed again).
+            pending = self._pending_stages[1] if self._pending_stages is not None else None
+            failed = self._failed
+            recent_failure = failed is not None and time.monotonic() - failed[1] < self.load_retry_s
+            target = (
+                self._load_request
+                or self._loading
+                or (failed[0] if failed is not None and recent_failure else None)
+                or pending
+                or self._built_with
+                or old
+            )
         if needs_reload(target, settings):
             self._load_async(settings)
 
@@ -396,6 +409,8 @@ class Engine:
                     superseded = self._load_request is not None
                 if self._stop.is_set() or superseded:
                     continue  # a newer choice replaces this one: its failure is no news
+                with self._lock:
+                    self._failed = (settings, time.monotonic())
                 if not isinstance(exc, FaceCastError):
                     log.exception("model load failed")
                 err = (
@@ -405,6 +420,7 @@ class Engine:
                 continue
             with self._lock:
                 self._loading = None
+                self._failed = None
                 if self._load_request is not None or self._stop.is_set():
                     continue  # a newer request replaces this load (or the run ended): drop it
                 self._pending_stages = (stages, settings)

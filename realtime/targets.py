@@ -6,7 +6,9 @@ or leans closer (Deep-Live-Cam #1152). Here the choice is made once and then fol
 that realtime/tracker.py keeps stable through motion and short occlusions:
 
 * "largest": the largest face at the moment of choosing; re-chosen only when the locked track is
-  gone (the tracker dropped it) or has been lost for more than `max_missed` frames.
+  gone (the tracker dropped it) or has been lost for more than `max_missed` frames -- and then
+  only after `regain_frames` (about a second) in which a new track (preferably near where it was)
+  takes the lock back: someone passing in front must not get the swap for good.
 * "reference": the face whose identity embedding is within `threshold` cosine distance of the
   reference photo's. Embeddings are computed only when a track is new or re-detected after being
   lost, and cached per track id: never on every frame (ArcFace costs 6.3 GMACs a face).
@@ -99,6 +101,7 @@ class TargetSelector:
         self.regain_frames = int(regain_frames)
         self._locked_box: npt.NDArray[np.float32] | None = None  # where the locked face was last seen
         self._regain: _Regain | None = None
+        self._seen_with_lock: set[int] = set()  # other tracks in view when the target was last seen
 
     @property
     def locked_id(self) -> int | None:
@@ -128,6 +131,10 @@ class TargetSelector:
             locked = self._choose(faces)
         self._locked = None if locked is None else locked.track_id
         self._locked_box = None if locked is None else np.array(locked.box, dtype=np.float32)
+        if locked is not None and locked.lost_frames == 0:
+            # Who else was in view while the target was surely itself: only they are bystanders
+            # (a track born while it coasted may be the same person found again under a new id).
+            self._seen_with_lock = {f.track_id for f in faces if f.track_id != locked.track_id}
         return [] if locked is None else [locked]
 
     def _regained(self, faces: list[TrackedFace]) -> TrackedFace | None:
@@ -138,15 +145,20 @@ class TargetSelector:
         if self._regain is None:
             if self._locked is None or self._locked_box is None or self.regain_frames <= 0:
                 return None
-            bystanders = {f.track_id for f in faces if f.track_id != self._locked}
-            self._regain = _Regain(self._locked_box, self.regain_frames, bystanders)
+            self._regain = _Regain(self._locked_box, self.regain_frames, set(self._seen_with_lock))
         regain = self._regain
-        near = [
-            f for f in faces if f.lost_frames == 0 and f.track_id not in regain.bystanders and regain.near(f)
-        ]
-        if near:
+        if not any(f.track_id in regain.bystanders or f.track_id == self._locked for f in faces):
+            # Every track in view is new (the tracker started afresh: another picture size): there
+            # is nobody to keep the swap from, so choose now rather than wait.
             self._regain = None
-            return max(near, key=lambda f: f.area)
+            return None
+        # A face found under a new id is the target found again (the tracker gives a fast mover
+        # a new track): the nearest such face takes the lock back; bystanders never do.
+        found = [f for f in faces if f.lost_frames == 0 and f.track_id not in regain.bystanders]
+        if found:
+            self._regain = None
+            near = [f for f in found if regain.near(f)]
+            return max(near or found, key=lambda f: f.area)
         regain.frames_left -= 1
         if regain.frames_left <= 0:
             self._regain = None  # not back: the next choice is made afresh
@@ -259,7 +271,8 @@ class IdentityMapSelector:
 
     @threshold.setter
     def threshold(self, distance: float) -> None:
-        """A live change: every identity keeps its lock (re-checked at its next re-detection)."""
+        """A live change: every identity keeps its lock while its face stays within the new
+        threshold (a lowered one lets go at the next frame of a face now too far)."""
         for selector in self._selectors:
             selector.threshold = float(distance)
 

@@ -608,14 +608,21 @@ def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
     source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
     engine = Engine(source, RecordingSink(), settings(2), factory, load_in_background=True)
     engine._on_event = lambda e: events.append((e.kind, e.message))
+    engine.load_retry_s = 0.5
     engine.start()
     try:
         assert _wait_for(lambda: engine.stages_label == "enhancer=none")
         wanted = engine.settings.with_overrides({"enhancer.model": "gpen_256"})
         engine.update_settings(wanted)
         assert _wait_for(lambda: any(k == "error" for k, _ in events))
-        available.add("gpen_256")  # the user downloads it and picks it again
-        engine.update_settings(wanted.with_overrides({"composite.opacity": 0.9}))
+        # Slider moves right after the failure do not retry it (each one did, with an error each).
+        for opacity in (0.95, 0.9, 0.85):
+            engine.update_settings(wanted.with_overrides({"composite.opacity": opacity}))
+        time.sleep(0.2)
+        assert sum(k == "error" for k, _ in events) == 1
+        available.add("gpen_256")  # the user downloads it and picks it again, a while later
+        time.sleep(0.5)
+        engine.update_settings(wanted.with_overrides({"composite.opacity": 0.8}))
         assert _wait_for(lambda: engine.stages_label == "enhancer=gpen_256")
     finally:
         engine.stop()

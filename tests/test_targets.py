@@ -378,3 +378,23 @@ def test_a_threshold_or_swap_model_change_keeps_the_locked_face() -> None:
         s = s.with_overrides(change)
         after = _weights(analyser, scene, s, range(10, 16))
         assert all(set(w) == locked for w in after), (change, after)
+
+
+def test_a_target_found_again_under_a_new_id_gets_the_swap_back_at_once() -> None:
+    """A fast mover got a new track while the old one coasted; that new track was counted as a
+    bystander and the target went unswapped for the whole wait."""
+    sel = TargetSelector("largest", max_missed=1)
+    assert [f.track_id for f in sel.select([_face(1, 120, x=100), _face(2, 80, x=500)], _never)] == [1]
+    # The target jumps: the detector finds it as track 3 far away while track 1 coasts, then 1 is dropped.
+    assert [
+        f.track_id
+        for f in sel.select([_face(1, 120, x=100, lost=1), _face(2, 80, x=500), _face(3, 120, x=300)], _never)
+    ] == [1]
+    assert [f.track_id for f in sel.select([_face(2, 80, x=500), _face(3, 120, x=300)], _never)] == [3]
+
+
+def test_after_the_tracker_starts_afresh_the_choice_is_made_at_once() -> None:
+    """A new picture size gives every face a new id: nobody to keep the swap from, so no wait."""
+    sel = TargetSelector("largest", max_missed=1)
+    sel.select([_face(1, 120), _face(2, 80, x=400)], _never)
+    assert [f.track_id for f in sel.select([_face(5, 60), _face(6, 40, x=200)], _never)] == [5]
