@@ -249,7 +249,7 @@ def run_engine(
     if engine.error is not None:
         raise engine.error
     snap = engine.stats()
-    stage_ms = {k: v.mean for k, v in snap.stages_ms.items()}
+    stage_ms = engine.metrics.stage_means()  # whole run, like the latency below
     mode = f"live {live_fps:.0f} fps" if live_fps else "every frame"
     name = f"FaceCast engine ({mode})"
     # Whole-run latency (the live window holds only the last 20 s), in time order.

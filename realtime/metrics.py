@@ -24,12 +24,14 @@ class RingBuffer:
         self._data = np.zeros(self.capacity, dtype=np.float64)
 
     total: int = field(default=0, init=False)  # samples ever added (the buffer keeps the last ones)
+    total_sum: float = field(default=0.0, init=False)  # their sum, for a whole-run mean
 
     def add(self, value: float) -> None:
         self._data[self._next] = value
         self._next = (self._next + 1) % self.capacity
         self._count = min(self._count + 1, self.capacity)
         self.total += 1
+        self.total_sum += value
 
     def values(self) -> npt.NDArray[np.float64]:
         """The kept samples, oldest first (a full buffer's storage order is rotated)."""
@@ -183,6 +185,11 @@ class Metrics:
         over the whole run (`whole_run`, for drift and end-of-run figures)."""
         with self._lock:
             return self._run_latency.values() if whole_run else self._latency.values()
+
+    def stage_means(self) -> dict[str, float]:
+        """Each stage's mean ms over the whole run (the snapshot's are over the recent window)."""
+        with self._lock:
+            return {name: buf.total_sum / buf.total for name, buf in self._stages.items() if buf.total}
 
     def stage_count(self, name: str) -> int:
         """How often a stage ran over the whole run (the window keeps only the last samples)."""

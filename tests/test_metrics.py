@@ -51,3 +51,12 @@ def test_stage_counts_cover_the_whole_run() -> None:
     for _ in range(1500):
         metrics.stage("detect", 1.0)
     assert metrics.stage_count("detect") == 1500 and metrics.stage_count("nothing") == 0
+
+
+def test_stage_means_cover_the_whole_run() -> None:
+    """The bench's per-stage figures were the last 600 samples' while its latency was the run's."""
+    metrics = Metrics()
+    for i in range(1200):
+        metrics.stage("paste", 1.0 if i < 600 else 3.0)
+    assert metrics.stage_means() == {"paste": 2.0}
+    assert metrics.snapshot().stages_ms["paste"].mean == 3.0  # the live window: the last 600
