@@ -53,6 +53,7 @@ import onnxruntime as ort
 from models.align import Matrix2x3, estimate_norm, invert_affine, similarity_transform
 from models.device_ops import CropSpec, DeviceOps, decode_crop, decode_signed_crop
 from models.enhancers import FaceRestorer, ffhq_template
+from models.errors import ModelOutputError
 from models.inswapper import SOURCE_NAME, TARGET_NAME, InSwapper
 from models.iobinding import BoundSession, TensorView
 from models.session import SessionFactory
@@ -345,6 +346,13 @@ class DeviceFacePath:
         host = np.asarray(value.numpy())  # the download (a view on the CPU provider)
         copies.crop_downloads += 1
         copies.crop_bytes += int(host.nbytes)
+        if not np.isfinite(host).all():
+            # A float16 model's overflow, caught where its crop comes to the host anyway (decoded,
+            # NaN became black blocks). Crops that stay on the device are not checked.
+            raise ModelOutputError(
+                "A face model returned NaN or infinite values (a float16 overflow?).",
+                hint="Use the fp32 models (swap.model = inswapper_128, pipeline.fp16 = false).",
+            )
         return np.ascontiguousarray(decode_signed_crop(host) if signed else decode_crop(host))
 
     def _send(self, crop: ImageBGR, *, signed: bool, copies: Copies) -> npt.NDArray[np.float32]:

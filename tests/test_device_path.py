@@ -532,3 +532,33 @@ def test_the_engine_runs_end_to_end_on_the_device_path(swapper_file: Path) -> No
         assert np.abs(a.astype(np.int16) - b).max() <= PASTE_TOL
     assert dev_stages["copies"] == 1 + 3 * len(FACES) + 1
     assert "copies" not in cv_stages
+
+
+def test_a_float16_swapper_s_nan_is_refused_on_the_device_path_too(tmp_path: Path) -> None:
+    """Only the OpenCV path checked the swapper's output: on the device path an fp16 overflow's
+    NaN was pasted as a black square. (A float16-output crop comes to the host anyway: checked there.)"""
+    import onnx
+
+    from models.errors import ModelOutputError
+    from realtime.stage_api import FramePlan
+    from realtime.stages import FaceSwapWorker
+    from tests.doubles import build_inswapper
+    from tests.test_device_ops import smooth_frame
+
+    path = tmp_path / "inswapper_128_fp16.onnx"
+    onnx.save(build_inswapper(fp16_io=True), str(path))
+    s = Settings()
+    worker = FaceSwapWorker(swapper(path), identity(1), s, factory=FACTORY, device_graphs=True)
+    assert worker.device_path is not None and worker.device_path._fp16_out
+    bound = worker.device_path.swapper
+    real_run = bound.run
+
+    def overflowing(feeds: object) -> object:
+        outs = real_run(feeds)
+        np.asarray(outs[0].numpy())[..., 40:80, 40:80] = np.nan  # a view on the CPU provider
+        return outs
+
+    bound.run = overflowing  # type: ignore[method-assign]
+    frame = smooth_frame(H, W, 4)
+    with pytest.raises(ModelOutputError, match="NaN"):
+        worker.apply(frame, FramePlan([FACES[0]]), s)
