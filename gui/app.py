@@ -61,19 +61,20 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
     previous_handlers = close_on_signals(window)
     previous_hook = sys.excepthook
     sys.excepthook = lambda kind, exc, tb: report_unhandled(window, kind, exc, tb)
+    code = 0
     try:
-        code = app.exec()
-    finally:
-        sys.excepthook = previous_hook
-        # Once the window is gone, a signal must act as usual again (shutdown may still be joining
-        # threads: a `kill` that only scheduled a close on a dead event loop did nothing).
-        for sig, handler in previous_handlers.items():
-            # None: a handler installed from C, which Python cannot put back; the default then.
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
-    try:
+        try:
+            code = app.exec()
+        finally:
+            sys.excepthook = previous_hook
+            # Once the window is gone, a signal must act as usual again (shutdown may still be
+            # joining threads: a `kill` that only scheduled a close on a dead loop did nothing).
+            for sig, handler in previous_handlers.items():
+                # None: a handler installed from C, which Python cannot put back; the default then.
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         finished = window.controller.loads_finished(LOAD_WAIT_AT_EXIT_S)
-    except KeyboardInterrupt:  # Ctrl+C while waiting: leave now, the same way
-        finished = False
+    except KeyboardInterrupt:  # Ctrl+C while waiting: leave now, the same way, as interrupted
+        finished, code = False, 130
     if not finished:
         # A model load (a TensorRT build can take minutes) is still inside ONNX Runtime. Everything
         # that matters is saved and closed by now; exiting normally would tear the interpreter down

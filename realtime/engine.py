@@ -336,17 +336,14 @@ class Engine:
             # choosing again a model whose load failed tries it again -- but not at every slider
             # move right after the failure (each one retried the load and said it failed again).
             pending = self._pending_stages[1] if self._pending_stages is not None else None
+            base = self._load_request or self._loading or pending or self._built_with or old
             failed = self._failed
-            recent_failure = failed is not None and time.monotonic() - failed[1] < self.load_retry_s
-            target = (
-                self._load_request
-                or self._loading
-                or (failed[0] if failed is not None and recent_failure else None)
-                or pending
-                or self._built_with
-                or old
+            retrying_too_soon = (
+                failed is not None
+                and time.monotonic() - failed[1] < self.load_retry_s
+                and not needs_reload(failed[0], settings)
             )
-        if needs_reload(target, settings):
+        if needs_reload(base, settings) and not retrying_too_soon:
             self._load_async(settings)
 
     def subscribe_preview(self, callback: Callable[[VideoFrame], None]) -> None:

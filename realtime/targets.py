@@ -7,8 +7,8 @@ that realtime/tracker.py keeps stable through motion and short occlusions:
 
 * "largest": the largest face at the moment of choosing; re-chosen only when the locked track is
   gone (the tracker dropped it) or has been lost for more than `max_missed` frames -- and then
-  only after `regain_frames` (about a second) in which a new track (preferably near where it was)
-  takes the lock back: someone passing in front must not get the swap for good.
+  only after `regain_frames` (about a second) in which a new track near where it was takes the
+  lock back: someone passing in front must not get the swap for good.
 * "reference": the face whose identity embedding is within `threshold` cosine distance of the
   reference photo's. Embeddings are computed only when a track is new or re-detected after being
   lost, and cached per track id: never on every frame (ArcFace costs 6.3 GMACs a face).
@@ -53,13 +53,14 @@ class _Regain:
     bystanders: set[int]  # tracks in view when it was lost: not the same person
 
     def near(self, face: TrackedFace) -> bool:
-        """Within one and a half face sizes of where the lost face was."""
+        """Within three face sizes of where the lost face was (a fast mover between two
+        analysed frames, or one that moved while hidden)."""
         x1, y1, x2, y2 = (float(v) for v in self.box)
         size = max(x2 - x1, y2 - y1, 1.0)
         fx1, fy1, fx2, fy2 = (float(v) for v in face.box)
         dx = (fx1 + fx2 - x1 - x2) / 2.0
         dy = (fy1 + fy2 - y1 - y2) / 2.0
-        return dx * dx + dy * dy <= (1.5 * size) ** 2
+        return dx * dx + dy * dy <= (3.0 * size) ** 2
 
 
 class TargetSelector:
@@ -147,18 +148,15 @@ class TargetSelector:
                 return None
             self._regain = _Regain(self._locked_box, self.regain_frames, set(self._seen_with_lock))
         regain = self._regain
-        if not any(f.track_id in regain.bystanders or f.track_id == self._locked for f in faces):
-            # Every track in view is new (the tracker started afresh: another picture size): there
-            # is nobody to keep the swap from, so choose now rather than wait.
-            self._regain = None
-            return None
-        # A face found under a new id is the target found again (the tracker gives a fast mover
-        # a new track): the nearest such face takes the lock back; bystanders never do.
-        found = [f for f in faces if f.lost_frames == 0 and f.track_id not in regain.bystanders]
+        # A face found under a new id near where the target was is the target found again (the
+        # tracker gives a fast mover a new track): the largest such face takes the lock back.
+        # Bystanders never do, nor a face that turns up elsewhere (a stranger walking in).
+        found = [
+            f for f in faces if f.lost_frames == 0 and f.track_id not in regain.bystanders and regain.near(f)
+        ]
         if found:
             self._regain = None
-            near = [f for f in found if regain.near(f)]
-            return max(near or found, key=lambda f: f.area)
+            return max(found, key=lambda f: f.area)
         regain.frames_left -= 1
         if regain.frames_left <= 0:
             self._regain = None  # not back: the next choice is made afresh

@@ -620,6 +620,11 @@ def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
             engine.update_settings(wanted.with_overrides({"composite.opacity": opacity}))
         time.sleep(0.2)
         assert sum(k == "error" for k, _ in events) == 1
+        # Switching back to the model that runs, right after the failure, reloads nothing.
+        loads = len([k for k, _ in events if k == "models_loading"])
+        engine.update_settings(wanted.with_overrides({"enhancer.model": "none"}))
+        time.sleep(0.2)
+        assert len([k for k, _ in events if k == "models_loading"]) == loads
         available.add("gpen_256")  # the user downloads it and picks it again, a while later
         time.sleep(0.5)
         engine.update_settings(wanted.with_overrides({"composite.opacity": 0.8}))

@@ -393,8 +393,16 @@ def test_a_target_found_again_under_a_new_id_gets_the_swap_back_at_once() -> Non
     assert [f.track_id for f in sel.select([_face(2, 80, x=500), _face(3, 120, x=300)], _never)] == [3]
 
 
-def test_after_the_tracker_starts_afresh_the_choice_is_made_at_once() -> None:
-    """A new picture size gives every face a new id: nobody to keep the swap from, so no wait."""
+def test_after_the_tracker_starts_afresh_the_target_is_found_again_at_once() -> None:
+    """Another picture gives every face a new id: the one where the target was takes the lock."""
     sel = TargetSelector("largest", max_missed=1)
     sel.select([_face(1, 120), _face(2, 80, x=400)], _never)
-    assert [f.track_id for f in sel.select([_face(5, 60), _face(6, 40, x=200)], _never)] == [5]
+    assert [f.track_id for f in sel.select([_face(5, 100, x=20), _face(6, 90, x=420)], _never)] == [5]
+
+
+def test_a_stranger_walking_in_elsewhere_while_the_target_is_hidden_does_not_get_the_swap() -> None:
+    sel = TargetSelector("largest", max_missed=1, regain_frames=3)
+    sel.select([_face(1, 120, x=100)], _never)
+    assert sel.select([_face(7, 150, x=1200)], _never) == []  # far from where the target was
+    assert sel.select([_face(7, 150, x=1200)], _never) == []
+    assert [f.track_id for f in sel.select([_face(7, 150, x=1200)], _never)] == [7]  # after the wait
