@@ -13,10 +13,12 @@ from PyQt6.QtGui import QMouseEvent, QWheelEvent
 from PyQt6.QtWidgets import QComboBox, QDoubleSpinBox, QPushButton, QSpinBox, QWidget
 
 
-class ComboBox(QComboBox):
+class _WheelWhenFocused:
+    """Mixin for a Qt input widget: focus by click or Tab only, and the wheel only with focus."""
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # no focus from the wheel alone
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
 
     def wheelEvent(self, e: QWheelEvent | None) -> None:
         if self.hasFocus():
@@ -25,28 +27,16 @@ class ComboBox(QComboBox):
             e.ignore()  # passed on to the scroll area
 
 
-class SpinBox(QSpinBox):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-
-    def wheelEvent(self, e: QWheelEvent | None) -> None:
-        if self.hasFocus():
-            super().wheelEvent(e)
-        elif e is not None:
-            e.ignore()
+class ComboBox(_WheelWhenFocused, QComboBox):
+    pass
 
 
-class DoubleSpinBox(QDoubleSpinBox):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+class SpinBox(_WheelWhenFocused, QSpinBox):
+    pass
 
-    def wheelEvent(self, e: QWheelEvent | None) -> None:
-        if self.hasFocus():
-            super().wheelEvent(e)
-        elif e is not None:
-            e.ignore()
+
+class DoubleSpinBox(_WheelWhenFocused, QDoubleSpinBox):
+    pass
 
 
 class ClickOnceButton(QPushButton):
