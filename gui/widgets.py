@@ -17,12 +17,12 @@ class _WheelWhenFocused:
     """Mixin for a Qt input widget: focus by click or Tab only, and the wheel only with focus."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        super().__init__(parent)  # type: ignore[call-arg]  # the Qt class after this mixin
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # type: ignore[attr-defined]
 
     def wheelEvent(self, e: QWheelEvent | None) -> None:
-        if self.hasFocus():
-            super().wheelEvent(e)
+        if self.hasFocus():  # type: ignore[attr-defined]
+            super().wheelEvent(e)  # type: ignore[misc]
         elif e is not None:
             e.ignore()  # passed on to the scroll area
 
