@@ -12,7 +12,7 @@ import re
 import socket
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -186,6 +186,20 @@ def make(tmp_path: Path, *entries: ModelEntry) -> tuple[ModelStore, Downloader]:
     return store, Downloader(store, progress=False, chunk_size=CHUNK, timeout=5.0, retry_delay=0.0)
 
 
+def writes_then(n: int, failure: BaseException) -> Callable[[BinaryIO, bytes], None]:
+    """A write_chunk that writes `n` chunks, then raises `failure` (a full disk, a Ctrl+C)."""
+    real_write = download_mod.write_chunk
+    calls = {"n": 0}
+
+    def write(fh: BinaryIO, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] > n:
+            raise failure
+        real_write(fh, data)
+
+    return write
+
+
 def leftovers(store: ModelStore) -> list[str]:
     if not store.models_dir.exists():
         return []
@@ -350,15 +364,9 @@ def test_disk_full_keeps_part_for_resume(
     url = server.add("/tiny.onnx", Route(BODY))
     store, dl = make(tmp_path, entry((url,)))
     real_write = download_mod.write_chunk
-    calls = {"n": 0}
-
-    def full_after_three(fh: BinaryIO, data: bytes) -> None:
-        calls["n"] += 1
-        if calls["n"] > 3:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(fh, data)
-
-    monkeypatch.setattr(download_mod, "write_chunk", full_after_three)
+    monkeypatch.setattr(
+        download_mod, "write_chunk", writes_then(3, OSError(errno.ENOSPC, "No space left on device"))
+    )
     with pytest.raises(DownloadError) as info:
         dl.download("tiny", Accept())
 
@@ -668,16 +676,7 @@ def test_ctrl_c_during_a_download_says_how_to_resume(
 ) -> None:
     url = server.add("/tiny.onnx", Route(BODY))
     store, dl = make(tmp_path, entry((url,)))
-    real_write = download_mod.write_chunk
-    calls = {"n": 0}
-
-    def interrupted(fh: BinaryIO, data: bytes) -> None:
-        calls["n"] += 1
-        if calls["n"] > 2:
-            raise KeyboardInterrupt
-        real_write(fh, data)
-
-    monkeypatch.setattr(download_mod, "write_chunk", interrupted)
+    monkeypatch.setattr(download_mod, "write_chunk", writes_then(2, KeyboardInterrupt()))
     out = io.StringIO()
     assert download_models(store, ["tiny"], yes=True, out=out, in_=io.StringIO(), downloader=dl) == 130
     assert "resumes" in out.getvalue()

@@ -136,16 +136,18 @@ def test_a_live_change_of_the_processing_size_applies_to_later_frames() -> None:
     assert len(sink.shapes) == 40
 
 
+def _one_face_scaled_to_width(image: ImageBGR) -> list[Detection]:
+    """One face, where a 640 px wide picture has it, scaled with the picture's width."""
+    s = image.shape[1] / 640.0
+    kps = np.array([[280, 200], [360, 200], [320, 240], [290, 280], [350, 280]], np.float32) * s
+    return [Detection(box=np.array([250, 150, 390, 320], np.float32) * s, kps=kps, score=0.9)]
+
+
 def test_the_tracker_keeps_its_faces_through_a_processing_size_change() -> None:
     """A live processing-size change dropped every track: the swap blinked out and faded back in,
     and in "largest" mode could land on another person."""
 
-    def detect(image: ImageBGR) -> list[Detection]:
-        s = image.shape[1] / 640.0
-        kps = np.array([[280, 200], [360, 200], [320, 240], [290, 280], [350, 280]], np.float32) * s
-        return [Detection(box=np.array([250, 150, 390, 320], np.float32) * s, kps=kps, score=0.9)]
-
-    tracker = FaceTracker(detect, TrackerSettings(), interval=3)
+    tracker = FaceTracker(_one_face_scaled_to_width, TrackerSettings(), interval=3)
     big = np.full((480, 640, 3), 120, np.uint8)
     first = [tracker.update(big, i / 30.0)[0] for i in range(8)]
     assert len({f.track_id for f in first}) == 1 and first[-1].swap_weight == 1.0
@@ -157,12 +159,7 @@ def test_the_tracker_keeps_its_faces_through_a_processing_size_change() -> None:
 
 
 def test_the_tracker_starts_afresh_when_the_frame_size_changes() -> None:
-    def detect(image: ImageBGR) -> list[Detection]:
-        s = image.shape[1] / 640.0
-        kps = np.array([[280, 200], [360, 200], [320, 240], [290, 280], [350, 280]], np.float32) * s
-        return [Detection(box=np.array([250, 150, 390, 320], np.float32) * s, kps=kps, score=0.9)]
-
-    tracker = FaceTracker(detect, TrackerSettings(), interval=3)
+    tracker = FaceTracker(_one_face_scaled_to_width, TrackerSettings(), interval=3)
     big = np.full((480, 640, 3), 120, np.uint8)
     first = [tracker.update(big, i / 30.0)[0].track_id for i in range(4)]
     assert len(set(first)) == 1
