@@ -114,6 +114,17 @@ def warp_crop(image: ImageBGR, m: Matrix2x3, size: int, out: ImageBGR | None = N
     return np.asarray(cv2.warpAffine(image, m, (size, size), borderValue=0.0), dtype=np.uint8)
 
 
+def warp_paste_crop(image: ImageBGR, m: Matrix2x3, size: int, out: ImageBGR | None = None) -> ImageBGR:
+    """Crop `size` x `size` pixels through `m` (bilinear) for a crop whose result is pasted back:
+    beyond the frame the edge pixels are repeated. With black there (insightface's crop), a face cut
+    by the frame's edge came back with a dark line along that edge (bilinear taps mixed the black
+    into the last row and column), and the swapper and the colour match saw a black slab.
+    Embeddings keep `warp_crop`'s black border, as insightface computes them."""
+    dst = np.empty((size, size, 3), dtype=np.uint8) if out is None else out
+    cv2.warpAffine(image, m, (size, size), dst=dst, borderMode=cv2.BORDER_REPLICATE)
+    return dst
+
+
 def norm_crop(image: ImageBGR, kps: npt.ArrayLike, size: int = 112) -> tuple[ImageBGR, Matrix2x3]:
     """Aligned crop and its matrix, like insightface's norm_crop2."""
     m = estimate_norm(kps, size)

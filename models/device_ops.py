@@ -11,7 +11,8 @@ Graphs (opset 17, IR 8):
 * `build_warp_crop(spec)`: frame uint8 [H,W,3] (dynamic) + `theta` float32 [2,3] (the frame->crop
   matrix, exactly what cv2.warpAffine takes) -> `crop` [1,3,S,S]. The sampling grid is a MatMul of
   a constant base grid with the in-graph inverse of theta (no AffineGrid: no CUDA kernel), then
-  GridSample bilinear/zeros in float32. `spec` fuses the model's preprocessing (channel order,
+  GridSample bilinear in float32 (border padding: edge pixels repeat beyond the frame; zeros for
+  `ARCFACE_CROP`, as insightface). `spec` fuses the model's preprocessing (channel order,
   scale, offset, fp16 output): `INSWAPPER_CROP`, `ARCFACE_CROP`.
 * `build_nv12_to_bgr(h, w)`: NV12 [3h/2, w] uint8 -> BGR uint8 [h,w,3], BT.601 limited range with
   OpenCV's own fixed-point coefficients.
@@ -46,7 +47,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from models.align import Matrix2x3, invert_affine
+from models.align import Matrix2x3, invert_affine, warp_paste_crop
 from models.iobinding import BoundSession, TensorView, numpy_dtype
 from models.session import SessionFactory
 from models.types import Box, FloatArray, ImageBGR
@@ -77,13 +78,18 @@ Frame: TypeAlias = "npt.NDArray[np.uint8] | Any"  # numpy on the host, or an ort
 class CropSpec:
     """An aligned crop and the model preprocessing fused into its graph: out = crop * scale + offset,
     channels BGR as in the frame or RGB, float32 (or float16 for fp16-I/O models: GridSample itself
-    stays float32, the Cast comes last)."""
+    stays float32, the Cast comes last).
+
+    replicate: beyond the frame the edge pixels repeat (GridSample "border", cv2.BORDER_REPLICATE),
+    as for every crop that is pasted back (models.align.warp_paste_crop says why); False: black
+    (GridSample "zeros"), as insightface crops for embeddings."""
 
     size: int
     rgb: bool = False
     scale: float = 1.0
     offset: float = 0.0
     fp16: bool = False
+    replicate: bool = True
 
     def __post_init__(self) -> None:
         if self.size < 1:
@@ -96,7 +102,7 @@ class CropSpec:
 
 # inswapper_128: RGB, x / 255 (models.inswapper). ArcFace: RGB, (x - 127.5) / 127.5 (models.arcface).
 INSWAPPER_CROP = CropSpec(128, rgb=True, scale=1.0 / 255.0)
-ARCFACE_CROP = CropSpec(112, rgb=True, scale=1.0 / 127.5, offset=-1.0)
+ARCFACE_CROP = CropSpec(112, rgb=True, scale=1.0 / 127.5, offset=-1.0, replicate=False)
 
 
 def _checked(m: npt.ArrayLike) -> Matrix2x3:
@@ -129,7 +135,8 @@ def sample_box(m: Matrix2x3, size: int, height: int, width: int) -> Box:
     The samples are the affine image of the crop's pixel centres, so they lie inside the image of
     its corner centres; bilinear reads floor(x) and floor(x)+1; one more pixel each side absorbs
     the graph's float32 rounding. Never empty: a crop entirely off the frame gets one pixel at the
-    nearest edge, whose samples all still land outside it (so the output is black, as it should be).
+    nearest edge, whose samples all still land outside it (so the output is black with zeros
+    padding, that edge repeated with border padding, as OpenCV's twin gives).
     """
     inv = invert_affine(_checked(m))
     s = float(size - 1)
@@ -294,7 +301,8 @@ def build_warp_crop(spec: CropSpec) -> onnx.ModelProto:
             g.const([1, s, s, 2], np.int64, "grid_shape"),
         ],
     )
-    last = g.op("GridSample", [nchw, grid], mode="bilinear", padding_mode="zeros", align_corners=0)
+    padding = "border" if spec.replicate else "zeros"
+    last = g.op("GridSample", [nchw, grid], mode="bilinear", padding_mode=padding, align_corners=0)
     if not spec.plain:
         last = g.op(
             "Conv",
@@ -609,7 +617,11 @@ def warp_crop_cv2(
     """What the warp_crop graph computes, the OpenCV way: cv2.warpAffine to uint8, then the same
     channel order / scale / offset as InSwapper._load_target and ArcFace.embed_aligned_raw."""
     s = spec.size
-    crop = np.asarray(cv2.warpAffine(frame, _checked(m), (s, s), borderValue=0.0), dtype=np.uint8)
+    mat = _checked(m)
+    if spec.replicate:
+        crop = warp_paste_crop(frame, mat, s)
+    else:
+        crop = np.asarray(cv2.warpAffine(frame, mat, (s, s), borderValue=0.0), dtype=np.uint8)
     chw = (crop[:, :, ::-1] if spec.rgb else crop).transpose(2, 0, 1)
     dtype = np.float16 if spec.fp16 else np.float32
     dst = np.empty((1, 3, s, s), dtype=dtype) if out is None else out

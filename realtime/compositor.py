@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from models.align import Matrix2x3, invert_affine
+from models.align import Matrix2x3, invert_affine, warp_paste_crop
 from models.types import Box, ImageBGR
 
 MaskArray = npt.NDArray[np.float32]
@@ -326,8 +326,7 @@ class Compositor:
         if region.empty or opacity <= 0.0:
             return out
         if colour_match:
-            target = cv2.warpAffine(frame, m, (size, size), borderValue=0.0)
-            crop = colour_transfer(crop, np.asarray(target, dtype=np.uint8))
+            crop = colour_transfer(crop, warp_paste_crop(frame, m, size))
         if mask is None:
             mask = self.crop_mask(size, m)
         elif mask.shape != (size, size):

@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from models.align import Matrix2x3, invert_affine, similarity_transform
+from models.align import Matrix2x3, invert_affine, similarity_transform, warp_paste_crop
 from models.enhancers import FaceRestorer, ffhq_template
 from models.types import FloatArray, ImageBGR
 from realtime.compositor import MaskArray, compose_affine
@@ -109,7 +109,7 @@ class FaceEnhanceStage:
         s = self.size
         m = self.matrix(kps)
         # 1. The single warp of the frame.
-        cv2.warpAffine(frame, m, (s, s), dst=self._frame_crop, borderValue=0.0)
+        warp_paste_crop(frame, m, s, out=self._frame_crop)
         # 2. The swap into the FFHQ crop. BORDER_TRANSPARENT leaves the crop's own pixels wherever the
         # 128 px square does not reach, with no black fringe from sampling beyond its edge.
         to_ffhq = compose_affine(m, invert_affine(m_swap))

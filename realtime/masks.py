@@ -28,7 +28,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from models.align import Matrix2x3, arcface_template, transform_points
+from models.align import Matrix2x3, arcface_template, transform_points, warp_paste_crop
 from models.maskers import FaceParser, Occluder
 from models.types import ImageBGR
 from realtime.compositor import MaskArray, scale_crop_matrix
@@ -251,7 +251,7 @@ class FaceMasks:
         size = self.occluder.size
         if self._occ_crop is None:
             self._occ_crop = np.zeros((size, size, 3), dtype=np.uint8)
-        cv2.warpAffine(frame, scale_crop_matrix(m, size / self.crop_size), (size, size), dst=self._occ_crop)
+        warp_paste_crop(frame, scale_crop_matrix(m, size / self.crop_size), size, out=self._occ_crop)
         visible = self.occluder.mask(self._occ_crop)
         cv2.resize(visible, (self.crop_size, self.crop_size), dst=self._part, interpolation=cv2.INTER_AREA)
         return soften(self._part, SOFTEN_SIGMA * self.crop_size / SOFTEN_AT, out=self._part)
@@ -264,7 +264,7 @@ class FaceMasks:
             self._parse_crop = np.zeros((size, size, 3), dtype=np.uint8)
             self._big = np.zeros((size, size), dtype=np.float32)
             self._best = np.zeros((size, size), dtype=np.float32)
-        cv2.warpAffine(frame, scale_crop_matrix(m, size / self.crop_size), (size, size), dst=self._parse_crop)
+        warp_paste_crop(frame, scale_crop_matrix(m, size / self.crop_size), size, out=self._parse_crop)
         logits = self.parser.logits(self._parse_crop)
         best = region_argmax_max(logits, out=self._best)
         crop = (self.crop_size, self.crop_size)

@@ -19,11 +19,10 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-import cv2
 import numpy as np
 import numpy.typing as npt
 
-from models.align import Matrix2x3, estimate_norm, plausible_landmarks
+from models.align import Matrix2x3, estimate_norm, plausible_landmarks, warp_paste_crop
 from models.device_ops import DeviceOps
 from models.enhancers import CodeFormer
 from models.errors import FaceCastError, ModelError, ModelOutputError
@@ -309,7 +308,7 @@ class FaceSwapWorker:
         for target in self._plausible(plan.targets):
             t0 = time.perf_counter()
             m = estimate_norm(target.kps, self._size)
-            cv2.warpAffine(image, m, (self._size, self._size), dst=self._crop, borderValue=0.0)
+            warp_paste_crop(image, m, self._size, out=self._crop)
             swapped = self._swapper.swap(self._crop, self._latent(target), out=self._swapped)
             timings["swap"] += _ms(t0)
 
@@ -427,7 +426,7 @@ class FaceSwapWorker:
             if comp.colour_match:
                 t0 = time.perf_counter()
                 # The frame's own face, from the host copy (still the original picture).
-                cv2.warpAffine(image, m, (size, size), dst=self._crop, borderValue=0.0)
+                warp_paste_crop(image, m, size, out=self._crop)
                 np.copyto(crop, colour_transfer(crop, self._crop, face.skin))
                 _add_ms(timings, "colour", t0)
             if comp.sharpen > 0.0 and not enhancing:

@@ -123,9 +123,10 @@ def sample_positions(m: npt.NDArray[np.float64], size: int) -> tuple[npt.NDArray
 
 
 def bilinear_reference(
-    img: npt.NDArray[Any], m: npt.NDArray[np.float64], size: int
+    img: npt.NDArray[Any], m: npt.NDArray[np.float64], size: int, *, replicate: bool = False
 ) -> npt.NDArray[np.float64]:
-    """cv2.warpAffine's definition in float64: pixel centres at integers, black outside."""
+    """cv2.warpAffine's definition in float64: pixel centres at integers, black outside (or, with
+    `replicate`, the nearest edge pixel: BORDER_REPLICATE)."""
     src = img.astype(np.float64)
     if src.ndim == 2:
         src = src[:, :, None]
@@ -138,7 +139,7 @@ def bilinear_reference(
         for dx in (0, 1):
             xi, yi = x0 + dx, y0 + dy
             weight = (fx if dx else 1 - fx) * (fy if dy else 1 - fy)
-            inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
+            inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h) | replicate
             vals = src[np.clip(yi, 0, h - 1).astype(int), np.clip(xi, 0, w - 1).astype(int)]
             out += (weight * inside)[..., None] * vals
     return out
@@ -163,7 +164,14 @@ def hwc(crop: Any) -> npt.NDArray[Any]:
 
 @pytest.fixture(scope="module")
 def plain_crops() -> dict[int, WarpCrop]:
+    """Plain crops with the default border: edge pixels repeated beyond the frame."""
     return {s: WarpCrop(FACTORY, CropSpec(s)) for s in CROP_SIZES}
+
+
+@pytest.fixture(scope="module")
+def black_border_crops() -> dict[int, WarpCrop]:
+    """Plain crops with black beyond the frame (the embeddings' crop, as insightface's)."""
+    return {s: WarpCrop(FACTORY, CropSpec(s, replicate=False)) for s in CROP_SIZES}
 
 
 @pytest.fixture(scope="module")
@@ -186,36 +194,50 @@ def graph_ops() -> DeviceOps:
 
 
 @FEW
-@given(crop_case(), st.booleans())
+@given(crop_case(), st.booleans(), st.booleans())
 def test_warp_crop_is_exact_bilinear_with_opencv_pixel_centres(
-    plain_crops: dict[int, WarpCrop], case: tuple[int, int, int, npt.NDArray[np.float64], int], roi: bool
+    plain_crops: dict[int, WarpCrop],
+    black_border_crops: dict[int, WarpCrop],
+    case: tuple[int, int, int, npt.NDArray[np.float64], int],
+    roi: bool,
+    replicate: bool,
 ) -> None:
     h, w, size, m, seed = case
     frame = noise_frame(h, w, seed)  # noise: any convention error shows up at full strength
-    got = hwc(plain_crops[size].run(frame, m, roi=roi))
-    assert np.abs(got - bilinear_reference(frame, m, size)).max() <= EXACT_TOL
+    runner = (plain_crops if replicate else black_border_crops)[size]
+    got = hwc(runner.run(frame, m, roi=roi))
+    assert np.abs(got - bilinear_reference(frame, m, size, replicate=replicate)).max() <= EXACT_TOL
 
 
 @FEW
-@given(crop_case())
+@given(crop_case(), st.booleans())
 def test_warp_crop_matches_cv2_warp_affine(
-    plain_crops: dict[int, WarpCrop], case: tuple[int, int, int, npt.NDArray[np.float64], int]
+    plain_crops: dict[int, WarpCrop],
+    black_border_crops: dict[int, WarpCrop],
+    case: tuple[int, int, int, npt.NDArray[np.float64], int],
+    replicate: bool,
 ) -> None:
     h, w, size, m, seed = case
     frame = smooth_frame(h, w, seed)
-    got = hwc(plain_crops[size].run(frame, m))
-    ref = cv2.warpAffine(frame, m, (size, size), borderValue=0.0).astype(np.float64)
+    runner = (plain_crops if replicate else black_border_crops)[size]
+    got = hwc(runner.run(frame, m))
+    border = cv2.BORDER_REPLICATE if replicate else cv2.BORDER_CONSTANT
+    ref = cv2.warpAffine(frame, m, (size, size), borderMode=border, borderValue=0.0).astype(np.float64)
     diff = np.abs(got - ref).max(axis=2)
     inner = interior_mask(m, size, h, w)
     assert diff[inner].max(initial=0.0) <= INTERIOR_TOL
     assert diff[~inner].max(initial=0.0) <= BORDER_TOL
 
 
-def test_warp_crop_fully_outside_is_black(plain_crops: dict[int, WarpCrop]) -> None:
+def test_warp_crop_fully_outside_is_black_or_the_nearest_edge(
+    plain_crops: dict[int, WarpCrop], black_border_crops: dict[int, WarpCrop]
+) -> None:
     frame = smooth_frame(120, 160, 1)
-    for cx, cy in ((-400.0, 60.0), (900.0, 60.0), (80.0, -500.0), (80.0, 700.0)):
+    for cx, cy in ((-400.0, 60.0), (900.0, 60.0), (80.0, -500.0), (80.0, 700.0), (-300.0, -300.0)):
         m = similarity_to_crop(128, 1.0, 0.4, cx, cy)
-        assert not np.any(plain_crops[128].run(frame, m).numpy())
+        assert not np.any(black_border_crops[128].run(frame, m).numpy())
+        edge = cv2.warpAffine(frame, m, (128, 128), borderMode=cv2.BORDER_REPLICATE).astype(np.float64)
+        assert np.abs(hwc(plain_crops[128].run(frame, m)) - edge).max() <= INTERIOR_TOL
 
 
 def test_warp_crop_reuses_its_output_buffer(plain_crops: dict[int, WarpCrop]) -> None:
@@ -235,7 +257,7 @@ def test_warp_crop_from_an_ortvalue_frame_binds_a_row_band(plain_crops: dict[int
         from_numpy = hwc(plain_crops[128].run(frame, m))
         from_ov = hwc(plain_crops[128].run(frame_ov, m))
         assert np.abs(from_numpy - from_ov).max() <= EXACT_TOL  # float32 grid rounding differs
-        assert np.abs(from_ov - bilinear_reference(frame, m, 128)).max() <= EXACT_TOL
+        assert np.abs(from_ov - bilinear_reference(frame, m, 128, replicate=True)).max() <= EXACT_TOL
 
 
 def test_sample_box_covers_every_tap() -> None:
@@ -541,7 +563,7 @@ def test_graphs_are_cuda_and_tensorrt_legal(model: onnx.ModelProto) -> None:
     for node in model.graph.node:
         if node.op_type == "GridSample":
             attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-            assert attrs["mode"] == b"bilinear" and attrs["padding_mode"] == b"zeros"
+            assert attrs["mode"] == b"bilinear" and attrs["padding_mode"] in (b"zeros", b"border")
             assert attrs["align_corners"] == 0
             assert types[node.input[0]] == types[node.input[1]] == TensorProto.FLOAT
         if node.op_type in ("Slice", "Resize"):
