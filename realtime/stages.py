@@ -162,6 +162,12 @@ class FaceAnalyser:
         faces = self._tracker.update(image, timestamp)
         track_ms = _ms(t0) - self._timings.get("detect", 0.0)
         t1 = time.perf_counter()
+        cut = self._tracker.cut
+        if cut:
+            # A new shot: the locked target is gone with the old tracks; waiting for it to be
+            # found again near where it was (regain) left the new shot unswapped for a second.
+            self._selector.unlock()
+            self._selection = {}
         if isinstance(self._selector, IdentityMapSelector):
             chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed)]
         else:
@@ -172,20 +178,29 @@ class FaceAnalyser:
         plan = FramePlan(timings=dict(self._timings))
         plan.timings["track"] = track_ms
         plan.timings["select"] = _ms(t1)
-        for face, identity, selected in self._fade_selection(chosen, faces, settings.tracker.fade_frames):
+        fade = settings.tracker.fade_frames
+        for face, identity, selected in self._fade_selection(chosen, faces, fade, fresh=cut):
             weight = face.swap_weight * selected
-            if weight > 0.0:
+            # Landmarks no similarity can align pass through (the worker would skip them): counted
+            # as passed through, not as swapped.
+            if weight > 0.0 and plausible_landmarks(face.kps):
                 plan.targets.append(SwapTarget(face.kps, weight, face.track_id, identity))
             else:
                 plan.passthrough += 1
         return plan
 
     def _fade_selection(
-        self, chosen: Sequence[tuple[TrackedFace, int]], faces: Sequence[TrackedFace], fade_frames: int
+        self,
+        chosen: Sequence[tuple[TrackedFace, int]],
+        faces: Sequence[TrackedFace],
+        fade_frames: int,
+        *,
+        fresh: bool = False,
     ) -> list[tuple[TrackedFace, int, float]]:
         """The chosen faces with their selection weight, ramping up, plus the faces chosen before
         and no longer, ramping down while still in view (the reference face turned out to be
-        someone else, the locked target handed over to another)."""
+        someone else, the locked target handed over to another). `fresh`: a scene cut, where a
+        choice takes effect at once."""
         step = 1.0 if fade_frames <= 0 else 1.0 / fade_frames
         present = {face.track_id: face for face in faces}
         picked = {face.track_id: (face, identity) for face, identity in chosen}
@@ -195,7 +210,9 @@ class FaceAnalyser:
             before = self._selection.get(track_id)
             # A face chosen since its track began needs no second fade-in: the tracker fades it in.
             weight = (
-                1.0 if before is None and face.swap_weight < 1.0 else min(1.0, (before or (0.0, 0))[0] + step)
+                1.0
+                if before is None and (fresh or face.swap_weight < 1.0)
+                else min(1.0, (before or (0.0, 0))[0] + step)
             )
             state[track_id] = (weight, identity)
             out.append((face, identity, weight))

@@ -9,9 +9,15 @@ that realtime/tracker.py keeps stable through motion and short occlusions:
   gone (the tracker dropped it) or has been lost for more than `max_missed` frames -- and then
   only after `regain_frames` (about a second) in which a new track near where it was takes the
   lock back: someone passing in front must not get the swap for good.
+  While the locked face is lost, a new track found near it takes the lock at once (the same
+  person, found again under a new id after a fast move or an occlusion).
 * "reference": the face whose identity embedding is within `threshold` cosine distance of the
-  reference photo's. Embeddings are computed only when a track is new or re-detected after being
-  lost, and cached per track id: never on every frame (ArcFace costs 6.3 GMACs a face).
+  reference photo's. Embeddings are computed when a track is new or found again after being lost
+  or after its flow failed (the id may have passed to someone else), and cached per track id:
+  never on every frame (ArcFace costs 6.3 GMACs a face). A face judged too far is looked at again
+  now and then (at most one such face per frame, each every `retry_frames`): a first look at a
+  face entering half out of frame, or half covered, must not rule the person out for good. A held
+  lock is let go after two looks in a row say someone else (one poor look does not drop it).
 * "all": every face.
 * identity map (IdentityMapSelector, swap.target "mapped"): several references at once, each
   locked to its own track like "reference"; face A becomes X, face B becomes Y, others untouched.
@@ -42,6 +48,8 @@ class _Known:
     embedding: Embedding | None = None  # unit length
     distance: float = float("inf")  # cosine distance to the reference
     lost_frames: int = 0  # as last reported, to notice a re-detection
+    since_embed: int = 0  # frames since the last embedding
+    misses: int = 0  # embeddings in a row over the threshold
 
 
 @dataclass(slots=True)
@@ -53,14 +61,18 @@ class _Regain:
     bystanders: set[int]  # tracks in view when it was lost: not the same person
 
     def near(self, face: TrackedFace) -> bool:
-        """Within three face sizes of where the lost face was (a fast mover between two
-        analysed frames, or one that moved while hidden)."""
-        x1, y1, x2, y2 = (float(v) for v in self.box)
-        size = max(x2 - x1, y2 - y1, 1.0)
-        fx1, fy1, fx2, fy2 = (float(v) for v in face.box)
-        dx = (fx1 + fx2 - x1 - x2) / 2.0
-        dy = (fy1 + fy2 - y1 - y2) / 2.0
-        return dx * dx + dy * dy <= (3.0 * size) ** 2
+        return _near(self.box, face)
+
+
+def _near(box: npt.NDArray[np.float32], face: TrackedFace) -> bool:
+    """Within three face sizes of `box`, where a lost face was (a fast mover between two analysed
+    frames, or one that moved while hidden)."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    size = max(x2 - x1, y2 - y1, 1.0)
+    fx1, fy1, fx2, fy2 = (float(v) for v in face.box)
+    dx = (fx1 + fx2 - x1 - x2) / 2.0
+    dy = (fy1 + fy2 - y1 - y2) / 2.0
+    return dx * dx + dy * dy <= (3.0 * size) ** 2
 
 
 class TargetSelector:
@@ -83,6 +95,7 @@ class TargetSelector:
         *,
         max_missed: int = 5,
         regain_frames: int = 30,
+        retry_frames: int = 15,
     ) -> None:
         if mode not in ("largest", "all", "reference"):
             raise ValueError(f"target mode must be 'largest', 'all' or 'reference', got {mode!r}")
@@ -100,6 +113,7 @@ class TargetSelector:
         self._known: dict[int, _Known] = {}
         self.embed_calls = 0  # for metrics and tests: how often the embedder really ran
         self.regain_frames = int(regain_frames)
+        self.retry_frames = int(retry_frames)  # "reference": frames between looks at a face judged too far
         self._locked_box: npt.NDArray[np.float32] | None = None  # where the locked face was last seen
         self._regain: _Regain | None = None
         self._seen_with_lock: set[int] = set()  # other tracks in view when the target was last seen
@@ -126,6 +140,8 @@ class TargetSelector:
         if self.mode == "all":
             return list(faces)
         locked = self.locked_face(faces)
+        if locked is not None and locked.lost_frames > 0:
+            locked = self._found_again(faces, locked) or locked
         if locked is None and self.mode == "largest":
             locked = self._regained(faces)
         if locked is None and self._regain is None:
@@ -137,6 +153,20 @@ class TargetSelector:
             # (a track born while it coasted may be the same person found again under a new id).
             self._seen_with_lock = {f.track_id for f in faces if f.track_id != locked.track_id}
         return [] if locked is None else [locked]
+
+    def _found_again(self, faces: list[TrackedFace], lost: TrackedFace) -> TrackedFace | None:
+        """The locked face is lost but its track lives on (coasting): the face it was, found again
+        under a new id -- in "largest" mode a new track near it that was not in view beside it, in
+        "reference" mode the best face confirmed as the person. Waiting out the lost track left
+        the person unswapped for max_missed frames (and a ghost kept the lock)."""
+        if self.mode == "reference":
+            return self._choose([f for f in faces if f.track_id != lost.track_id])
+        found = [
+            f
+            for f in self.candidates(faces)
+            if f.track_id != lost.track_id and f.track_id not in self._seen_with_lock and _near(lost.box, f)
+        ]
+        return max(found, key=lambda f: f.area, default=None)
 
     def _regained(self, faces: list[TrackedFace]) -> TrackedFace | None:
         """ "largest" mode, the locked face gone (hidden by someone passing in front, the tracker
@@ -151,9 +181,7 @@ class TargetSelector:
         # A face found under a new id near where the target was is the target found again (the
         # tracker gives a fast mover a new track): the largest such face takes the lock back.
         # Bystanders never do, nor a face that turns up elsewhere (a stranger walking in).
-        found = [
-            f for f in faces if f.lost_frames == 0 and f.track_id not in regain.bystanders and regain.near(f)
-        ]
+        found = [f for f in self.candidates(faces) if f.track_id not in regain.bystanders and regain.near(f)]
         if found:
             self._regain = None
             return max(found, key=lambda f: f.area)
@@ -179,14 +207,16 @@ class TargetSelector:
         face = next((f for f in faces if f.track_id == self._locked), None)
         if face is None or face.lost_frames > self.max_missed:
             return None  # gone, or lost for too long: the next choice may pick someone else
-        if self.mode == "reference" and self._known[face.track_id].distance > self.threshold:
-            return None  # re-embedded after a re-detection and found to be someone else
+        if self.mode == "reference" and self._known[face.track_id].misses >= 2:
+            return None  # looked at twice in a row since it was chosen, and found to be someone else
         return face
 
     def candidates(self, faces: list[TrackedFace]) -> list[TrackedFace]:
-        """Faces that may be chosen now: confirmed by the detector, and in "reference" mode within
-        the threshold of the reference (call after `observe`)."""
-        seen = [f for f in faces if f.lost_frames == 0]
+        """Faces that may be chosen now: confirmed by the detector, swappable (a face the tracker
+        passes through, e.g. below the detector threshold, would hold the lock with nothing
+        swapped), and in "reference" mode within the threshold of the reference (call after
+        `observe`)."""
+        seen = [f for f in faces if f.lost_frames == 0 and f.swap_weight > 0.0]
         if self.mode != "reference":
             return seen
         return [f for f in seen if self._known[f.track_id].distance <= self.threshold]
@@ -210,29 +240,50 @@ class TargetSelector:
         return min(candidates, key=lambda f: self._known[f.track_id].distance, default=None)
 
     def _embed_where_needed(self, faces: list[TrackedFace], embed: EmbedFn) -> None:
-        assert self._reference is not None
+        retry: tuple[int, TrackedFace] | None = None  # the longest-waiting face judged too far
         for face in faces:
             known = self._known.get(face.track_id)
             new = known is None
             if known is None:
                 known = self._known[face.track_id] = _Known()
-            # Re-embed a track the detector has found again after losing it: across the gap the
-            # association may have put a different person on this id.
-            redetected = not new and known.lost_frames > 0 and face.lost_frames == 0 and face.detected
+            known.since_embed += 1
+            # Re-embed a track the detector has found again after losing it or after its flow
+            # failed: across the break the association may have put a different person on this id.
+            redetected = (
+                not new
+                and face.detected
+                and ((known.lost_frames > 0 and face.lost_frames == 0) or face.reacquired)
+            )
             # New tracks come from a detection, so their landmarks are the detector's; a track seen
             # first while coasting waits for its next detection.
             if (new or redetected or known.embedding is None) and face.detected:
-                self.embed_calls += 1
-                known.embedding = _unit(embed(face))
-                if known.embedding.shape != self._reference.shape:
-                    raise ValueError(
-                        f"embedding length {known.embedding.shape[0]} differs from the reference's "
-                        f"{self._reference.shape[0]}: the reference must come from the same model"
-                    )
-                known.distance = 1.0 - float(known.embedding @ self._reference)
+                self._embed_into(known, face, embed)
+            elif face.detected and known.distance > self.threshold:
+                # A held lock with one look against it is looked at again at once; others wait.
+                due = 0 if face.track_id == self._locked else self.retry_frames
+                if known.since_embed > due and (retry is None or known.since_embed > retry[0]):
+                    retry = (known.since_embed, face)
             known.lost_frames = face.lost_frames
-            if known.embedding is not None:
-                face.embedding = known.embedding
+        if retry is not None:
+            self._embed_into(self._known[retry[1].track_id], retry[1], embed)
+        for face in faces:
+            embedding = self._known[face.track_id].embedding
+            if embedding is not None:
+                face.embedding = embedding
+
+    def _embed_into(self, known: _Known, face: TrackedFace, embed: EmbedFn) -> None:
+        assert self._reference is not None
+        self.embed_calls += 1
+        embedding = _unit(embed(face))
+        if embedding.shape != self._reference.shape:
+            raise ValueError(
+                f"embedding length {embedding.shape[0]} differs from the reference's "
+                f"{self._reference.shape[0]}: the reference must come from the same model"
+            )
+        known.embedding = embedding
+        known.distance = 1.0 - float(embedding @ self._reference)
+        known.since_embed = 0
+        known.misses = known.misses + 1 if known.distance > self.threshold else 0
 
 
 class IdentityMapSelector:
@@ -258,6 +309,11 @@ class IdentityMapSelector:
         )
         self.embed_calls = 0
 
+    def unlock(self) -> None:
+        """Forget every identity's lock (a scene cut: each is chosen afresh)."""
+        for selector in self._selectors:
+            selector.unlock()
+
     @property
     def locked_ids(self) -> tuple[int | None, ...]:
         """Per identity, the track id it is locked to (None = not in view / not found yet)."""
@@ -270,7 +326,7 @@ class IdentityMapSelector:
     @threshold.setter
     def threshold(self, distance: float) -> None:
         """A live change: every identity keeps its lock while its face stays within the new
-        threshold (a lowered one lets go at the next frame of a face now too far)."""
+        threshold (a lowered one lets go of a face now too far once two looks agree)."""
         for selector in self._selectors:
             selector.threshold = float(distance)
 

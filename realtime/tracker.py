@@ -17,6 +17,10 @@ swapped face slides and jitters: Deep-Live-Cam #767 #981 #1610). Here:
   moving); the box is rebuilt around the smoothed landmarks from the last detection's box shape.
 * `swap_weight` fades between 1 (swap) and 0 (passthrough) over `fade_frames` when the tracking
   quality or detector score crosses its threshold, so the switch never pops.
+* A scene cut (every track's flow failed and most of the picture changed) starts afresh: the old
+  tracks would otherwise coast on as ghost swaps over the new shot, or hand their id (and the
+  target lock) to whoever now stands where they were. Faces found on the cut frame are swapped at
+  once (the cut itself is the change a fade would hide).
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ _EXTRA_CORNERS = 10  # corner points per face besides the 5 landmarks
 _MIN_GOOD_POINTS = 5  # below this the similarity fit is not trusted
 _MIN_INLIER_RATIO = 0.5  # share of a track's points that must survive the checks
 _MATCH_IOU = 0.3  # a detection continues a track only with at least this overlap
+# Mean absolute grey difference (0-255) between two flow images above which a frame where every
+# track's flow failed counts as a scene cut. Measured at 320 px: cuts between unrelated shots
+# 56-81; a black box over a face 24, the picture 30 levels brighter 30, a 40 px jump 33.
+_CUT_MAD = 40.0
 
 
 @dataclass(slots=True)
@@ -60,6 +68,9 @@ class TrackedFace:
     swap_weight: 0..1 blend of the swapped face (fades over `fade_frames`).
     embedding: identity embedding, filled in by the caller (TargetSelector) for identity lock.
     lost_frames: consecutive frames the detector has failed to confirm this track (0 = seen).
+    reacquired: the detector found this track again in this frame after losing it or after its
+        flow failed: across that break the id may have passed to someone else, so an identity
+        check should look again.
     """
 
     track_id: int
@@ -72,6 +83,7 @@ class TrackedFace:
     swap_weight: float
     embedding: npt.NDArray[np.float32] | None = None
     lost_frames: int = 0
+    reacquired: bool = False
 
     @property
     def area(self) -> float:
@@ -105,6 +117,7 @@ class _Track:
     # from a coasted position only proves the background there is still, not that a face is.
     # Only a detection brings a broken track back.
     flow_chain: bool = True
+    reacquired: bool = False  # this frame's detection continued it across a break (TrackedFace)
 
 
 class FaceTracker:
@@ -158,6 +171,8 @@ class FaceTracker:
         self.frames = 0  # update() calls
         self.detections_run = 0  # detector calls
         self.tracked_frames = 0  # frames whose faces came from flow alone (detector skipped)
+        self.cuts = 0  # scene cuts seen (each started the tracks afresh)
+        self.cut = False  # whether the last update() saw a scene cut
 
     @classmethod
     def from_settings(cls, detect: DetectFn, settings: Settings) -> FaceTracker:
@@ -226,12 +241,20 @@ class FaceTracker:
         # without lag (see _snapshot).
         use_flow = self.settings.enabled
         flows: list[_FlowResult | None] = [None] * len(self._tracks)
+        for track in self._tracks:
+            track.reacquired = False
+        self.cut = False
         if use_flow:
             self._prepare_grey(image_bgr)
             if self._has_prev and self._tracks:
                 flows = self._flow_all(image_bgr.shape)
+                if self._is_cut(flows):
+                    self.cut = True
+                    self.cuts += 1
+                    self._tracks.clear()
+                    flows = []
 
-        if not use_flow or not self._has_prev or self._needs_detection(flows):
+        if self.cut or not use_flow or not self._has_prev or self._needs_detection(flows):
             self._detect_and_associate(image_bgr, flows)
             self._since_detection = 0
         else:
@@ -247,6 +270,13 @@ class FaceTracker:
         return [self._snapshot(track, timestamp) for track in self._tracks]
 
     # ----------------------------------------------------------------------------- detection
+
+    def _is_cut(self, flows: list[_FlowResult | None]) -> bool:
+        """Every track's flow failed and most of the picture changed since the last frame."""
+        if not flows or any(f is None or f.ok for f in flows):
+            return False
+        diff = cv2.absdiff(self._small[self._cur], self._small[self._cur ^ 1])
+        return float(cv2.mean(diff)[0]) >= _CUT_MAD
 
     def _needs_detection(self, flows: list[_FlowResult | None]) -> bool:
         if self._since_detection + 1 >= self.interval:
@@ -266,7 +296,9 @@ class FaceTracker:
 
     def _detect_and_associate(self, image: ImageBGR, flows: list[_FlowResult | None]) -> None:
         self.detections_run += 1
-        detections = self._detect(image)
+        # A non-finite or empty detection (an fp16 overflow, a broken model) would poison the
+        # track it matched (NaN landmarks, NaN box) or fail the frame: it is not a face.
+        detections = [d for d in self._detect(image) if _usable_detection(d)]
         # Where each track should be now: its flow where that held, else coasting at its last speed.
         # A lost track's flow is only believed when it continues the track's own motion (see
         # _flow_continues): behind another face its points ride on the occluder.
@@ -292,7 +324,10 @@ class FaceTracker:
         survivors: list[_Track] = []
         for i, (track, flow) in enumerate(zip(self._tracks, usable, strict=True)):
             if i in matches:
-                self._apply_detection(track, detections[matches[i]], flow)
+                # Flow that ran and was not believed (failed, or the track coasted): the detection
+                # continues the track across a break.
+                broken = flows[i] is not None and flow is None
+                self._apply_detection(track, detections[matches[i]], flow, broken=broken)
                 survivors.append(track)
                 continue
             track.missed += 1
@@ -319,7 +354,10 @@ class FaceTracker:
         matched_dets = set(matches.values())
         for j, det in enumerate(detections):
             if j not in matched_dets:
-                survivors.append(self._new_track(det))
+                track = self._new_track(det)
+                if self.cut and det.score >= self.score_threshold:
+                    track.swap_weight = 1.0  # found on a cut: swapped at once (see the module doc)
+                survivors.append(track)
         self._tracks = survivors
 
     def _new_track(self, det: Detection) -> _Track:
@@ -336,14 +374,22 @@ class FaceTracker:
         self._next_id += 1
         return track
 
-    def _apply_detection(self, track: _Track, det: Detection, flow: _FlowResult | None) -> None:
+    def _apply_detection(
+        self, track: _Track, det: Detection, flow: _FlowResult | None, *, broken: bool = False
+    ) -> None:
         kps = det.kps.astype(np.float32)
         track.motion = flow.motion if flow is not None and flow.ok else None
+        track.reacquired = broken or track.missed > 0
         if track.missed > 0:
             # Re-acquired after a gap: smoothing across the gap would only add lag, and the fade
             # hides the jump while the weight climbs back.
             track.filter.reset()
             track.velocity[:] = 0.0
+        elif broken:
+            # Found where its flow failed (a cut to someone framed alike, a fast move): smoothing
+            # across the break dragged the swap from the old landmarks to the new ones over
+            # several frames. The speed is kept: a face about to pass behind another coasts on it.
+            track.filter.reset()
         elif flow is not None and flow.ok:
             # Speed from the flow, not from detector to detector: a partly hidden face's detection
             # is off by several pixels, which would send a coasting track the wrong way.
@@ -522,6 +568,11 @@ class FaceTracker:
             track.swap_weight = min(target, track.swap_weight + 1.0 / s.fade_frames)
         else:
             track.swap_weight = max(target, track.swap_weight - 1.0 / s.fade_frames)
+        if track.missed > 0 and s.max_missed > 0:
+            # A lost track is dropped after max_missed frames: its fade must end by then, or a
+            # fade longer than that popped off half way (0.58 with fade_frames 12).
+            left = (s.max_missed - track.missed) / s.max_missed
+            track.swap_weight = min(track.swap_weight, max(left, 0.0))
         return TrackedFace(
             track_id=track.track_id,
             box=_box_from_kps(kps, track.rel_box),
@@ -532,10 +583,17 @@ class FaceTracker:
             detected=track.detected,
             swap_weight=float(track.swap_weight),
             lost_frames=track.missed,
+            reacquired=track.reacquired,
         )
 
 
 # ----------------------------------------------------------------------------- geometry helpers
+
+
+def _usable_detection(det: Detection) -> bool:
+    box = np.asarray(det.box, dtype=np.float64)
+    finite = bool(np.all(np.isfinite(box)) and np.all(np.isfinite(det.kps)) and math.isfinite(det.score))
+    return finite and box[2] - box[0] >= 1.0 and box[3] - box[1] >= 1.0
 
 
 def _shifted(kps: FloatArray, step: npt.NDArray[np.float64]) -> FloatArray:
