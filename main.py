@@ -117,9 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(run)
     run.add_argument(
         "--provider",
-        choices=["cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"],
+        choices=["auto", "cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"],
         default=None,
-        help="ONNX Runtime execution provider (default: the preset's)",
+        help="ONNX Runtime execution provider (default: auto, the NVIDIA GPU or DirectML where one "
+        "can run the models, else the CPU; tensorrt is faster after a first start that builds engines)",
     )
     run.add_argument("--preset", default=None, help="latency preset: ultra-low-latency, balanced, quality")
     run.add_argument(
@@ -362,7 +363,7 @@ def probe_input(source: FrameSource) -> None:
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
-    from realtime.app import ModelOptions, prepare_face_swap
+    from realtime.app import ModelOptions, prepare_face_swap, resolve_provider
     from realtime.engine import Engine, EngineEvent
     from realtime.nvdec import Decoder, open_input
     from realtime.run_control import SafeOutput, StopSignals
@@ -372,7 +373,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.output.strip().lower() == "window":
         check_display()
     mappings = _parse_maps(args)
-    settings = _settings_for_run(args)
+    settings = resolve_provider(_settings_for_run(args))
     live_output = args.output.strip().lower() in ("vcam", "window")
     realtime = args.realtime if args.realtime is not None else live_output
     # The input is checked before the models load (seconds, or minutes for a first TensorRT build):

@@ -478,7 +478,7 @@ class SessionFactory:
                 # ORT fails on the CUDA libraries before it looks for a GPU, so its text says
                 # "install CUDA": useless advice (a 1 GB download) on a machine without one.
                 reason = "this machine has no NVIDIA driver (no NVIDIA GPU?)"
-                fix = "use --provider cpu (or `auto`), or install the NVIDIA driver if it has an NVIDIA GPU"
+                fix = "use --provider cpu (or auto), or install the NVIDIA driver if it has an NVIDIA GPU"
             else:
                 reason, fix = explain_provider_failure(
                     provider, log_text, available, with_cuda=CUDA not in missing, active=got,
@@ -573,6 +573,19 @@ def provider_label(provider: str) -> str:
 
 
 # ------------------------------------------------------------------------------ failure explanation
+
+
+def auto_provider(available: Sequence[str] | None = None, driver: bool | None = None) -> ProviderName:
+    """What `pipeline.provider = "auto"` runs on here: CUDA where onnxruntime-gpu and the NVIDIA
+    driver are both present, DirectML where onnxruntime-directml is (Windows), else the CPU.
+    TensorRT is never picked by itself (its first start builds engines for minutes), nor CoreML
+    or OpenVINO (not measured with these models): those are asked for by name."""
+    have = ort.get_available_providers() if available is None else list(available)
+    if CUDA in have and (nvidia_driver_present() if driver is None else driver):
+        return "cuda"
+    if DIRECTML in have:
+        return "directml"
+    return "cpu"
 
 
 def nvidia_driver_present() -> bool:

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.errors import SourceError
-from models.session import InferenceClock, SessionConfig, SessionFactory
+from models.session import InferenceClock, SessionConfig, SessionFactory, auto_provider
 from models.store import ModelStore, default_models_dir
 from realtime.engine import StageSet
 from realtime.face_models import (
@@ -49,17 +49,27 @@ class ModelOptions:
         return ModelPaths(self._store, self.overrides)
 
 
+def resolve_provider(settings: Settings) -> Settings:
+    """`settings` with `pipeline.provider = "auto"` replaced by what it runs on here."""
+    if settings.pipeline.provider != "auto":
+        return settings
+    return settings.with_overrides({"pipeline.provider": auto_provider()})
+
+
 def session_factory(settings: Settings, options: ModelOptions) -> SessionFactory:
+    provider = settings.pipeline.provider
+    if provider == "auto":
+        provider = auto_provider()
     paths = options.paths()
     cache = options.cache_dir or paths.store.models_dir / "trt-cache"
     threads = 0
-    if settings.pipeline.provider == "cpu":
+    if provider == "cpu":
         # Each frame in flight runs its own sessions at the same time: sharing the cores between
         # them avoids N workers x all-core thread pools fighting over the same cores.
         threads = max(1, (os.cpu_count() or 1) // settings.pipeline.frames_in_flight)
     return SessionFactory(
         SessionConfig(
-            provider=settings.pipeline.provider,
+            provider=provider,
             fp16=settings.pipeline.fp16,
             cache_dir=cache,
             intra_op_threads=threads,
@@ -131,7 +141,7 @@ class FaceSwapStages:
             label += f" + {settings.enhancer.model}"
         # The provider that really runs the swap: after a fallback the asked-for one would mislead.
         running = SessionFactory.provider_of(swappers[0].session)
-        asked = settings.pipeline.provider
+        asked = resolve_provider(settings).pipeline.provider
         label += f" on {running}" if running == asked else f" on {running} ({asked} did not load)"
         analyser = FaceAnalyser(analysis, settings, self.reference, [m.reference for m in self.mappings])
         return StageSet(analyser, workers, label)

@@ -463,7 +463,17 @@ def _check_providers(gpu: GpuInfo) -> list[Check]:
     working = [p.provider for p in probes if p.works]
     accelerated = [p for p in working if p != CPU]
     if accelerated:
-        checks.append(Check("Will run on", "ok", ", ".join(accelerated)))
+        # What --provider auto (the default) picks; the others are there to be asked for by name.
+        from models.session import ORT_PROVIDER, auto_provider
+
+        picked = ORT_PROVIDER[auto_provider(working, driver=True)]  # CUDA ran: the driver is there
+        others = [provider_label(p) for p in accelerated if p != picked]
+        detail = (
+            f"{provider_label(picked)} (the default, --provider auto)" if picked != CPU else "CPU by default"
+        )
+        if others:
+            detail += f"; also works: {', '.join(others)} (ask for it with --provider)"
+        checks.append(Check("Will run on", "ok", detail))
     elif working:
         checks.append(Check("Will run on", "info", "CPU only: face swapping will be slow (a few fps)"))
     else:

@@ -141,7 +141,8 @@ class MasksSettings:
 
 @dataclass(frozen=True, slots=True)
 class PipelineSettings:
-    provider: Literal["cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"] = "cpu"
+    # "auto": the GPU where one can run the models (models.session.auto_provider), else the CPU.
+    provider: Literal["auto", "cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"] = "auto"
     fp16: bool = True
     frames_in_flight: int = 2
     # Files and clips only: how many frames the (serial) analysis may run ahead of the swap workers,

@@ -576,3 +576,40 @@ def test_only_tensorrt_10_counts_as_installed(
         assert trt_cache.tensorrt_version() == expected
     finally:
         trt_cache.tensorrt_version.cache_clear()
+
+
+# ----------------------------------------------------------------------------- provider "auto"
+
+
+@pytest.mark.parametrize(
+    ("available", "driver", "picked"),
+    [
+        (["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"], True, "cuda"),
+        (["CUDAExecutionProvider", "CPUExecutionProvider"], False, "cpu"),  # onnxruntime-gpu, no GPU
+        (["DmlExecutionProvider", "CPUExecutionProvider"], False, "directml"),
+        (["CoreMLExecutionProvider", "CPUExecutionProvider"], False, "cpu"),  # asked for by name only
+        (["CPUExecutionProvider"], True, "cpu"),
+    ],
+)
+def test_auto_picks_the_gpu_where_one_can_run_the_models(
+    available: list[str], driver: bool, picked: str
+) -> None:
+    from models.session import auto_provider
+
+    assert auto_provider(available, driver=driver) == picked
+
+
+def test_the_default_provider_is_auto_and_runs_on_what_this_machine_has() -> None:
+    """A GPU user running `main.py run` with no --provider ran on the CPU (the default was cpu)."""
+    from models.session import auto_provider
+    from realtime.app import resolve_provider
+    from realtime.settings import Settings, load_preset
+
+    assert Settings().pipeline.provider == "auto"
+    assert all(
+        load_preset(p).pipeline.provider == "auto" for p in ("balanced", "quality", "ultra-low-latency")
+    )
+    assert resolve_provider(Settings()).pipeline.provider == auto_provider()
+    assert resolve_provider(
+        Settings().with_overrides({"pipeline.provider": "tensorrt"})
+    ).pipeline.provider == ("tensorrt")
