@@ -505,7 +505,6 @@ class Downloader:
                 f"Check your connection and run `{download_command(entry.name, folder)}` again, or "
                 "fetch it from "
                 f"{entry.urls[0] if entry.urls else 'its publisher'} yourself and put "
-                f"{', '.join(f.name for f in files)} in {folder}; a model file supplied by path is also "
-                "accepted."
+                f"{', '.join(f.name for f in files)} in {folder}."
             ),
         )

@@ -294,7 +294,7 @@ class SessionFactory:
             if not model.is_file():
                 raise ModelMissingError(f"Model file not found: {model}")
             if model.stat().st_size == 0:
-                raise ModelError(f"Model file {model} is empty (0 bytes).", hint="Download it again.")
+                raise ModelError(f"Model file {model} is empty (0 bytes).", hint=_download_again(model))
         source: str | bytes = str(model) if isinstance(model, Path) else model
         provider = self.config.provider
         notes = prepare_gpu_libraries(ORT_PROVIDER[provider])
@@ -322,8 +322,7 @@ class SessionFactory:
         except Exception as exc:  # ORT raises several exception types for unreadable protobufs
             raise ModelContractError(
                 f"{name} is not a readable ONNX model ({type(exc).__name__}: {str(exc).splitlines()[0]}).",
-                hint="The file is corrupt or truncated: download it again "
-                f"(`{app_command('models download NAME')}`; `models list` shows the names).",
+                hint=f"The file is corrupt or truncated. {_download_again(model)}",
             ) from exc
         self._note_fallback(session, name, providers, notes + captured)
         if self.clock is not None:
@@ -573,6 +572,22 @@ def provider_label(provider: str) -> str:
 
 
 # ------------------------------------------------------------------------------ failure explanation
+
+
+def _download_again(model: Path | bytes) -> str:
+    """How to replace a damaged model file: its catalogue entry and folder, when it has them."""
+    from models.catalogue import entry_for_file
+    from models.store import download_command
+
+    entry = None
+    if isinstance(model, Path):
+        try:
+            entry = entry_for_file(model.name)
+        except ModelMissingError:
+            entry = None  # not a catalogue file: the generic advice below
+    if entry is not None and isinstance(model, Path):
+        return f"Delete it and run `{download_command(entry.name, model.parent)}`."
+    return f"Download it again (`{app_command('models download NAME')}`; `models list` shows the names)."
 
 
 def auto_provider(available: Sequence[str] | None = None, driver: bool | None = None) -> ProviderName:

@@ -198,6 +198,9 @@ def test_corrupt_model_file(capsys, tmp_path, photo, clip) -> None:  # type: ign
     code, err = run_cli(capsys, *base_args(d, photo, clip, tmp_path / "o.mp4"))
     line = error_line(err)
     assert code != 0 and "w600k_r50.onnx" in line and "not a readable ONNX model" in line
+    # The fix names the file's download and its folder (following "download NAME" filled the
+    # default folder and left this one broken).
+    assert "models download w600k_r50 --models-dir" in err and str(d.name) in err
 
 
 def test_camera_index_that_does_not_exist(capsys, tmp_path, models, photo) -> None:  # type: ignore[no-untyped-def]

@@ -313,7 +313,7 @@ def test_all_mirrors_fail_names_file_hash_and_folder(tmp_path: Path, server: Fak
     assert "tiny.onnx" in msg and SHA in msg and str(store.models_dir) in msg
     assert "HTTP 500" in msg and "HTTP 404" in msg and "cannot connect" in msg
     assert "\n" not in info.value.user_message()
-    assert "by path" in info.value.user_message()
+    assert "by path" not in info.value.user_message()  # no option takes a model file by path
     assert not (store.models_dir / "tiny.onnx").exists()
 
 
