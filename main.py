@@ -320,6 +320,22 @@ def _settings_for_run(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return settings.with_overrides(overrides)
 
 
+def _nothing_swapped_note(frames: int, swapped: int, passed_through: int) -> str | None:
+    """Why a run that finished swapped nothing (its output is the input, unchanged)."""
+    if frames == 0 or swapped > 0:
+        return None
+    if passed_through > 0:
+        return (
+            f"note: nothing was swapped: the faces found ({passed_through} in all) were left as they were "
+            "(detector score below detector.threshold, or tracking not trusted); "
+            "try --set detector.threshold=0.4"
+        )
+    return (
+        f"note: nothing was swapped: no face was found in any of the {frames} frames "
+        "(small, turned-away or half-hidden faces are missed); try --detector mtcnn or a closer shot"
+    )
+
+
 def _parse_maps(args: argparse.Namespace) -> list[tuple[Path, Path]]:
     """`--map REF=SOURCE` pairs; exactly one of --source and --map picks who is swapped in."""
     from models.errors import SourceError
@@ -439,6 +455,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                     show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
     stats = engine.stats()
     show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
+    unswapped = _nothing_swapped_note(stats.frames_out, stats.faces_swapped, stats.faces_passthrough)
+    if unswapped:
+        show(unswapped)
     to_file = not live_output and args.output.strip().lower() != "null"
     if signals.requested and to_file and not args.loop and camera_index(str(args.input)) is None:
         show(f"note: stopped before the input ended: {args.output} holds its first {stats.frames_out} frames")

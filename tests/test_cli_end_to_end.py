@@ -307,3 +307,31 @@ def test_a_file_run_stopped_early_says_the_output_is_partial(
     rest, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, rest
     assert "note: stopped before the input ended" in rest and str(out) in rest
+
+
+def test_a_run_that_swapped_nothing_says_why(tmp_path: Path, models: Path, source_photo: Path) -> None:
+    """An input with no face ended with 'done', exit 0 and an output equal to the input: the user
+    had no hint why nothing changed."""
+    blank = tmp_path / "no_face.png"
+    cv2.imwrite(str(blank), np.full((240, 320, 3), 120, np.uint8))
+    out = tmp_path / "out.png"
+    code, text = run_cli(*run_args(models, source_photo, blank, out))
+    assert code == 0, text
+    assert "nothing was swapped: no face was found in any of the 1 frames" in text
+    code, text = run_cli(*run_args(models, source_photo, clip_with_a_face(tmp_path), tmp_path / "o.png"))
+    assert code == 0 and "nothing was swapped" not in text
+
+
+def clip_with_a_face(folder: Path) -> Path:
+    from realtime.bench import astronaut_bgr
+
+    path = folder / "face.png"
+    cv2.imwrite(str(path), astronaut_bgr())
+    return path
+
+
+def test_faces_found_but_all_passed_through_are_told_apart_from_no_face() -> None:
+    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=12)
+    assert note is not None and "detector.threshold" in note and "no face was found" not in note
+    assert main._nothing_swapped_note(frames=30, swapped=3, passed_through=12) is None
+    assert main._nothing_swapped_note(frames=0, swapped=0, passed_through=0) is None
