@@ -289,15 +289,24 @@ def check_not_an_input(args: argparse.Namespace) -> None:
             )
 
 
-def check_display() -> None:
-    """A window needs a display: without one Qt aborts the process (after the models loaded)."""
-    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+def check_display(*, for_gui: bool = False) -> None:
+    """A window needs a display that answers: without one Qt aborts the process (after the models
+    loaded), blaming a library that is not missing."""
+    from models.cli_text import app_command
+    from realtime.display import display_problem
+
+    problem = display_problem()
+    if problem is None:
         return
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        raise SinkError(
-            "No display to open a window on (neither DISPLAY nor WAYLAND_DISPLAY is set).",
-            hint="Run it in a desktop session, or use --output vcam or a video file instead of a window.",
-        )
+    other = (
+        f"`{app_command('run --source PHOTO --input CAMERA|VIDEO --output vcam|FILE')}` works without one"
+        if for_gui
+        else "use --output vcam or a video file instead of a window"
+    )
+    raise SinkError(
+        f"No display to open a window on: {problem}.",
+        hint=f"Run it in a desktop session (over SSH: ssh -X), or {other}.",
+    )
 
 
 def _settings_for_run(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -539,7 +548,7 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_gui(args: argparse.Namespace, out: TextIO) -> int:
-    check_display()
+    check_display(for_gui=True)
     try:
         from gui.app import run_gui
     except ImportError as exc:

@@ -322,16 +322,15 @@ def _check_platform() -> list[Check]:
                 "sudo apt install libxcb-cursor0 (Fedora: xcb-util-cursor)",
             )
         )
-    if (
-        sys.platform.startswith("linux")
-        and not os.environ.get("QT_QPA_PLATFORM")
-        and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-    ):
+    from realtime.display import display_problem
+
+    problem = display_problem()
+    if problem is not None:
         checks.append(
             Check(
                 "Display",
                 "warn",
-                "no display (DISPLAY and WAYLAND_DISPLAY are unset): the control panel and "
+                f"{problem}: the control panel and "
                 "--output window cannot open here; the virtual camera and file outputs work",
                 "run FaceCast from a desktop session (over SSH: ssh -X, or use --output vcam / a file)",
             )

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections.abc import Iterator
@@ -549,8 +552,15 @@ def test_no_display_is_said_with_what_still_works(monkeypatch: pytest.MonkeyPatc
         monkeypatch.delenv(name, raising=False)
     (display,) = [c for c in doctor_module._check_platform() if c.name == "Display"]
     assert display.status == "warn" and "virtual camera" in display.detail and "ssh -X" in display.fix
-    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
-    assert [c.name for c in doctor_module._check_platform()] == ["Platform"]
+    with listening_unix_socket() as (folder, name):
+        monkeypatch.setenv("XDG_RUNTIME_DIR", folder)
+        monkeypatch.setenv("WAYLAND_DISPLAY", name)
+        assert [c.name for c in doctor_module._check_platform()] == ["Platform"]
+    # Named but not answering (a stale DISPLAY over SSH): Qt would abort, so it is said too.
+    monkeypatch.delenv("WAYLAND_DISPLAY")
+    monkeypatch.setenv("DISPLAY", ":87")
+    (display,) = [c for c in doctor_module._check_platform() if c.name == "Display"]
+    assert "DISPLAY=:87 does not answer" in display.detail
 
 
 def test_fix_commands_paste_into_windows_powershell(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -589,3 +599,12 @@ def test_the_doctor_checks_the_models_folder_and_the_default_models(tmp_path: Pa
         and "models download inswapper_128" in checks["inswapper_128.onnx"].fix
     )
     assert checks["det_10g.onnx"].status == "fail" and "truncated" in checks["det_10g.onnx"].detail
+
+
+@contextlib.contextmanager
+def listening_unix_socket() -> Iterator[tuple[str, str]]:
+    """A unix socket that accepts connections, as a compositor's: (its folder, its name)."""
+    with tempfile.TemporaryDirectory() as folder, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(os.path.join(folder, "wayland-9"))
+        server.listen(1)
+        yield folder, "wayland-9"
