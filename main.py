@@ -89,7 +89,11 @@ def _output_name(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="main.py", description="FaceCast: real-time face swap to a virtual camera."
+        prog="main.py",
+        description="FaceCast: real-time face swap to a virtual camera. "
+        "With no command it opens the control panel (the GUI).",
+        epilog="Start with `main.py doctor` to see what works on this machine, then "
+        "`main.py models download default` for the face models.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command")
@@ -112,8 +116,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead of --source: the person in REF_PHOTO becomes the person in SOURCE_PHOTO "
         "(repeatable: face A becomes X, face B becomes Y; other faces are left alone)",
     )
-    run.add_argument("--input", required=True, metavar="CAMERA_INDEX|VIDEO|IMAGE")
-    run.add_argument("--output", required=True, type=_output_name, metavar="vcam|window|null|FILE")
+    run.add_argument(
+        "--input",
+        required=True,
+        metavar="CAMERA_INDEX|VIDEO|IMAGE",
+        help="a camera (0, 1, ... or /dev/videoN), a video file or stream URL, or an image",
+    )
+    run.add_argument(
+        "--output",
+        required=True,
+        type=_output_name,
+        metavar="vcam|window|null|FILE",
+        help="the virtual camera, a preview window, nothing (null: for --stats), or a video/image file",
+    )
     _add_model_args(run)
     run.add_argument(
         "--provider",
@@ -135,9 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--detector",
         choices=["det_10g", "scrfd_2.5g", "mtcnn"],
         default=None,
-        help="face detector (mtcnn is built in and needs no download)",
+        help="face detector (default: det_10g; mtcnn is built in and needs no download)",
     )
-    run.add_argument("--swapper", choices=["inswapper_128", "inswapper_128_fp16"], default=None)
+    run.add_argument(
+        "--swapper",
+        choices=["inswapper_128", "inswapper_128_fp16"],
+        default=None,
+        help="face swap model (default: the preset's; fp16 is half the download, for GPUs)",
+    )
     run.add_argument(
         "--reference",
         type=Path,
@@ -216,10 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="benchmark the engine against the naive loop")
     bench.add_argument("--json", action="store_true", help="print the results as JSON")
-    bench.add_argument("--frames", type=_count, default=150)
-    bench.add_argument("--width", type=_size, default=1280)
-    bench.add_argument("--height", type=_size, default=720)
-    bench.add_argument("--preset", default="balanced")
+    bench.add_argument("--frames", type=_count, default=150, help="frames per loop (default: 150)")
+    bench.add_argument("--width", type=_size, default=1280, help="clip width in pixels (default: 1280)")
+    bench.add_argument("--height", type=_size, default=720, help="clip height in pixels (default: 720)")
+    bench.add_argument("--preset", default="balanced", help="the engine's preset (default: balanced)")
     bench.add_argument(
         "--set",
         dest="overrides",

@@ -419,7 +419,7 @@ def next_steps(python: str, root: Path, dev: bool, platform_name: str = sys.plat
     return [
         f"  Run the app:     {shown} main.py",
         f"  Run the tests:   {tests}",
-        f"  Check set-up:    {shown} -m realtime.doctor",
+        f"  Check set-up:    {shown} main.py doctor",
     ]
 
 
