@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -25,14 +25,28 @@ from gui.theme import apply_dark_theme
 log = logging.getLogger(__name__)
 
 LOAD_WAIT_AT_EXIT_S = 10.0
+DECLINED_CODE = 1  # the exit code when the user quits at the consent dialog
+SIGNAL_CODE = 0  # Ctrl+C, `kill`: the window closes as its close button does, and so exits 0
+_CLOSED_BY_SIGNAL = 2  # a dialog result beside Rejected (0) and Accepted (1)
 
 
-def ask_consent(config: GuiConfig, store: ConfigStore) -> GuiConfig | None:
-    """The first-run dialog; the answer is stored so it is asked once. None: the user declined."""
+def ask_consent(config: GuiConfig, store: ConfigStore) -> GuiConfig | int:
+    """The first-run dialog; the answer is stored so it is asked once. An int: the user declined or
+    a signal (Ctrl+C in the terminal) closed the dialog, and the app exits with that code."""
     if config.consent_accepted:
         return config
-    if ConsentDialog().exec() != QDialog.DialogCode.Accepted:
-        return None
+    dialog = ConsentDialog()
+    # The dialog runs its own event loop before the window's handlers exist: without these,
+    # Ctrl+C was ignored (Python never got to run its handler) and only SIGKILL ended the app.
+    previous = close_on_signals(dialog, lambda: dialog.done(_CLOSED_BY_SIGNAL))
+    try:
+        answer = dialog.exec()
+    finally:
+        restore_signals(previous)
+    if answer == _CLOSED_BY_SIGNAL:
+        return SIGNAL_CODE
+    if answer != QDialog.DialogCode.Accepted:
+        return DECLINED_CODE
     config = replace(config, consent_accepted=True)
     with contextlib.suppress(OSError):  # saved again on exit, where a failure is reported
         store.save(config)
@@ -53,8 +67,8 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
     store = ConfigStore(services.config_path)
     loaded = store.load()
     config = ask_consent(loaded.config, store)
-    if config is None:
-        return 1
+    if isinstance(config, int):
+        return config
     window = create_window(services, replace(loaded, config=config), store)
     window.show()
     freeze_startup_heap()
@@ -69,9 +83,7 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
             sys.excepthook = previous_hook
             # Once the window is gone, a signal must act as usual again (shutdown may still be
             # joining threads: a `kill` that only scheduled a close on a dead loop did nothing).
-            for sig, handler in previous_handlers.items():
-                # None: a handler installed from C, which Python cannot put back; the default then.
-                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+            restore_signals(previous_handlers)
         finished = window.controller.loads_finished(LOAD_WAIT_AT_EXIT_S)
     except KeyboardInterrupt:  # Ctrl+C while waiting: leave now, the same way, as interrupted
         finished, code = False, 130
@@ -86,15 +98,17 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
     return code
 
 
-def close_on_signals(window: QWidget) -> dict[int, Any]:
+def close_on_signals(window: QWidget, close: Callable[[], None] | None = None) -> dict[int, Any]:
     """Ctrl+C in the terminal, `kill` and a closed terminal (Linux, macOS) close the window as its
     close button does: the run stops, a recording is finalised, the settings are saved. (Unhandled,
     Ctrl+C aborted the process from inside a Qt slot and lost both; while idle it did nothing.)
-    A signal the user chose to ignore (SIGHUP under `nohup`) stays ignored. Returns the handlers
-    replaced, to put back afterwards."""
+    `close`: what closing means instead of window.close (a dialog's done()). A signal the user chose
+    to ignore (SIGHUP under `nohup`) stays ignored. Returns the handlers replaced, for
+    restore_signals()."""
+    action = close or window.close
 
     def request_close(_signum: int, _frame: object) -> None:
-        QTimer.singleShot(0, window.close)  # in the event loop, not inside whatever was running
+        QTimer.singleShot(0, action)  # in the event loop, not inside whatever was running
 
     replaced: dict[int, Any] = {}
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
@@ -108,6 +122,13 @@ def close_on_signals(window: QWidget) -> dict[int, Any]:
     timer.timeout.connect(lambda: None)
     timer.start(200)
     return replaced
+
+
+def restore_signals(replaced: dict[int, Any]) -> None:
+    """Put back the handlers close_on_signals() replaced."""
+    for sig, handler in replaced.items():
+        # None: a handler installed from C, which Python cannot put back; the default then.
+        signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def report_unhandled(

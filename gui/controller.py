@@ -75,6 +75,10 @@ def make_source(config: InputConfig, provider: str = "cpu") -> FrameSource:
     if not config.video_path:
         raise SourceError("No video file chosen.", hint="Pick one under Input, or use the test pattern.")
     refuse_stream_url(config.video_path)
+    if provider == "auto":
+        from models.session import auto_provider
+
+        provider = auto_provider()
     if provider in ("cuda", "tensorrt"):
         from realtime.nvdec import open_input
 
@@ -128,6 +132,9 @@ class EngineController(QObject):
     state_changed = pyqtSignal(str)  # RunState value
     models_changed = pyqtSignal(str, str)  # ModelsState value, label/message
     message = pyqtSignal(str, str)  # level ("info"/"warning"/"error"), text
+    # An error of the input or output: a Start that could not open them, a recording or virtual
+    # camera that stopped. Apart from `message`, so the window can drop it once a later run works.
+    io_error = pyqtSignal(str)
     vcam_unavailable = pyqtSignal(str)  # the driver error, with its fix
     described = pyqtSignal(str)  # "test pattern (...) -> virtual camera (...)" once started
 
@@ -267,13 +274,13 @@ class EngineController(QObject):
             self.message.emit("warning", note)
 
         def on_recording_failed(error: FaceCastError) -> None:  # from the recorder's thread
-            self.message.emit(
-                "error", f"Recording stopped: {error.user_message()} The virtual camera and preview carry on."
+            self.io_error.emit(
+                f"Recording stopped: {error.user_message()} The virtual camera and preview carry on."
             )
 
         def on_vcam_lost(error: FaceCastError) -> None:  # from the engine's sink thread
-            self.message.emit(
-                "error", f"Virtual camera stopped: {error.user_message()} Preview and recording carry on."
+            self.io_error.emit(
+                f"Virtual camera stopped: {error.user_message()} Preview and recording carry on."
             )
 
         def on_event(event: EngineEvent) -> None:
@@ -342,7 +349,7 @@ class EngineController(QObject):
     def _on_start_failed(self, generation: int, text: str) -> None:
         if generation != self._generation:
             return
-        self.message.emit("error", text)
+        self.io_error.emit(text)
         self._set_state(RunState.IDLE)
         self._start_pending()
 

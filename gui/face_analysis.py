@@ -18,12 +18,12 @@ import cv2
 import numpy as np
 from PyQt6.QtCore import QObject, pyqtSignal
 
-from models.errors import FaceCastError, ModelError
+from models.errors import FaceCastError, ModelError, ModelMissingError
 from models.mtcnn import MTCNN
 from models.session import SessionConfig, SessionFactory
 from models.types import Detection, ImageBGR
 from realtime.app import ModelOptions
-from realtime.face_models import AnalysisModels, FaceDetector, load_analysis_models
+from realtime.face_models import AnalysisModels, FaceDetector, check_models_present, load_analysis_models
 from realtime.settings import Settings
 from realtime.source_face import SourceIdentity, load_identity, pick_face, read_image
 
@@ -85,10 +85,22 @@ class PhotoAnalyser:
         self._models: AnalysisModels | None = None
         self._fallback: FaceDetector | None = None
         self._models_problem = ""
+        # What Start runs: every model it needs is named when some are missing.
+        self.run_settings = Settings().with_overrides({"detector.model": detector_model})
 
     @property
     def detector_model(self) -> str:
         return self._detector_model
+
+    def missing_models(self) -> str:
+        """The CLI's check for the run's settings: one message naming every missing model, with one
+        `models download` command (a fresh install learnt of them one Start at a time); "" when
+        every model is there. A damaged model file is a problem too: its own message."""
+        try:
+            check_models_present(self._options.paths(), self.run_settings)
+        except ModelError as exc:
+            return exc.user_message()
+        return ""
 
     def analyse(self, path: Path) -> FaceResult:
         try:
@@ -113,10 +125,8 @@ class PhotoAnalyser:
             face, note = pick_face(path, faces)
         except FaceCastError as exc:
             return FaceResult(path, photo_thumbnail(image), None, error=exc.user_message())
-        missing = f"Face found; swapping needs the models: {self._models_problem}"
-        note = f"{note or ''} {missing}".strip()
         return FaceResult(
-            path, face_thumbnail(image, face.box), None, note=note, models_missing=self._models_problem
+            path, face_thumbnail(image, face.box), None, note=note or "", models_missing=self._models_problem
         )
 
     def _ensure_models(self) -> None:
@@ -132,7 +142,10 @@ class PhotoAnalyser:
             self._models = load_analysis_models(self._options.paths(), settings, factory)
         except ModelError as exc:
             log.info("photo analysis without models: %s", exc.user_message())
-            self._models_problem = exc.user_message()
+            # Named all at once when several are missing; other problems (a model that does not
+            # fit) are not the check's business, so their own message stays.
+            every = self.missing_models() if isinstance(exc, ModelMissingError) else ""
+            self._models_problem = every or exc.user_message()
             if self._fallback is None:
                 self._fallback = MTCNN(factory=factory)
             return
@@ -141,25 +154,35 @@ class PhotoAnalyser:
 
 
 class PhotoAnalysisService(QObject):
-    """Analyses photos one at a time on a background thread; `analysed(FaceResult)` on the GUI thread."""
+    """Analyses photos one at a time on a background thread; `analysed(FaceResult)` on the GUI thread.
+    `models_checked(str)`: check_models()'s answer, the missing models' message ("" when none)."""
 
     analysed = pyqtSignal(object)
+    models_checked = pyqtSignal(str)
 
-    def __init__(self, options: ModelOptions, detector_model: str, parent: QObject | None = None) -> None:
+    def __init__(self, options: ModelOptions, settings: Settings, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._options = options
         self._lock = threading.Lock()
-        self._analyser = PhotoAnalyser(options, detector_model)
+        self._analyser = PhotoAnalyser(options, settings.detector.model)
+        self._analyser.run_settings = settings
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="photo-analysis")
 
-    def set_detector(self, detector_model: str) -> None:
-        """Later photos use this detector (the models load again, lazily, on the analysis thread)."""
+    def set_settings(self, settings: Settings) -> None:
+        """The run's settings: later photos use its detector (the models load again, lazily, on the
+        analysis thread), and a missing-models message names what it needs."""
         with self._lock:
-            if detector_model != self._analyser.detector_model:
-                self._analyser = PhotoAnalyser(self._options, detector_model)
+            if settings.detector.model != self._analyser.detector_model:
+                self._analyser = PhotoAnalyser(self._options, settings.detector.model)
+            self._analyser.run_settings = settings
 
     def submit(self, path: Path) -> None:
         self._executor.submit(self._run, path)
+
+    def check_models(self) -> None:
+        """Whether the run's models are all there, answered by `models_checked` (off the GUI
+        thread: an unverified file is hashed first)."""
+        self._executor.submit(self._check)
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -176,3 +199,16 @@ class PhotoAnalysisService(QObject):
             self.analysed.emit(result)
         except RuntimeError as exc:  # the window closed while this photo was being analysed
             log.debug("photo analysis result dropped: %s", exc)
+
+    def _check(self) -> None:
+        with self._lock:
+            analyser = self._analyser
+        try:
+            text = analyser.missing_models()
+        except Exception:  # a bug here must not pass for "all models present": logged, nothing shown
+            log.exception("checking the models failed")
+            return
+        try:
+            self.models_checked.emit(text)
+        except RuntimeError as exc:  # the window closed meanwhile
+            log.debug("models check dropped: %s", exc)

@@ -31,6 +31,9 @@ from realtime.source_face import SourceIdentity
 from realtime.sources import IMAGE_EXTENSIONS
 
 _FILTER = "Images (" + " ".join(f"*{ext}" for ext in sorted(IMAGE_EXTENSIONS)) + ")"
+MODELS_MISSING_NOTE = "Face found — swapping needs the face models (see the message above)."
+_BREAK_EVERY = 16  # characters: where a longer unbreakable run (a hash, a path) may wrap
+_ZERO_WIDTH_SPACE = "\u200b"
 
 
 def pixmap_from_bgr(image: ImageBGR) -> QPixmap:
@@ -38,6 +41,18 @@ def pixmap_from_bgr(image: ImageBGR) -> QPixmap:
     h, w = image.shape[:2]
     qimage = QImage(image.data, w, h, image.strides[0], QImage.Format.Format_BGR888)  # type: ignore[call-overload]
     return QPixmap.fromImage(qimage.copy())
+
+
+def wrappable(text: str) -> str:
+    """`text` with invisible break points inside long unbroken runs: word wrap cannot break a
+    64-character hash or a long path, which then set the card's width and pushed its ✕ out of view."""
+    words = []
+    for word in text.split(" "):
+        if len(word) > _BREAK_EVERY:
+            pieces = (word[i : i + _BREAK_EVERY] for i in range(0, len(word), _BREAK_EVERY))
+            word = _ZERO_WIDTH_SPACE.join(pieces)
+        words.append(word)
+    return " ".join(words)
 
 
 def image_paths(mime: QMimeData | None) -> list[Path]:
@@ -76,6 +91,8 @@ class FaceCard(QFrame):
         self.status.setWordWrap(True)
         self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setStyleSheet("color:#999;")
+        # The card follows the list's width: no text may ask for more (the rest wraps or is cut).
+        self.status.setMinimumWidth(1)
         remove = QToolButton(self)
         remove.setText("✕")
         remove.setAutoRaise(True)
@@ -112,13 +129,25 @@ class FaceCard(QFrame):
             self.thumb.setPixmap(scaled)
         else:
             self.thumb.setText("?")
-        if result.error:
-            self.status.setText(result.error.replace(str(result.path), result.path.name))
-            self.status.setStyleSheet("color:#ff8080;")
-        else:
-            self.status.setText(result.note or "Face found.")
-            self.status.setStyleSheet("color:#d8c070;" if result.identity is None else "color:#8fd08f;")
+        self._show_status(result)
         self.setCursor(Qt.CursorShape.PointingHandCursor if result.usable else Qt.CursorShape.ArrowCursor)
+
+    def _show_status(self, result: FaceResult) -> None:
+        """The card's line: why the photo cannot be used, or how it can. The models' message (a
+        hash, a folder, the command) is shown once above the preview; the card says so, and holds
+        it in its tooltip."""
+        tooltip = ""
+        if result.error:
+            text, colour = result.error.replace(str(result.path), result.path.name), "#ff8080"
+        elif result.models_missing:
+            text = f"{result.note} {MODELS_MISSING_NOTE}".strip()
+            colour, tooltip = "#d8c070", result.models_missing
+        else:
+            text = result.note or "Face found."
+            colour = "#d8c070" if result.identity is None else "#8fd08f"
+        self.status.setText(wrappable(text))
+        self.status.setToolTip(tooltip)
+        self.status.setStyleSheet(f"color:{colour};")
 
     def set_active(self, active: bool) -> None:
         border = "2px solid #3d8bfd" if active else "1px solid #444"
@@ -135,11 +164,14 @@ class FaceGallery(QWidget):
 
     active_changed(Path | None): another photo was chosen. faces_changed: the set of usable faces
     (photos with an identity ready to swap in) changed. photos_changed: a photo was added or removed.
+    models_missing_found(str): a face was found that cannot be swapped in for want of models (the
+    models' message).
     """
 
     active_changed = pyqtSignal(object)
     faces_changed = pyqtSignal()
     photos_changed = pyqtSignal()
+    models_missing_found = pyqtSignal(str)
 
     def __init__(self, service: PhotoAnalysisService, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -283,6 +315,8 @@ class FaceGallery(QWidget):
         card.set_result(result)
         if result.identity is not None:
             self.faces_changed.emit()
+        if result.models_missing:  # nothing else changes: the window would not hear of it
+            self.models_missing_found.emit(result.models_missing)
         if result.path != self._active:
             if self._active is None and result.usable:
                 self.set_active(result.path)

@@ -23,6 +23,7 @@ from PyQt6.QtWidgets import (
     QMainWindow,
     QScrollArea,
     QSplitter,
+    QStatusBar,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -52,6 +53,7 @@ VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
 )
 STATS_INTERVAL_MS = 250
 APPLY_DELAY_MS = 150  # spin boxes fire per step: settle before asking the engine
+MODELS_BANNER = "No face can be swapped in: "  # then the models' message, with the fix
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +77,11 @@ class MainWindow(QMainWindow):
 
         self._active = ActiveFace(None)
         self._run_faces: tuple[Path, ...] = ()  # the usable faces the current run was started with
+        self._runs = 0  # Starts so far: which run an input/output error banner belongs to
+        self._io_banners: dict[tuple[Level, str], int] = {}  # (level, text) -> the run it came from
         self._tap = OriginalTap()
         self._feed = PreviewFeed(self._tap, self)
-        self.photos = PhotoAnalysisService(
-            services.model_options, self._composer.effective().detector.model, self
-        )
+        self.photos = PhotoAnalysisService(services.model_options, self._composer.effective(), self)
         self.controller = EngineController(
             services.model_options, self._active, self._feed, services.vcam_backend, self
         )
@@ -127,6 +129,7 @@ class MainWindow(QMainWindow):
             # for any other setting that cannot be used (a newer FaceCast's file, a downgrade).
             self.messages.show_message("info", self._store.keep_original("had settings this version drops"))
         self.input_panel.refresh_cameras()
+        self.photos.check_models()  # a fresh install hears of the models before its first Start
 
     # ---- construction ------------------------------------------------------------------------------------
 
@@ -176,10 +179,16 @@ class MainWindow(QMainWindow):
         c.state_changed.connect(self._on_state)
         c.models_changed.connect(lambda _state, _text: self._update_badge())
         c.message.connect(self._on_message)
+        c.io_error.connect(lambda text: self._show_io_banner("error", text))
         c.vcam_unavailable.connect(self._on_vcam_unavailable)
         c.described.connect(lambda text: self._status_message(f"Running: {text}"))
         self.gallery.active_changed.connect(self._on_active_face)
         self.gallery.faces_changed.connect(self._on_faces_changed)
+        self.gallery.models_missing_found.connect(self._warn_models_missing)
+        self.photos.models_checked.connect(self._on_models_checked)
+        status = self.statusBar()
+        assert status is not None
+        status.messageChanged.connect(self._on_status_message_changed)
         self.input_panel.changed.connect(self._on_io_changed)
         self.output_panel.changed.connect(self._on_io_changed)
         self.output_panel.disclosure_changed.connect(self._on_disclosure)
@@ -271,9 +280,9 @@ class MainWindow(QMainWindow):
             plan = self.plan()
             missing = self.gallery.models_missing()
             if not plan.faces and missing:
-                # Said where the user looks (the badge alone blamed the photo), with the fix.
-                self.messages.show_message("warning", f"No face can be swapped in: {missing}")
+                self._warn_models_missing(missing)
                 self.gallery.retry_missing_models()  # downloaded meanwhile? used as soon as found
+            self.photos.check_models()  # and the banner goes once they all are
             self.controller.start(plan)
         else:
             self.controller.stop()
@@ -315,7 +324,10 @@ class MainWindow(QMainWindow):
         self.start_button.setText("Start" if state == RunState.IDLE else "Stop")
         self.start_button.setEnabled(state != RunState.STOPPING)
         self.input_panel.set_capturing(state != RunState.IDLE)
+        if state == RunState.STARTING:
+            self._runs += 1
         if state == RunState.RUNNING:
+            self._clear_earlier_io_banners()
             self._stats_timer.start()
         elif state == RunState.IDLE:
             self._stats_timer.stop()
@@ -404,7 +416,7 @@ class MainWindow(QMainWindow):
 
     def _settings_changed(self) -> None:
         self._refresh_stage_panel()
-        self.photos.set_detector(self._composer.effective().detector.model)
+        self.photos.set_settings(self._composer.effective())
         self._apply_timer.start()
 
     def _apply_settings(self) -> None:
@@ -438,6 +450,37 @@ class MainWindow(QMainWindow):
         else:
             self._sync_active_face()
 
+    def _warn_models_missing(self, text: str) -> None:
+        """A face that cannot be swapped in for want of models: said where the user looks (the badge
+        alone blamed the photo), with the fix; once, however many photos are waiting."""
+        banner = models_banner(text)
+        if banner not in self.messages.texts():
+            self.messages.show_message("warning", banner)
+        self._update_badge()
+
+    def _on_models_checked(self, text: str) -> None:
+        """The models check (at start-up, at Start): missing ones are named; once they are all
+        there, a banner that still says otherwise goes."""
+        if text:
+            self._warn_models_missing(text)
+            return
+        for shown in self.messages.texts():
+            if shown.startswith(MODELS_BANNER):
+                self.messages.dismiss("warning", shown)
+
+    def _show_io_banner(self, level: Level, text: str) -> None:
+        """An input or output that failed (a Start that could not open it, a recording that
+        stopped): shown until a later run is running, which has opened them."""
+        self.messages.show_message(level, text)
+        self._io_banners[(level, text)] = self._runs
+        self._update_badge()
+
+    def _clear_earlier_io_banners(self) -> None:
+        for (level, text), run in list(self._io_banners.items()):
+            if run < self._runs:
+                self.messages.dismiss(level, text)
+                del self._io_banners[(level, text)]
+
     def _on_message(self, level: str, text: str) -> None:
         known = level if level in ("info", "warning", "error") else "info"
         self.messages.show_message(cast(Level, known), text)
@@ -446,15 +489,41 @@ class MainWindow(QMainWindow):
     def _on_vcam_unavailable(self, error_text: str) -> None:
         fix = virtual_camera_fix(self._services.platform, error_text)
         self.output_panel.show_vcam_help(fix)
-        self.messages.show_message(
+        self._show_io_banner(
             "warning",
             "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it.",
         )
 
     def _status_message(self, text: str) -> None:
+        """A note in the status bar, elided to the room left of the live numbers (a long run
+        description ran on under them); the whole text is its tooltip."""
         status = self.statusBar()
-        if status is not None:
-            status.showMessage(text, 8000)
+        if status is None:
+            return
+        shown = text
+        if status.isVisible():  # (hidden, nothing is laid out yet to measure against)
+            room = self._message_room(status)
+            shown = status.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, room)
+        status.showMessage(shown, 8000)
+        status.setToolTip(text if shown != text else "")
+
+    def _message_room(self, status: QStatusBar) -> int:
+        """Pixels for the status bar's message: up to the first live-number label (QStatusBar draws
+        the message from 6 px in and leaves 2 px before the permanent widgets)."""
+        right = status.width() - 12
+        for label in (self.fps_label, self.latency_label, self.dropped_label, self.stages_label):
+            if label.isVisible():
+                right = min(right, label.x() - 2)
+        return max(right - 6, 0)
+
+    def _on_status_message_changed(self, text: str) -> None:
+        status = self.statusBar()
+        if not text and status is not None:  # the message timed out: its tooltip goes with it
+            status.setToolTip("")
+
+
+def models_banner(models_message: str) -> str:
+    return MODELS_BANNER + models_message
 
 
 def _scrolled(widget: QWidget) -> QScrollArea:

@@ -71,6 +71,12 @@ class MessageBar(QWidget):
             self._remove(self._entries[-1])
         self.setVisible(True)
 
+    def dismiss(self, level: Level, text: str) -> None:
+        """Take a message down once it no longer applies (the error of a Start that failed before)."""
+        for entry in list(self._entries):
+            if entry.level == level and entry.text == text:
+                self._remove(entry)
+
     def clear(self) -> None:
         for entry in list(self._entries):
             self._remove(entry)

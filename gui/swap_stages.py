@@ -15,6 +15,7 @@ from dataclasses import replace
 from models.types import ImageBGR
 from realtime.app import FaceSwapStages, IdentityMapping, ModelOptions
 from realtime.engine import StageSet
+from realtime.face_models import check_models_present
 from realtime.settings import Settings
 from realtime.source_face import SourceIdentity
 from realtime.stage_api import Analyser, FramePlan
@@ -77,6 +78,7 @@ class GalleryFaceSwap:
         # "mapped" target mode, which the control panel never selects.
         mappings = tuple(IdentityMapping(face.embedding, face) for face in others)
         self._stages = FaceSwapStages(options, first, mappings=mappings)
+        self._options = options
         self._active = active
         self._on_note = on_note
         self._noted: set[str] = set()
@@ -86,6 +88,9 @@ class GalleryFaceSwap:
         return len(self._stages.identities)
 
     def __call__(self, settings: Settings) -> StageSet:
+        # Every missing model named at once, with one download command, as the CLI does (loading
+        # stopped at the first, so each model cost the user another Start).
+        check_models_present(self._options.paths(), settings)
         inner = self._stages(settings)
         if self._on_note is not None:
             for note in self._stages.fallbacks:

@@ -201,6 +201,32 @@ def test_a_stream_address_typed_as_the_video_says_what_streams_need() -> None:
     assert "rtsp://192.168.1.20:554/stream1" in info.value.user_message()
 
 
+def test_the_default_provider_decodes_videos_on_the_gpu_where_the_models_run_there(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With provider 'auto' (the default) on an NVIDIA machine the video went to the CPU decoder."""
+    from gui.config import InputConfig
+    from gui.controller import make_source
+    from models import session
+    from realtime import nvdec
+
+    opened: list[str] = []
+
+    def fake_open_input(path: str, **kwargs: object) -> tuple[object, str]:
+        opened.append(path)
+        return object(), ""
+
+    monkeypatch.setattr(nvdec, "open_input", fake_open_input)
+    monkeypatch.setattr(session, "auto_provider", lambda: "cuda")
+    video = str(tmp_path / "clip.mp4")
+    make_source(InputConfig(kind="video", video_path=video), "auto")
+    assert opened == [video]
+    monkeypatch.setattr(session, "auto_provider", lambda: "cpu")
+    source = make_source(InputConfig(kind="video", video_path=video), "auto")
+    assert type(source).__name__ == "VideoFileSource"
+    assert opened == [video]
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 def test_an_ignored_hang_up_stays_ignored_and_handlers_come_back_after_the_window(
     qtbot, tmp_path: Path
