@@ -343,6 +343,11 @@ def _recover_partial(path: Path) -> None:
     if not _survives_truncation(path):
         return
     for temp in _stale_partials(path):
+        if _size(temp) < _EMPTY_PARTIAL_BYTES:
+            # Killed before its first frame: only a header, nothing to keep. Left there, these
+            # hidden files piled up for good.
+            _remove(temp)
+            continue
         n, target = 1, path.with_name(f"{path.stem}.recovered{path.suffix}")
         while target.exists():
             n += 1
@@ -375,9 +380,19 @@ def _stale_partials(path: Path) -> list[Path]:
             st = entry.stat()
         except OSError:
             continue
-        if st.st_size >= 1024 and now - st.st_mtime > _STALE_PARTIAL_S:
+        if now - st.st_mtime > _STALE_PARTIAL_S:
             found.append(entry)
     return sorted(found)
+
+
+_EMPTY_PARTIAL_BYTES = 1024  # a container header with no frame in it is smaller
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _reason(err: BaseException) -> str:

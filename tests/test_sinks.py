@@ -430,6 +430,19 @@ def test_a_recording_cut_by_a_crash_is_playable_and_recovered_by_the_next_one(tm
     assert not partial.exists()
 
 
+def test_a_partial_left_before_its_first_frame_is_removed_by_the_next_recording(tmp_path: Path) -> None:
+    """A run killed before its first packet left a hidden 762-byte header that nothing removed."""
+    out = tmp_path / "take.mp4"
+    empty = tmp_path / ".take.4242-0a1b2c3d.partial.mp4"
+    empty.write_bytes(b"\0" * 762)
+    old = time.time() - 60.0
+    os.utime(empty, (old, old))
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    sink.abort()
+    assert not empty.exists() and not (tmp_path / "take.recovered.mp4").exists()
+
+
 # ------------------------------------------------------------------------------------------ image file
 
 
