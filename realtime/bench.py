@@ -307,7 +307,7 @@ def format_table(results: list[BenchResult], speedups: dict[str, float], header:
     """The results as a text table; `speedups`: FaceCast's speed-up against each named loop."""
     lines = [header, ""]
     cols = f"{'':34s}{'fps':>8s}{'ms/frame':>10s}{'lat p50':>9s}{'lat p99':>9s}{'model ms':>10s}"
-    cols += f"{'overhead':>10s}{'RSS MB':>9s}"
+    cols += f"{'overhead':>10s}{'peak MB':>9s}"
     lines.append(cols)
     for r in results:
         lines.append(
@@ -326,6 +326,7 @@ def format_table(results: list[BenchResult], speedups: dict[str, float], header:
                 f"  latency drift (p50, last third - first third): "
                 f"{r.latency_ms['drift_p50_first_to_last_third']:+.1f} ms"
             )
+    lines.append("peak MB: the bench process's peak resident memory after that row (it only grows).")
     lines.append("")
     for name, ratio in speedups.items():
         lines.append(f"speed-up FaceCast / {name}: {ratio:.1f}x")
