@@ -349,20 +349,35 @@ def _settings_for_run(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return settings.with_overrides(overrides)
 
 
-def _nothing_swapped_note(frames: int, swapped: int, passed_through: int) -> str | None:
+def _nothing_swapped_note(
+    frames: int,
+    swapped: int,
+    passed_through: int,
+    seen: int,
+    target: str = "largest",
+    detector: str = "det_10g",
+) -> str | None:
     """Why a run that finished swapped nothing (its output is the input, unchanged)."""
     if frames == 0 or swapped > 0:
         return None
+    if seen == 0:
+        other = "mtcnn" if detector != "mtcnn" else "det_10g"
+        return (
+            f"note: nothing was swapped: no face was found in any of the {frames} frames "
+            f"(small, turned-away or half-hidden faces are missed); try --detector {other} or a closer shot"
+        )
     if passed_through > 0:
         return (
-            f"note: nothing was swapped: the faces found ({passed_through} in all) were left as they were "
-            "(detector score below detector.threshold, or tracking not trusted); "
-            "try --set detector.threshold=0.4"
+            "note: nothing was swapped: the faces found were left as they were (detector score below "
+            "detector.threshold, or tracking not trusted); try --set detector.threshold=0.4"
         )
-    return (
-        f"note: nothing was swapped: no face was found in any of the {frames} frames "
-        "(small, turned-away or half-hidden faces are missed); try --detector mtcnn or a closer shot"
-    )
+    if target in ("reference", "mapped"):
+        return (
+            "note: nothing was swapped: faces were found but none matched the reference photo "
+            "(swap.reference_threshold); try a clearer, front-on reference photo or "
+            "--set swap.reference_threshold=0.7"
+        )
+    return "note: nothing was swapped although faces were found"
 
 
 def _parse_maps(args: argparse.Namespace) -> list[tuple[Path, Path]]:
@@ -484,7 +499,14 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                     show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
     stats = engine.stats()
     show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
-    unswapped = _nothing_swapped_note(stats.frames_out, stats.faces_swapped, stats.faces_passthrough)
+    unswapped = _nothing_swapped_note(
+        stats.frames_out,
+        stats.faces_swapped,
+        stats.faces_passthrough,
+        stats.faces_seen,
+        settings.swap.target,
+        settings.detector.model,
+    )
     if unswapped:
         show(unswapped)
     to_file = not live_output and args.output.strip().lower() != "null"

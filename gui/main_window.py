@@ -454,6 +454,10 @@ class MainWindow(QMainWindow):
         """A face that cannot be swapped in for want of models: said where the user looks (the badge
         alone blamed the photo), with the fix; once, however many photos are waiting."""
         banner = models_banner(text)
+        for shown in self.messages.texts():
+            if shown.startswith(MODELS_BANNER) and shown != banner:
+                # One models banner, the newest: an older one names files downloaded since.
+                self.messages.dismiss("warning", shown)
         if banner not in self.messages.texts():
             self.messages.show_message("warning", banner)
         self._update_badge()

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import platformdirs
 
@@ -112,6 +112,13 @@ class VerifyResult:
     detail: str
 
 
+def _same_file(record: Any, st: os.stat_result) -> TypeGuard[dict[str, Any]]:
+    """Whether a cache record describes the file as it is now (same size and mtime_ns)."""
+    if not isinstance(record, dict):
+        return False
+    return record.get("size") == st.st_size and record.get("mtime_ns") == st.st_mtime_ns
+
+
 class ModelStore:
     """The models folder. `resolve()` hands out only verified files (or unverified, if allowed)."""
 
@@ -156,12 +163,23 @@ class ModelStore:
         # Files in the models folder are keyed by name (the folder can move); others by absolute path.
         return path.name if path.parent.resolve() == self.models_dir.resolve() else str(path.resolve())
 
+    def _fallback_cache_path(self) -> Path:
+        """Where the cache goes when the models folder is read-only (a shared or system folder):
+        in the user's cache folder, one file per models folder. Without it every check hashed
+        every model again (the control panel checks at start-up and at each Start: ~2 GB read)."""
+        folder = hashlib.sha256(str(self.models_dir.resolve()).encode()).hexdigest()[:16]
+        return Path(platformdirs.user_cache_dir("FaceCast")) / "verified" / f"{folder}.json"
+
     def _cached(self, path: Path, field: str) -> Any:
         """`field` of `path`'s cache record while its size and mtime_ns are unchanged, else None."""
         st = path.stat()
-        hit = read_json_dict(self._cache_path()).get(self._cache_key(path))
-        if isinstance(hit, dict) and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
-            return hit.get(field)
+        key = self._cache_key(path)
+        for cache_path in (self._cache_path(), self._fallback_cache_path()):
+            hit = read_json_dict(cache_path).get(key)
+            if _same_file(hit, st):
+                value = hit.get(field)
+                if value is not None:
+                    return value
         return None
 
     def cached_sha256(self, path: Path, use_cache: bool = True) -> str:
@@ -208,8 +226,18 @@ class ModelStore:
             self.models_dir.mkdir(parents=True, exist_ok=True)
             write_json_atomic(cache_path, cache)
         except OSError as exc:
-            # A read-only models folder still works; we just hash again next time.
-            log.warning("Cannot write hash cache %s (%s)", cache_path, exc)
+            # A read-only models folder still works: the results go to the user's cache folder.
+            fallback = self._fallback_cache_path()
+            kept = read_json_dict(fallback)
+            old = kept.get(key)
+            kept[key] = {**(old if _same_file(old, st) else {}), **cache[key]}
+            try:
+                fallback.parent.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(fallback, kept)
+            except OSError as exc2:
+                log.warning("Cannot write hash cache %s (%s) nor %s (%s)", cache_path, exc, fallback, exc2)
+            else:
+                log.debug("hash cache %s not writable (%s): kept in %s", cache_path, exc, fallback)
 
     # ---- verification -------------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-_X_DISPLAY = re.compile(r"^(?P<host>[^:]*):(?P<number>\d+)(\.\d+)?$")
+# [host]:N[.screen]; an IPv6 host in brackets ([::1]:10).
+_X_DISPLAY = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]*\]|[^:]*):(?P<number>\d+)(\.\d+)?$")
 _CONNECT_TIMEOUT_S = 1.0
 
 
@@ -52,6 +53,7 @@ def _x11_problem(display: str) -> str | None:
         if _unix_connects("\0" + path) or _unix_connects(path):
             return None
         return f"no X server listening on {path}"
+    host = host.removeprefix("[").removesuffix("]")
     try:
         with socket.create_connection((host, 6000 + number), timeout=_CONNECT_TIMEOUT_S):
             return None

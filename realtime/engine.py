@@ -591,7 +591,7 @@ class Engine:
                     timings = worker.apply(job.frame.image, job.plan, settings)
                 else:
                     timings = worker.apply(job.frame.image, job.plan, settings, device_picture=picture)
-                self.metrics.faces(len(job.plan.targets), job.plan.passthrough)
+                self.metrics.faces(len(job.plan.targets), job.plan.passthrough, job.plan.faces)
             except Exception as exc:
                 self._frame_failed("face swap", job.frame.index, exc)
                 timings = {}

@@ -109,6 +109,7 @@ class StatsSnapshot:
     faces_swapped: int
     faces_passthrough: int  # seen but not swapped (low confidence / tracking quality)
     errors: int
+    faces_seen: int = 0  # faces in frames, swapped or not (a face in 10 frames counts 10)
 
     def format_line(self) -> str:
         stages = " ".join(f"{k}={v.mean:.1f}" for k, v in self.stages_ms.items())
@@ -134,6 +135,7 @@ class Metrics:
     frames_dropped: int = 0
     faces_swapped: int = 0
     faces_passthrough: int = 0
+    faces_seen: int = 0
     errors: int = 0
 
     def __post_init__(self) -> None:
@@ -171,10 +173,11 @@ class Metrics:
         for name, ms in items:
             self.stage(name, ms)
 
-    def faces(self, swapped: int, passthrough: int) -> None:
+    def faces(self, swapped: int, passthrough: int, seen: int = 0) -> None:
         with self._lock:
             self.faces_swapped += swapped
             self.faces_passthrough += passthrough
+            self.faces_seen += max(seen, swapped + passthrough)
 
     def error(self) -> None:
         with self._lock:
@@ -211,6 +214,7 @@ class Metrics:
                 faces_swapped=self.faces_swapped,
                 faces_passthrough=self.faces_passthrough,
                 errors=self.errors,
+                faces_seen=self.faces_seen,
             )
 
 

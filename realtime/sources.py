@@ -909,7 +909,8 @@ def refuse_stream_url(spec: str) -> None:
     if _URL.match(spec.strip()):
         raise SourceError(
             f"Network streams are not read by the CPU decoder: {spec.strip()}",
-            hint="Streams need NVDEC (an NVIDIA GPU: --provider cuda). Otherwise give a camera, a video "
+            hint="Streams need NVDEC (an NVIDIA GPU that runs the models: --provider auto or cuda). "
+            "Otherwise give a camera, a video "
             "file or an image; OBS can turn a stream into a virtual camera that FaceCast opens.",
         )
 

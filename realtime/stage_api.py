@@ -28,6 +28,7 @@ class SwapTarget:
 class FramePlan:
     targets: list[SwapTarget] = field(default_factory=list)
     passthrough: int = 0  # faces seen but left unswapped (low confidence / quality)
+    faces: int = 0  # faces seen in the frame, swapped or not (targets not chosen included)
     # Per-stage ms of the analysis; the worker returns its own (swap, mask.*, enhance, paste ...).
     timings: dict[str, float] = field(default_factory=dict)
 

@@ -178,8 +178,11 @@ class FaceAnalyser:
         plan = FramePlan(timings=dict(self._timings))
         plan.timings["track"] = track_ms
         plan.timings["select"] = _ms(t1)
+        plan.faces = len(faces)
         fade = settings.tracker.fade_frames
+        planned: set[int] = set()
         for face, identity, selected in self._fade_selection(chosen, faces, fade, fresh=cut):
+            planned.add(face.track_id)
             weight = face.swap_weight * selected
             # Landmarks no similarity can align pass through (the worker would skip them): counted
             # as passed through, not as swapped.
@@ -187,6 +190,10 @@ class FaceAnalyser:
                 plan.targets.append(SwapTarget(face.kps, weight, face.track_id, identity))
             else:
                 plan.passthrough += 1
+        # Faces the tracker itself passes through (below the detector threshold, tracking not
+        # trusted) count as passed through whether or not they were chosen: "largest" no longer
+        # chooses them, and the count is how a user learns why a face was left alone.
+        plan.passthrough += sum(1 for f in faces if f.track_id not in planned and f.swap_weight == 0.0)
         return plan
 
     def _fade_selection(

@@ -9,13 +9,12 @@ that realtime/tracker.py keeps stable through motion and short occlusions:
   gone (the tracker dropped it) or has been lost for more than `max_missed` frames -- and then
   only after `regain_frames` (about a second) in which a new track near where it was takes the
   lock back: someone passing in front must not get the swap for good.
-  While the locked face is lost, a new track found near it takes the lock at once (the same
-  person, found again under a new id after a fast move or an occlusion).
 * "reference": the face whose identity embedding is within `threshold` cosine distance of the
   reference photo's. Embeddings are computed when a track is new or found again after being lost
-  or after its flow failed (the id may have passed to someone else), and cached per track id:
+  (the id may have passed to someone else), and cached per track id:
   never on every frame (ArcFace costs 6.3 GMACs a face). A face judged too far is looked at again
-  now and then (at most one such face per frame, each every `retry_frames`): a first look at a
+  now and then (at most one such face per frame, each at its first detection `retry_frames` after
+  the last look): a first look at a
   face entering half out of frame, or half covered, must not rule the person out for good. A held
   lock is let go after two looks in a row say someone else (one poor look does not drop it).
 * "all": every face.
@@ -140,8 +139,11 @@ class TargetSelector:
         if self.mode == "all":
             return list(faces)
         locked = self.locked_face(faces)
-        if locked is not None and locked.lost_frames > 0:
-            locked = self._found_again(faces, locked) or locked
+        if locked is not None and locked.lost_frames > 0 and self.mode == "reference":
+            # Lost but not given up yet: a face confirmed as the person elsewhere is them, found
+            # again under a new id (waiting out the lost track left them unswapped). "largest" has
+            # no such proof: someone walking past would take the lock (see _regained).
+            locked = self._choose([f for f in faces if f.track_id != locked.track_id]) or locked
         if locked is None and self.mode == "largest":
             locked = self._regained(faces)
         if locked is None and self._regain is None:
@@ -153,20 +155,6 @@ class TargetSelector:
             # (a track born while it coasted may be the same person found again under a new id).
             self._seen_with_lock = {f.track_id for f in faces if f.track_id != locked.track_id}
         return [] if locked is None else [locked]
-
-    def _found_again(self, faces: list[TrackedFace], lost: TrackedFace) -> TrackedFace | None:
-        """The locked face is lost but its track lives on (coasting): the face it was, found again
-        under a new id -- in "largest" mode a new track near it that was not in view beside it, in
-        "reference" mode the best face confirmed as the person. Waiting out the lost track left
-        the person unswapped for max_missed frames (and a ghost kept the lock)."""
-        if self.mode == "reference":
-            return self._choose([f for f in faces if f.track_id != lost.track_id])
-        found = [
-            f
-            for f in self.candidates(faces)
-            if f.track_id != lost.track_id and f.track_id not in self._seen_with_lock and _near(lost.box, f)
-        ]
-        return max(found, key=lambda f: f.area, default=None)
 
     def _regained(self, faces: list[TrackedFace]) -> TrackedFace | None:
         """ "largest" mode, the locked face gone (hidden by someone passing in front, the tracker
@@ -247,13 +235,11 @@ class TargetSelector:
             if known is None:
                 known = self._known[face.track_id] = _Known()
             known.since_embed += 1
-            # Re-embed a track the detector has found again after losing it or after its flow
-            # failed: across the break the association may have put a different person on this id.
-            redetected = (
-                not new
-                and face.detected
-                and ((known.lost_frames > 0 and face.lost_frames == 0) or face.reacquired)
-            )
+            # Re-embed a track the detector has found again after losing it: across the gap the
+            # association may have put a different person on this id. (Not after a mere failed
+            # flow: a hand crossing the face fails it on every frame, and poor looks through the
+            # fingers let go of the person. A cut to another shot starts new tracks instead.)
+            redetected = not new and face.detected and known.lost_frames > 0 and face.lost_frames == 0
             # New tracks come from a detection, so their landmarks are the detector's; a track seen
             # first while coasting waits for its next detection.
             if (new or redetected or known.embedding is None) and face.detected:

@@ -331,7 +331,27 @@ def clip_with_a_face(folder: Path) -> Path:
 
 
 def test_faces_found_but_all_passed_through_are_told_apart_from_no_face() -> None:
-    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=12)
+    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=12, seen=12)
     assert note is not None and "detector.threshold" in note and "no face was found" not in note
-    assert main._nothing_swapped_note(frames=30, swapped=3, passed_through=12) is None
-    assert main._nothing_swapped_note(frames=0, swapped=0, passed_through=0) is None
+    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=0, seen=30, target="reference")
+    assert note is not None and "none matched the reference photo" in note
+    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=0, seen=0, detector="mtcnn")
+    assert note is not None and "--detector det_10g" in note  # not the detector already in use
+    assert main._nothing_swapped_note(frames=30, swapped=3, passed_through=12, seen=15) is None
+    assert main._nothing_swapped_note(frames=0, swapped=0, passed_through=0, seen=0) is None
+
+
+def test_a_reference_that_matches_nobody_is_said_as_such(
+    tmp_path: Path, models: Path, source_photo: Path
+) -> None:
+    """It said 'no face was found' (and to try --detector mtcnn, already in use)."""
+    from tests.real_faces import group_photo_bgr
+
+    reference = tmp_path / "someone_else.png"
+    cv2.imwrite(str(reference), group_photo_bgr())
+    face = clip_with_a_face(tmp_path)
+    # A threshold no other face can meet: the doubles' ArcFace is a fixed projection of the crop.
+    args = run_args(models, source_photo, face, tmp_path / "o.png")
+    code, text = run_cli(*args, "--reference", str(reference), "--set", "swap.reference_threshold=0.001")
+    assert code == 0, text
+    assert "nothing was swapped: faces were found but none matched the reference photo" in text

@@ -32,6 +32,8 @@ def test_a_named_x_display_must_answer() -> None:
     assert problem is not None and f"DISPLAY=127.0.0.1:{number} does not answer" in problem
     problem = display_problem({"DISPLAY": ":87"})
     assert problem is not None and "no X server listening on /tmp/.X11-unix/X87" in problem
+    problem = display_problem({"DISPLAY": "[::1]:87"})  # IPv6, as libxcb reads it: tried, not refused
+    assert problem is not None and "cannot connect to ::1:6087" in problem
     problem = display_problem({"DISPLAY": "garbage"})
     assert problem is not None and "not a display name" in problem
 

@@ -263,3 +263,29 @@ def test_a_failed_starts_error_goes_once_a_run_is_running(
     wait_state(qtbot, window, RunState.RUNNING)
     assert not texts_with(window, "nope.mp4"), window.messages.texts()
     stop(qtbot, window)
+
+
+def test_one_models_banner_after_some_models_were_downloaded(qtbot: QtBot, tmp_path: Path) -> None:
+    """The start-up banner named three files; two were downloaded, and Start's check added a second
+    banner naming the third while the first (naming files now there) stayed above it."""
+    import shutil
+
+    from tests.test_gui_helpers import open_window, run_config, write_models
+
+    full = write_models(tmp_path / "all")
+    models = tmp_path / "models"
+    models.mkdir()
+    window = open_window(qtbot, tmp_path, models, run_config((), vcam=False, detector="det_10g"))
+
+    def banners() -> list[str]:
+        return [t for t in window.messages.texts() if t.startswith("No face can be swapped in")]
+
+    qtbot.waitUntil(lambda: bool(banners()), timeout=15_000)
+    for name in ("det_10g.onnx", "w600k_r50.onnx"):  # downloaded meanwhile
+        shutil.copy(full / name, models / name)
+    checked: list[str] = []
+    window.photos.models_checked.connect(checked.append)
+    window.photos.check_models()  # what Start does
+    qtbot.waitUntil(lambda: bool(checked), timeout=15_000)
+    qtbot.wait(50)
+    assert len(banners()) == 1 and "inswapper_128" in banners()[0] and "det_10g" not in banners()[0]

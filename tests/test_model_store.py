@@ -307,3 +307,36 @@ def test_print_models_path(store: ModelStore) -> None:
     out = io.StringIO()
     assert print_models_path(store, out) == 0
     assert out.getvalue().strip() == str(store.models_dir)
+
+
+def test_a_read_only_models_folder_is_hashed_once_not_at_every_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache could not be written into a shared, read-only folder, so every check read and
+    hashed every model again (the control panel checks at start-up and at each Start)."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "swap.onnx").write_bytes(GOOD)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    real_write = store_mod.write_json_atomic
+
+    def write(path: Path, data: object) -> None:
+        if Path(path).parent == folder:
+            raise PermissionError(13, "Read-only file system")  # root ignores chmod: refuse here
+        real_write(path, data)
+
+    hashed: list[Path] = []
+    real_hash = store_mod.sha256_file
+
+    def counting_hash(path: Path) -> str:
+        hashed.append(path)
+        return real_hash(path)
+
+    monkeypatch.setattr(store_mod, "write_json_atomic", write)
+    monkeypatch.setattr(store_mod, "sha256_file", counting_hash)
+    for _ in range(3):  # a fresh store each time, as each check makes one
+        assert ModelStore(folder, catalogue=CAT).check(CAT[0].files[0]).status == "ok"
+    assert len(hashed) == 1
+    (folder / "swap.onnx").write_bytes(GOOD[::-1])  # changed on disk: hashed again, and found wrong
+    assert ModelStore(folder, catalogue=CAT).check(CAT[0].files[0]).status == "mismatch"
+    assert len(hashed) == 2

@@ -256,9 +256,11 @@ def test_reference_embeds_new_and_redetected_tracks_only() -> None:
     sel.select([_face(1, 100), _face(2, 90, lost=1, detected=False)], embed)
     sel.select([_face(1, 100), _face(2, 90)], embed)
     assert embed.calls == [1, 2, 2]
-    # Found by the detector where its flow failed (the tracker says reacquired): once more too.
-    sel.select([_face(1, 100), _face(2, 90, reacquired=True)], embed)
-    assert embed.calls == [1, 2, 2, 2]
+    # Found where its flow failed (a hand crossing the face) is not a reason: poor looks through the
+    # fingers would let go of the person.
+    for _ in range(5):
+        sel.select([_face(1, 100), _face(2, 90, reacquired=True)], embed)
+    assert embed.calls == [1, 2, 2]
 
 
 def test_a_face_judged_someone_else_is_looked_at_again_now_and_then() -> None:
@@ -303,8 +305,9 @@ def test_one_poor_look_at_the_locked_person_does_not_drop_the_lock() -> None:
     embed = TableEmbedder({7: me})
     sel = TargetSelector("reference", np.array(me), 0.3)
     sel.select([_face(7, 100)], embed)
+    sel.select([_face(7, 100, lost=1, detected=False)], embed)
     embed.table[7] = other  # found again with a hand over half the face
-    assert [f.track_id for f in sel.select([_face(7, 100, reacquired=True)], embed)] == [7]
+    assert [f.track_id for f in sel.select([_face(7, 100)], embed)] == [7]
     embed.table[7] = me  # the hand is gone by the next look
     for _ in range(20):
         assert [f.track_id for f in sel.select([_face(7, 100)], embed)] == [7]
@@ -436,22 +439,29 @@ def test_a_threshold_or_swap_model_change_keeps_the_locked_face() -> None:
 
 def test_a_target_found_again_under_a_new_id_gets_the_swap_back_at_once() -> None:
     """A fast mover got a new track while the old one coasted; that new track was counted as a
-    bystander and the target went unswapped for the whole wait, and then waited out the coasting
-    track (a ghost holding the lock)."""
-    sel = TargetSelector("largest", max_missed=3)
+    bystander and the target went unswapped for the whole wait."""
+    sel = TargetSelector("largest", max_missed=1)
     assert [f.track_id for f in sel.select([_face(1, 120, x=100), _face(2, 80, x=500)], _never)] == [1]
-    # The target jumps: the detector finds it as track 3 nearby while track 1 coasts.
+    # The target jumps: the detector finds it as track 3 far away while track 1 coasts, then 1 is
+    # dropped. While it only coasts the lock waits for it: a face walking past near the target
+    # during one missed detection must not take the lock (and make the target a bystander).
     assert [
         f.track_id
         for f in sel.select([_face(1, 120, x=100, lost=1), _face(2, 80, x=500), _face(3, 120, x=300)], _never)
-    ] == [3]
+    ] == [1]
     assert [f.track_id for f in sel.select([_face(2, 80, x=500), _face(3, 120, x=300)], _never)] == [3]
-    # The bystander, in view all along, never takes it over from a coasting target.
-    sel2 = TargetSelector("largest", max_missed=3)
-    sel2.select([_face(1, 120, x=100), _face(2, 80, x=300)], _never)
-    assert sel2.locked_id == 1
-    picked = sel2.select([_face(1, 120, x=100, lost=1), _face(2, 80, x=300)], _never)
-    assert [f.track_id for f in picked] == [1]
+
+
+def test_reference_hands_a_lost_lock_to_the_person_confirmed_elsewhere() -> None:
+    """In reference mode the embedding proves who a new track is: no need to wait out the lost one."""
+    me, other = [1.0, 0.0], [0.0, 1.0]
+    embed = TableEmbedder({1: me, 2: other, 3: me})
+    sel = TargetSelector("reference", np.array(me), 0.3, max_missed=5)
+    assert [f.track_id for f in sel.select([_face(1, 100), _face(2, 90, x=300)], embed)] == [1]
+    picked = sel.select(
+        [_face(1, 100, lost=1, detected=False), _face(2, 90, x=300), _face(3, 100, x=500)], embed
+    )
+    assert [f.track_id for f in picked] == [3]
 
 
 def test_largest_never_locks_on_a_face_that_is_not_swapped() -> None:
