@@ -148,12 +148,17 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
     if settings.detector.model != "mtcnn":
         names.insert(0, settings.detector.model)
     missing: list[tuple[str, ModelMissingError]] = []
+    damaged: list[ModelError] = []  # truncated, wrong hash, unreadable: said beside the missing ones
     for name in names:
         try:
             paths.path(name)
         except ModelMissingError as err:
             missing.append((name, err))
-    if len(missing) == 1:
+        except ModelError as err:
+            damaged.append(err)
+    if not missing and damaged:
+        raise damaged[0]
+    if len(missing) == 1 and not damaged:
         raise missing[0][1]
     if missing:
         store = paths.store
@@ -175,8 +180,10 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
                     else size + entry.total_size
                 )
         about = f" (about {size / 1e6:,.0f} MB, verified)" if size else " (verified)"
+        # A damaged file used to be the only thing said: the missing ones came one run at a time.
+        also = "".join(f" Also: {err.user_message()}" for err in damaged)
         raise ModelMissingError(
-            f"Models not downloaded yet: {', '.join(files)} (folder {store.models_dir}).",
+            f"Models not downloaded yet: {', '.join(files)} (folder {store.models_dir}).{also}",
             hint=f"Run `{download_command(' '.join(entries), store.models_dir)}`{about}, then again; "
             f"`{app_command('models list')}` shows what each is.",
         )

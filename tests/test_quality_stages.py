@@ -133,6 +133,20 @@ def test_check_models_present_includes_the_quality_models(tmp_path: Path) -> Non
         check_models_present(paths, settings(masks__occlusion=True))
 
 
+def test_a_damaged_model_does_not_hide_the_missing_ones(tmp_path: Path) -> None:
+    """A truncated detector was the only thing said; the missing swapper and recogniser came one
+    Start at a time after it."""
+    write_all(tmp_path)
+    (tmp_path / "inswapper_128.onnx").unlink()
+    (tmp_path / "w600k_r50.onnx").unlink()
+    (tmp_path / "det_10g.onnx").write_bytes(b"cut off")  # a pinned file, far too short
+    paths = ModelPaths(ModelStore(tmp_path))
+    with pytest.raises(ModelError) as info:
+        check_models_present(paths, Settings())
+    text = info.value.user_message()
+    assert "inswapper_128.onnx" in text and "w600k_r50.onnx" in text and "det_10g.onnx" in text
+
+
 # ------------------------------------------------------------------------ colour and sharpening
 
 
