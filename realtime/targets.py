@@ -11,12 +11,13 @@ that realtime/tracker.py keeps stable through motion and short occlusions:
   lock back: someone passing in front must not get the swap for good.
 * "reference": the face whose identity embedding is within `threshold` cosine distance of the
   reference photo's. Embeddings are computed when a track is new or found again after being lost
-  (the id may have passed to someone else), and cached per track id:
-  never on every frame (ArcFace costs 6.3 GMACs a face). A face judged too far is looked at again
-  now and then (at most one such face per frame, each at its first detection `retry_frames` after
-  the last look): a first look at a
-  face entering half out of frame, or half covered, must not rule the person out for good. A held
-  lock is let go after two looks in a row say someone else (one poor look does not drop it).
+  (the id may have passed to someone else), and cached per track id: never on every frame (ArcFace
+  costs 6.3 GMACs a face). One second look per frame at most (see _second_look): at the held lock
+  after a look against it, at a face found where its flow failed (a switch to someone framed
+  alike keeps the track id), and now and then at a face judged someone else (a first look half
+  out of frame must not rule the person out for good; the wait doubles each time, up to 8 s).
+  A held lock is let go after two looks in a row say someone else, at least RECHECK_FRAMES apart
+  (one poor look through the fingers of a passing hand does not drop it).
 * "all": every face.
 * identity map (IdentityMapSelector, swap.target "mapped"): several references at once, each
   locked to its own track like "reference"; face A becomes X, face B becomes Y, others untouched.
@@ -38,6 +39,10 @@ from realtime.tracker import TrackedFace
 Embedding = npt.NDArray[np.float32]
 EmbedFn = Callable[[TrackedFace], npt.ArrayLike]
 TargetMode = Literal["largest", "all", "reference"]
+
+
+RECHECK_FRAMES = 10  # frames between two looks at one face (a hand passing over it is shorter)
+MAX_RETRY_FRAMES = 240  # the longest wait between looks at a face judged someone else (8 s at 30 fps)
 
 
 @dataclass(slots=True)
@@ -228,7 +233,7 @@ class TargetSelector:
         return min(candidates, key=lambda f: self._known[f.track_id].distance, default=None)
 
     def _embed_where_needed(self, faces: list[TrackedFace], embed: EmbedFn) -> None:
-        retry: tuple[int, TrackedFace] | None = None  # the longest-waiting face judged too far
+        second: tuple[tuple[int, int], TrackedFace] | None = None  # (priority, -wait), face
         for face in faces:
             known = self._known.get(face.track_id)
             new = known is None
@@ -236,26 +241,43 @@ class TargetSelector:
                 known = self._known[face.track_id] = _Known()
             known.since_embed += 1
             # Re-embed a track the detector has found again after losing it: across the gap the
-            # association may have put a different person on this id. (Not after a mere failed
-            # flow: a hand crossing the face fails it on every frame, and poor looks through the
-            # fingers let go of the person. A cut to another shot starts new tracks instead.)
+            # association may have put a different person on this id.
             redetected = not new and face.detected and known.lost_frames > 0 and face.lost_frames == 0
             # New tracks come from a detection, so their landmarks are the detector's; a track seen
             # first while coasting waits for its next detection.
             if (new or redetected or known.embedding is None) and face.detected:
                 self._embed_into(known, face, embed)
-            elif face.detected and known.distance > self.threshold:
-                # A held lock with one look against it is looked at again at once; others wait.
-                due = 0 if face.track_id == self._locked else self.retry_frames
-                if known.since_embed > due and (retry is None or known.since_embed > retry[0]):
-                    retry = (known.since_embed, face)
+            elif face.detected:
+                priority = self._second_look(face, known)
+                if priority is not None and (second is None or (priority, -known.since_embed) < second[0]):
+                    second = ((priority, -known.since_embed), face)
             known.lost_frames = face.lost_frames
-        if retry is not None:
-            self._embed_into(self._known[retry[1].track_id], retry[1], embed)
+        if second is not None:  # one second look per frame: ArcFace is the dearest model here
+            self._embed_into(self._known[second[1].track_id], second[1], embed)
         for face in faces:
             embedding = self._known[face.track_id].embedding
             if embedding is not None:
                 face.embedding = embedding
+
+    def _second_look(self, face: TrackedFace, known: _Known) -> int | None:
+        """Whether a face already looked at is due another look, and how urgently (0 first), or None.
+
+        0: the held lock after one look against it. 1: a face the detector found where its flow
+        failed (a switch to someone framed alike keeps the id, and the stranger kept the swap).
+        Both wait RECHECK_FRAMES since the last look, so a hand passing over the face cannot give
+        two poor looks in a row. 2: a face judged someone else (a first look half out of frame),
+        after retry_frames, doubling with each look that says so again (bystanders would cost
+        ArcFace runs for ever)."""
+        if known.since_embed < RECHECK_FRAMES:
+            return None
+        if face.track_id == self._locked and known.misses >= 1:
+            return 0
+        if face.reacquired:
+            return 1
+        if known.distance > self.threshold:
+            wait = min(self.retry_frames * 2 ** max(known.misses - 1, 0), MAX_RETRY_FRAMES)
+            return 2 if known.since_embed >= wait else None
+        return None
 
     def _embed_into(self, known: _Known, face: TrackedFace, embed: EmbedFn) -> None:
         assert self._reference is not None

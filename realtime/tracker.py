@@ -46,17 +46,23 @@ _LK_WIN = (11, 11)
 _LK_LEVELS = 3
 _LK_CRITERIA = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)
 _EXTRA_CORNERS = 10  # corner points per face besides the 5 landmarks
+_JUMP = 0.1  # a detection this far (x face spread) from the smoothed landmarks is a jump, not noise
 _MIN_GOOD_POINTS = 5  # below this the similarity fit is not trusted
 _MIN_INLIER_RATIO = 0.5  # share of a track's points that must survive the checks
 _MATCH_IOU = 0.3  # a detection continues a track only with at least this overlap
 # A frame where every track's flow failed is a scene cut when its flow image and the previous one
-# are unrelated: normalised cross-correlation below _CUT_NCC (brightness and contrast do not move
-# it, so an exposure step or lights going on is no cut). Measured at 320 px: cuts between shots
-# -0.08 to 0.06 (a mirrored shot 0.18); a black box over the face 0.45; a 40 px jump 0.42 (80 px:
-# 0.27); +45 levels, x1.4, x0.5, sensor noise 0.99-1.0. A flat picture (a black frame, a lens cap)
-# is no shot: below _CUT_MIN_STD grey levels of spread on either side nothing is a cut.
+# are unrelated: normalised cross-correlation (brightness and contrast do not move it, so an
+# exposure step or lights going on is no cut) below _CUT_NCC in place AND below _CUT_NCC_MOVED at
+# the best shift (a knocked or panning camera moves the whole picture: in place that looks like a
+# cut). Measured at 320 px (in place) and 80 px (shifted, +-20 %): cuts between shots -0.08 to 0.06
+# in place, 0.21-0.37 at the best shift; a 60-250 px pan or jolt at 720p, smeared or not, 0.84-0.95
+# at the best shift; a black box over the face 0.45 in place; +45 levels, x1.4, x0.5, sensor noise
+# 0.99-1.0. A flat picture (a black frame, a lens cap) is no shot: below _CUT_MIN_STD grey levels
+# of spread on either side nothing is a cut.
 _CUT_NCC = 0.15
+_CUT_NCC_MOVED = 0.6
 _CUT_MIN_STD = 6.0
+_CUT_SEARCH = 0.2  # the shifted match: the middle of the new picture searched over +-20 % of the old
 
 
 @dataclass(slots=True)
@@ -177,6 +183,7 @@ class FaceTracker:
         self.tracked_frames = 0  # frames whose faces came from flow alone (detector skipped)
         self.cuts = 0  # scene cuts seen (each started the tracks afresh)
         self.cut = False  # whether the last update() saw a scene cut
+        self._search_left = 0  # frames after a cut that are searched even with no face in view
 
     @classmethod
     def from_settings(cls, detect: DetectFn, settings: Settings) -> FaceTracker:
@@ -257,6 +264,9 @@ class FaceTracker:
                     self.cuts += 1
                     self._tracks.clear()
                     flows = []
+                    # A new shot's first frame may show no face yet (a dissolve, motion blur): look
+                    # on every frame for a while, not only when the interval comes round.
+                    self._search_left = self.interval
 
         if self.cut or not use_flow or not self._has_prev or self._needs_detection(flows):
             self._detect_and_associate(image_bgr, flows)
@@ -282,13 +292,24 @@ class FaceTracker:
         cur, prev = self._small[self._cur], self._small[self._cur ^ 1]
         if min(float(cv2.meanStdDev(img)[1][0, 0]) for img in (cur, prev)) < _CUT_MIN_STD:
             return False
-        return float(cv2.matchTemplate(cur, prev, cv2.TM_CCOEFF_NORMED)[0, 0]) < _CUT_NCC
+        if float(cv2.matchTemplate(cur, prev, cv2.TM_CCOEFF_NORMED)[0, 0]) >= _CUT_NCC:
+            return False
+        h, w = cur.shape
+        tiny = (max(w // 4, 10), max(h // 4, 10))
+        old = cv2.resize(prev, tiny, interpolation=cv2.INTER_AREA)
+        new = cv2.resize(cur, tiny, interpolation=cv2.INTER_AREA)
+        mx, my = max(1, int(tiny[0] * _CUT_SEARCH)), max(1, int(tiny[1] * _CUT_SEARCH))
+        middle = new[my:-my, mx:-mx]
+        return float(cv2.matchTemplate(old, middle, cv2.TM_CCOEFF_NORMED).max()) < _CUT_NCC_MOVED
 
     def _needs_detection(self, flows: list[_FlowResult | None]) -> bool:
         if self._since_detection + 1 >= self.interval:
             return True
         if not self._tracks:
-            return False  # an empty scene is searched on the interval's schedule only
+            # An empty scene is searched on the interval's schedule only, but at every frame
+            # just after a cut.
+            self._search_left = max(self._search_left - 1, 0)
+            return self._search_left > 0
         if any(t.missed > 0 for t in self._tracks):
             return True  # a lost face: look for it on every frame until it is found or dropped
         moved: list[FloatArray] = []
@@ -391,10 +412,13 @@ class FaceTracker:
             # hides the jump while the weight climbs back.
             track.filter.reset()
             track.velocity[:] = 0.0
-        elif broken:
-            # Found where its flow failed (a cut to someone framed alike, a fast move): smoothing
-            # across the break dragged the swap from the old landmarks to the new ones over
-            # several frames. The speed is kept: a face about to pass behind another coasts on it.
+        elif broken and _jumped(track.filter.value, kps):
+            # Found where its flow failed, away from where the swap is (a cut to someone framed
+            # alike, a fast move): smoothing across the break dragged the swap from the old
+            # landmarks to the new ones over several frames. (Found where it was -- a hand passing
+            # over the face fails the flow on every frame -- keeps the smoothing: resetting it
+            # there only let the detector's noise through.) The speed is kept: a face about to
+            # pass behind another coasts on it.
             track.filter.reset()
         elif flow is not None and flow.ok:
             # Speed from the flow, not from detector to detector: a partly hidden face's detection
@@ -631,6 +655,14 @@ def _centre(kps: FloatArray) -> npt.NDArray[np.float64]:
     """Mean landmark position, float64 (sum/n: np.mean's Python wrapper costs more than the maths
     on five points, and this runs several times per face per frame)."""
     return np.add.reduce(kps, axis=0, dtype=np.float64) / kps.shape[0]
+
+
+def _jumped(smoothed: npt.NDArray[np.float64] | None, kps: FloatArray) -> bool:
+    """Whether a detection lies away from the smoothed landmarks (by a tenth of the face's size)."""
+    if smoothed is None:
+        return False
+    gap = float(np.linalg.norm(np.asarray(smoothed, dtype=np.float64) - kps, axis=1).mean())
+    return gap > _JUMP * max(_spread(kps), 1.0)
 
 
 def _spread(kps: FloatArray) -> float:

@@ -9,6 +9,7 @@ distance ~0.05 to the same person's photo, ~0.55 to the other), which is all the
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import cv2
@@ -20,7 +21,7 @@ from models.align import norm_crop
 from models.mtcnn import MTCNN
 from models.types import Detection, ImageBGR
 from realtime.settings import TrackerSettings
-from realtime.targets import TargetSelector, cosine_distance
+from realtime.targets import RECHECK_FRAMES, TargetSelector, cosine_distance
 from realtime.tracker import FaceTracker, TrackedFace
 from tests.real_faces import CrossingClip, composite_two_faces_crossing, group_photo_bgr, group_photo_faces
 
@@ -265,22 +266,32 @@ def test_reference_embeds_new_and_redetected_tracks_only() -> None:
 
 def test_a_face_judged_someone_else_is_looked_at_again_now_and_then() -> None:
     """The first look at the reference person was poor (entering half out of frame): they are
-    looked at again every retry_frames, one face per frame, and swapped once a look says so."""
+    looked at again, one face per frame, the wait doubling while looks say someone else (three
+    bystanders cost ArcFace runs for ever), and swapped once a look says it is them."""
     me, other, third = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]
     embed = TableEmbedder({1: other, 2: third})
-    sel = TargetSelector("reference", np.array(me), 0.3, retry_frames=5)
-    for _ in range(14):
+    sel = TargetSelector("reference", np.array(me), 0.3, retry_frames=15)
+    frames_of: dict[int, list[int]] = {1: [], 2: []}
+    for frame in range(130):
+        before = len(embed.calls)
         assert sel.select([_face(1, 100), _face(2, 90, x=300)], embed) == []
-    # Each new track once, then one second look per frame at most, each face every 6th frame.
-    assert embed.calls == [1, 2, 1, 2, 1, 2]
+        for track in embed.calls[before:]:
+            frames_of[track].append(frame)
+    for track, frames in frames_of.items():
+        gaps = [b - a for a, b in itertools.pairwise(frames)]
+        assert frames[0] == 0 and len(gaps) >= 2, (track, frames)
+        # Waits of 15, 30, 60 ... frames (a frame more when the other face had the frame's look).
+        assert all(15 * 2**k <= gap <= 15 * 2**k + 1 for k, gap in enumerate(gaps)), (track, gaps)
     embed.table[1] = me  # now in full view
     picked = []
-    for _ in range(6):
+    for _ in range(130):
         picked = sel.select([_face(1, 100), _face(2, 90, x=300)], embed)
+        if picked:
+            break
     assert [f.track_id for f in picked] == [1]
     # Coasting (not detected) faces are never looked at: their landmarks are the flow's.
     calls = len(embed.calls)
-    for _ in range(12):
+    for _ in range(300):
         sel.select([_face(1, 100), _face(2, 90, x=300, lost=1, detected=False)], embed)
     assert embed.calls[calls:].count(2) == 0
 
@@ -292,9 +303,10 @@ def test_reference_unlocks_when_a_redetected_track_turns_out_to_be_someone_else(
     assert [f.track_id for f in sel.select([_face(7, 100)], embed)] == [7]
     sel.select([_face(7, 100, lost=1, detected=False)], embed)
     embed.table[7] = other  # the association put another person on track 7
-    # One look against it holds the lock (a hand still half over the face); the next detection
-    # looks again at once, and two in a row let go.
-    assert [f.track_id for f in sel.select([_face(7, 100)], embed)] == [7]
+    # One look against it holds the lock (a hand still half over the face); RECHECK_FRAMES later
+    # it is looked at again, and two in a row let go.
+    held = [sel.select([_face(7, 100)], embed) for _ in range(RECHECK_FRAMES)]
+    assert all([f.track_id for f in picked] == [7] for picked in held)
     assert sel.select([_face(7, 100)], embed) == []
     assert sel.locked_id is None
     assert embed.calls == [7, 7, 7]
@@ -309,9 +321,9 @@ def test_one_poor_look_at_the_locked_person_does_not_drop_the_lock() -> None:
     embed.table[7] = other  # found again with a hand over half the face
     assert [f.track_id for f in sel.select([_face(7, 100)], embed)] == [7]
     embed.table[7] = me  # the hand is gone by the next look
-    for _ in range(20):
+    for _ in range(40):
         assert [f.track_id for f in sel.select([_face(7, 100)], embed)] == [7]
-    assert embed.calls == [7, 7, 7]
+    assert embed.calls == [7, 7, 7]  # and a face found to be the person is not looked at again
 
 
 def test_reference_needs_an_embedding_and_a_matching_length() -> None:
@@ -401,10 +413,14 @@ def test_a_target_that_turns_out_to_be_someone_else_fades_out() -> None:
     scene = Hidden()
     s = Settings().with_overrides({"swap.target": "reference", "detector.interval": 1})
     analyser = FaceAnalyser(AnalysisModels(scene, Embeddings(), "scripted"), s, reference_embedding=reference)
-    a_weights = [w.get(1, 0.0) for w in _weights(analyser, scene, s, range(16))]
+    a_weights = [w.get(1, 0.0) for w in _weights(analyser, scene, s, range(32))]
     assert a_weights[7] == 1.0 and a_weights[-1] == 0.0
-    back = a_weights[10:14]
-    assert back[0] > 0.0 and back == sorted(back, reverse=True)  # fades out, not gone in one frame
+    # Two looks say someone else (the second RECHECK_FRAMES after the first): then it fades out,
+    # not gone in one frame.
+    released = next(i for i in range(11, 32) if a_weights[i] < a_weights[i - 1] and a_weights[i - 1] == 1.0)
+    assert released <= 10 + RECHECK_FRAMES + 1
+    fading = a_weights[released : released + 4]
+    assert fading[0] > 0.0 and fading == sorted(fading, reverse=True)
 
 
 def test_a_threshold_or_swap_model_change_keeps_the_locked_face() -> None:
