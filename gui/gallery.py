@@ -31,7 +31,8 @@ from realtime.source_face import SourceIdentity
 from realtime.sources import IMAGE_EXTENSIONS
 
 _FILTER = "Images (" + " ".join(f"*{ext}" for ext in sorted(IMAGE_EXTENSIONS)) + ")"
-MODELS_MISSING_NOTE = "Face found — swapping needs the face models (see the message above)."
+MODELS_MISSING_NOTE = "Face found — swapping needs the face models (see the message above the preview)."
+NAME_WIDTH = 180  # pixels: a long file name is elided to this on a card
 _BREAK_EVERY = 16  # characters: where a longer unbreakable run (a hash, a path) may wrap
 _ZERO_WIDTH_SPACE = "\u200b"
 
@@ -85,7 +86,9 @@ class FaceCard(QFrame):
         self.name.setStyleSheet("font-weight:bold;")
         # A long file name is elided (full path in the tooltip): unelided it widened the card until
         # the remove button scrolled out of a narrow window.
-        self.name.setText(self.name.fontMetrics().elidedText(path.name, Qt.TextElideMode.ElideMiddle, 180))
+        self.name.setText(
+            self.name.fontMetrics().elidedText(path.name, Qt.TextElideMode.ElideMiddle, NAME_WIDTH)
+        )
         self.name.setToolTip(str(path))
         self.status = QLabel("Looking for a face…", self)
         self.status.setWordWrap(True)
@@ -136,16 +139,25 @@ class FaceCard(QFrame):
         """The card's line: why the photo cannot be used, or how it can. The models' message (a
         hash, a folder, the command) is shown once above the preview; the card says so, and holds
         it in its tooltip."""
-        tooltip = ""
+        tooltip, name = "", ""
         if result.error:
-            text, colour = result.error.replace(str(result.path), result.path.name), "#ff8080"
+            # The file name elided, as in the title (the whole path in the tooltip): cut into
+            # break points, a long one filled four lines of the card.
+            name = self.status.fontMetrics().elidedText(
+                result.path.name, Qt.TextElideMode.ElideMiddle, NAME_WIDTH
+            )
+            text = result.error.replace(str(result.path), result.path.name).replace(result.path.name, name)
+            colour, tooltip = "#ff8080", result.error
         elif result.models_missing:
             text = f"{result.note} {MODELS_MISSING_NOTE}".strip()
             colour, tooltip = "#d8c070", result.models_missing
         else:
             text = result.note or "Face found."
             colour = "#d8c070" if result.identity is None else "#8fd08f"
-        self.status.setText(wrappable(text))
+        # Long hashes and paths may break anywhere; the elided name (which fits) nowhere.
+        self.status.setText(
+            name.join(wrappable(part) for part in text.split(name)) if name else wrappable(text)
+        )
         self.status.setToolTip(tooltip)
         self.status.setStyleSheet(f"color:{colour};")
 

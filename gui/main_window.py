@@ -21,9 +21,7 @@ from PyQt6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMainWindow,
-    QScrollArea,
     QSplitter,
-    QStatusBar,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -37,13 +35,16 @@ from gui.gallery import FaceGallery
 from gui.graph import FpsLatencyGraph
 from gui.input_panel import InputPanel
 from gui.messages import Level, MessageBar
+from gui.models_banner import MODELS_BANNER, models_banner
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
 from gui.swap_stages import ActiveFace
-from gui.widgets import ClickOnceButton, ComboBox
+from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
 from models.errors import FaceCastError
+from realtime.face_models import quality_model_names
+from realtime.settings import Settings
 from realtime.sinks import virtual_camera_fix
 
 VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
@@ -53,7 +54,8 @@ VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
 )
 STATS_INTERVAL_MS = 250
 APPLY_DELAY_MS = 150  # spin boxes fire per step: settle before asking the engine
-MODELS_BANNER = "No face can be swapped in: "  # then the models' message, with the fix
+STATUS_NOTE_MS = 8000  # how long a status-bar note stays
+RUNNING_NOTE = "Running: "  # the run's description in the status bar, while it runs
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,12 @@ class MainWindow(QMainWindow):
         self.latency_label = QLabel("latency –")
         self.dropped_label = QLabel("dropped –")
         self.stages_label = QLabel("")
+        self.status_note = ElidedLabel()  # left of the live numbers: the run, the active face
+        self._note_timer = QTimer(self)
+        self._note_timer.setSingleShot(True)
+        self._note_timer.setInterval(STATUS_NOTE_MS)
+        self._note_timer.timeout.connect(lambda: self.status_note.set_full_text(""))
+        self._models_checked_for = _models_needed(self._composer.effective())
         self._build_layout()
 
         self._apply_timer = QTimer(self)
@@ -149,10 +157,11 @@ class MainWindow(QMainWindow):
 
         self.tabs = QTabWidget()
         self.tabs.addTab(self.gallery, "Faces")
-        self.tabs.addTab(_scrolled(self.input_panel), "Input")
-        self.tabs.addTab(_scrolled(self.output_panel), "Output")
-        self.tabs.addTab(_scrolled(self.stage_panel), "Stages")
-        self.tabs.setMinimumWidth(360)
+        # As wide as the widest page needs (the pages say so): at the window's minimum size the
+        # Input and Output pages scrolled sideways, cutting off Probe modes, Browse… and Dismiss.
+        self.tabs.addTab(PageScrollArea(self.input_panel), "Input")
+        self.tabs.addTab(PageScrollArea(self.output_panel), "Output")
+        self.tabs.addTab(PageScrollArea(self.stage_panel), "Stages")
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -164,6 +173,8 @@ class MainWindow(QMainWindow):
 
         status = self.statusBar()
         assert status is not None
+        self.status_note.setContentsMargins(4, 0, 0, 0)  # not flush with the window's edge
+        status.addWidget(self.status_note, 1)
         for label in (self.fps_label, self.latency_label, self.dropped_label):
             label.setMinimumWidth(90)
             status.addPermanentWidget(label)
@@ -181,14 +192,11 @@ class MainWindow(QMainWindow):
         c.message.connect(self._on_message)
         c.io_error.connect(lambda text: self._show_io_banner("error", text))
         c.vcam_unavailable.connect(self._on_vcam_unavailable)
-        c.described.connect(lambda text: self._status_message(f"Running: {text}"))
+        c.described.connect(lambda text: self._status_message(RUNNING_NOTE + text))
         self.gallery.active_changed.connect(self._on_active_face)
         self.gallery.faces_changed.connect(self._on_faces_changed)
         self.gallery.models_missing_found.connect(self._warn_models_missing)
         self.photos.models_checked.connect(self._on_models_checked)
-        status = self.statusBar()
-        assert status is not None
-        status.messageChanged.connect(self._on_status_message_changed)
         self.input_panel.changed.connect(self._on_io_changed)
         self.output_panel.changed.connect(self._on_io_changed)
         self.output_panel.disclosure_changed.connect(self._on_disclosure)
@@ -326,6 +334,8 @@ class MainWindow(QMainWindow):
         self.input_panel.set_capturing(state != RunState.IDLE)
         if state == RunState.STARTING:
             self._runs += 1
+        if state != RunState.RUNNING and self.status_note.full_text().startswith(RUNNING_NOTE):
+            self._status_message("")  # it said "Running: …" beside "Stopped" and the Start's error
         if state == RunState.RUNNING:
             self._clear_earlier_io_banners()
             self._stats_timer.start()
@@ -416,7 +426,14 @@ class MainWindow(QMainWindow):
 
     def _settings_changed(self) -> None:
         self._refresh_stage_panel()
-        self.photos.set_settings(self._composer.effective())
+        settings = self._composer.effective()
+        self.photos.set_settings(settings)
+        needed = _models_needed(settings)
+        if needed != self._models_checked_for:
+            # Another detector (mtcnn needs no download) or swap model: the models banner follows
+            # now, not at the next Start.
+            self._models_checked_for = needed
+            self.photos.check_models()
         self._apply_timer.start()
 
     def _apply_settings(self) -> None:
@@ -474,7 +491,15 @@ class MainWindow(QMainWindow):
 
     def _show_io_banner(self, level: Level, text: str) -> None:
         """An input or output that failed (a Start that could not open it, a recording that
-        stopped): shown until a later run is running, which has opened them."""
+        stopped): shown until a later run is running, which has opened them. A later run's banner
+        replaces the earlier runs' copy of it (its count climbed with each Start, as if the camera
+        failed again and again within one run), and its error their errors (a second failed Start
+        left the first one's error up, about a file already replaced)."""
+        for (old_level, old_text), run in list(self._io_banners.items()):
+            same = (old_level, old_text) == (level, text)
+            if run < self._runs and (same or old_level == level == "error"):
+                self.messages.dismiss(old_level, old_text)
+                del self._io_banners[(old_level, old_text)]
         self.messages.show_message(level, text)
         self._io_banners[(level, text)] = self._runs
         self._update_badge()
@@ -499,39 +524,15 @@ class MainWindow(QMainWindow):
         )
 
     def _status_message(self, text: str) -> None:
-        """A note in the status bar, elided to the room left of the live numbers (a long run
-        description ran on under them); the whole text is its tooltip."""
-        status = self.statusBar()
-        if status is None:
-            return
-        shown = text
-        if status.isVisible():  # (hidden, nothing is laid out yet to measure against)
-            room = self._message_room(status)
-            shown = status.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, room)
-        status.showMessage(shown, 8000)
-        status.setToolTip(text if shown != text else "")
-
-    def _message_room(self, status: QStatusBar) -> int:
-        """Pixels for the status bar's message: up to the first live-number label (QStatusBar draws
-        the message from 6 px in and leaves 2 px before the permanent widgets)."""
-        right = status.width() - 12
-        for label in (self.fps_label, self.latency_label, self.dropped_label, self.stages_label):
-            if label.isVisible():
-                right = min(right, label.x() - 2)
-        return max(right - 6, 0)
-
-    def _on_status_message_changed(self, text: str) -> None:
-        status = self.statusBar()
-        if not text and status is not None:  # the message timed out: its tooltip goes with it
-            status.setToolTip("")
+        """A note in the status bar for a while ("" takes it down). Elided again whenever the live
+        numbers beside it widen or the window narrows; the whole text is its tooltip."""
+        self.status_note.set_full_text(text)
+        if text:
+            self._note_timer.start()
+        else:
+            self._note_timer.stop()
 
 
-def models_banner(models_message: str) -> str:
-    return MODELS_BANNER + models_message
-
-
-def _scrolled(widget: QWidget) -> QScrollArea:
-    area = QScrollArea()
-    area.setWidgetResizable(True)
-    area.setWidget(widget)
-    return area
+def _models_needed(settings: Settings) -> tuple[str, ...]:
+    """What the models check depends on: the models these settings run."""
+    return (settings.detector.model, settings.swap.model, *quality_model_names(settings))

@@ -1,6 +1,8 @@
 """Non-modal messages at the top of the window: errors, warnings and notes, never a blocking dialog.
 
 A repeated message (e.g. the same per-frame warning thirty times a second) is shown once with a count.
+Beyond MAX_LINES lines of text the banners scroll: word-wrapped, they gave the window no minimum
+height, so in a small window the preview and graph slid under them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from PyQt6.QtCore import Qt
-from PyQt6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+from PyQt6.QtGui import QResizeEvent
+from PyQt6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QToolButton, QVBoxLayout, QWidget
 
 Level = Literal["info", "warning", "error"]
 
@@ -19,6 +22,7 @@ _STYLE: dict[Level, str] = {
     "error": "background:#5a1f1f; color:#ffe3e3; border:1px solid #8a2f2f;",
 }
 _ICON: dict[Level, str] = {"info": "ℹ", "warning": "⚠", "error": "✖"}
+MAX_LINES = 8  # of banner text shown at once; more scrolls
 
 
 @dataclass
@@ -37,10 +41,23 @@ class MessageBar(QWidget):
         super().__init__(parent)
         self._limit = limit
         self._entries: list[_Entry] = []
-        layout = QVBoxLayout(self)
+        self._rows = QWidget()
+        layout = QVBoxLayout(self._rows)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         self._layout = layout
+        self._scroll = QScrollArea(self)
+        self._scroll.setWidgetResizable(True)
+        self._scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self._scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._scroll.setWidget(self._rows)
+        viewport = self._scroll.viewport()
+        if viewport is not None:  # the window's own background, not the scroll area's
+            viewport.setAutoFillBackground(False)
+        self._rows.setAutoFillBackground(False)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self._scroll)
         self.setVisible(False)
 
     def show_message(self, level: Level, text: str) -> None:
@@ -48,6 +65,7 @@ class MessageBar(QWidget):
             if entry.text == text and entry.level == level:
                 entry.count += 1
                 entry.label.setText(self._format(entry.level, text, entry.count))
+                self._fit()
                 return
         row = QFrame(self)
         row.setStyleSheet(f"QFrame {{ {_STYLE[level]} border-radius:4px; }} QLabel {{ border:none; }}")
@@ -70,6 +88,7 @@ class MessageBar(QWidget):
         while len(self._entries) > self._limit:
             self._remove(self._entries[-1])
         self.setVisible(True)
+        self._fit()
 
     def dismiss(self, level: Level, text: str) -> None:
         """Take a message down once it no longer applies (the error of a Start that failed before)."""
@@ -91,6 +110,22 @@ class MessageBar(QWidget):
             self._layout.removeWidget(entry.row)
             entry.row.deleteLater()
         self.setVisible(bool(self._entries))
+        self._fit()
+
+    def resizeEvent(self, a0: QResizeEvent | None) -> None:
+        super().resizeEvent(a0)
+        self._fit()  # narrower: the banners wrap to more lines
+
+    def _fit(self) -> None:
+        """As tall as the banners at this width, up to MAX_LINES lines: a fixed height the window's
+        minimum size includes (a word-wrapped label's height was not)."""
+        viewport = self._scroll.viewport()
+        width = viewport.width() if viewport is not None and self.isVisible() else self.width()
+        needed = self._rows.heightForWidth(width)
+        if needed < 0:
+            needed = self._rows.sizeHint().height()
+        cap = self.fontMetrics().lineSpacing() * MAX_LINES
+        self.setFixedHeight(min(needed, cap))
 
     @staticmethod
     def _format(level: Level, text: str, count: int) -> str:

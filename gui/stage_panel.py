@@ -28,6 +28,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui.widgets import ComboBox, DoubleSpinBox, SpinBox
+from models.session import auto_provider
 from realtime.metrics import Summary
 from realtime.settings import PRESETS_DIR, Settings, available_presets
 
@@ -156,7 +157,12 @@ STAGES: tuple[Stage, ...] = (
                 tooltip="Longest side the face stages work at (0 = the source's own size). Smaller is "
                 "faster and softer; the output keeps its size. Values 1-159 are refused",
             ),
-            Control("pipeline.provider", "Execution provider", "choice"),
+            Control(
+                "pipeline.provider",
+                "Execution provider",
+                "choice",
+                tooltip="Where the models run; 'auto' picks for this computer (see its entry in the list)",
+            ),
             Control("pipeline.fp16", "fp16 (TensorRT)", "bool"),
         ),
     ),
@@ -170,6 +176,17 @@ def preset_description(name: str) -> str:
         return ""
     text = data.get("description", "")
     return text if isinstance(text, str) else ""
+
+
+def choice_tooltip(key: str, choice: str) -> str:
+    """A choice's own tooltip: what 'auto' picks (it said nothing; only the status bar's 'on cpu'
+    told, once running)."""
+    if (key, choice) == ("pipeline.provider", "auto"):
+        return (
+            "auto: CUDA where onnxruntime-gpu and an NVIDIA driver are present, DirectML on "
+            f"Windows, else the CPU. Here: {auto_provider()}."
+        )
+    return ""
 
 
 def _value(settings: Settings, key: str) -> Any:
@@ -232,6 +249,10 @@ class StageBox(QGroupBox):
         if control.kind == "choice":
             combo = ComboBox()
             combo.addItems(choices_for(control))
+            for index in range(combo.count()):
+                tip = choice_tooltip(key, combo.itemText(index))
+                if tip:
+                    combo.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
             combo.currentTextChanged.connect(lambda text, k=key: self.edited.emit(k, text))
             return combo
         if control.kind == "int":

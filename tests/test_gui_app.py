@@ -140,6 +140,7 @@ def test_missing_face_models_are_named_at_start_and_used_once_downloaded(qtbot, 
     photo ('no usable source face chosen'); models downloaded while the window was open were
     ignored until a restart."""
     from gui.controller import RunState
+    from gui.models_banner import MODELS_BANNER
     from tests.test_gui_helpers import open_window, run_config, write_face_photo, write_models
 
     models = tmp_path / "models"
@@ -152,7 +153,7 @@ def test_missing_face_models_are_named_at_start_and_used_once_downloaded(qtbot, 
     assert card_result().identity is None and "w600k_r50.onnx" in card_result().models_missing
 
     window.toggle_running()
-    assert any("No face can be swapped in" in t and "w600k_r50.onnx" in t for t in window.messages.texts())
+    assert any(t.startswith(MODELS_BANNER) and "w600k_r50.onnx" in t for t in window.messages.texts())
     qtbot.waitUntil(lambda: window.controller.state == RunState.RUNNING, timeout=15_000)
     qtbot.waitUntil(lambda: "needs the face models" in window.preview.badge, timeout=5_000)
     window.toggle_running()

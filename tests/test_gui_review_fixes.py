@@ -21,6 +21,7 @@ from gui.controller import ModelsState, RunState
 from gui.face_analysis import FaceResult
 from gui.gallery import FaceGallery
 from gui.main_window import MainWindow
+from gui.models_banner import MODELS_BANNER
 from tests.test_gui_helpers import SIZE, open_window, run_config, write_face_photo, write_models
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ def test_a_photo_added_while_running_without_models_says_so_in_the_badge_and_a_b
 
     window.gallery.add_photos([write_face_photo(tmp_path / "me.png")])
     qtbot.waitUntil(lambda: "needs the face models" in window.preview.badge, timeout=15_000)
-    assert texts_with(window, "No face can be swapped in", "w600k_r50.onnx")
+    assert texts_with(window, MODELS_BANNER, "w600k_r50.onnx")
     stop(qtbot, window)
 
 
@@ -71,7 +72,7 @@ def test_missing_models_are_named_at_start_up_before_any_photo(qtbot: QtBot, tmp
     models = tmp_path / "models"
     models.mkdir()
     window = open_window(qtbot, tmp_path, models, run_config((), vcam=False))
-    qtbot.waitUntil(lambda: bool(texts_with(window, "No face can be swapped in")), timeout=15_000)
+    qtbot.waitUntil(lambda: bool(texts_with(window, MODELS_BANNER)), timeout=15_000)
     assert texts_with(window, "models download")
 
 
@@ -147,7 +148,7 @@ def test_every_missing_model_is_named_with_one_download_command(qtbot: QtBot, tm
         assert name in message, message
     assert message.count("models download") == 1
     window.toggle_running()
-    assert texts_with(window, "No face can be swapped in", "det_10g.onnx", "inswapper_128.onnx")
+    assert texts_with(window, MODELS_BANNER, "det_10g.onnx", "inswapper_128.onnx")
     stop(qtbot, window)
 
 
@@ -161,7 +162,7 @@ def test_a_start_names_every_missing_model_of_the_run(qtbot: QtBot, tmp_path: Pa
     qtbot.waitUntil(lambda: window.gallery.active_identity() is not None, timeout=15_000)
     window.toggle_running()
     qtbot.waitUntil(lambda: window.controller.models == ModelsState.FAILED, timeout=15_000)
-    errors = [t for t in texts_with(window, "inswapper_128.onnx") if not t.startswith("No face")]
+    errors = [t for t in texts_with(window, "inswapper_128.onnx") if not t.startswith(MODELS_BANNER)]
     assert errors and "GPEN-BFR-256.onnx" in errors[0], window.messages.texts()
     stop(qtbot, window)
 
@@ -237,12 +238,15 @@ def test_the_run_description_stops_short_of_the_fps_figure(
         f"video file {folder}/recordings/take-2.mp4"
     )
     window.controller.described.emit(text)
-    status = window.statusBar()
-    assert status is not None
-    shown = status.currentMessage()
+    qtbot.wait(50)  # the status bar lays out
+    note = window.status_note
+    shown = note.text()
     assert shown.startswith("Running: ")
-    assert status.fontMetrics().horizontalAdvance(shown) <= window.fps_label.x() - 8
-    assert status.toolTip() == f"Running: {text}"
+    assert (
+        note.x() + note.contentsMargins().left() + note.fontMetrics().horizontalAdvance(shown)
+        <= window.fps_label.x()
+    )
+    assert note.toolTip() == f"Running: {text}"
 
 
 # ---- 10: a failed Start's error after a Start that works ------------------------------------------
@@ -278,7 +282,7 @@ def test_one_models_banner_after_some_models_were_downloaded(qtbot: QtBot, tmp_p
     window = open_window(qtbot, tmp_path, models, run_config((), vcam=False, detector="det_10g"))
 
     def banners() -> list[str]:
-        return [t for t in window.messages.texts() if t.startswith("No face can be swapped in")]
+        return [t for t in window.messages.texts() if t.startswith(MODELS_BANNER)]
 
     qtbot.waitUntil(lambda: bool(banners()), timeout=15_000)
     for name in ("det_10g.onnx", "w600k_r50.onnx"):  # downloaded meanwhile

@@ -1,0 +1,78 @@
+"""The window's banner for models that are missing or unusable, worded for the window.
+
+The models' message is written for the command line ("Run `…`, then again;"), and its command names
+paths relative to the folder the app was started from, which the user cannot see: pasted into a
+fresh terminal, a relative `--models-dir` downloads into another folder and the banner stays. Here
+the message is reworded and every path in the command is made absolute.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+MODELS_BANNER = "Face swapping needs "  # every models banner starts so (one is shown at a time)
+
+_MISSING = re.compile(
+    r"Models not downloaded yet: (?P<files>.+?) \(folder (?P<folder>.+?)\)\. "
+    r"Run `(?P<command>[^`]+)`(?P<about> \([^()]*\))?"
+)
+_ONE_MISSING = re.compile(
+    r"Model file (?P<file>\S+) \(sha256 [^)]*\) is missing from (?P<folder>.+?)\. Run `(?P<command>[^`]+)`"
+)
+_COMMAND = re.compile(r"`([^`]*models download[^`]*)`")
+_TOKEN = re.compile(r'"[^"]*"|\S+')
+
+
+def models_banner(message: str, cwd: Path | None = None) -> str:
+    """The banner for the models' message (paths made absolute against `cwd`, the app's folder)."""
+    here = Path.cwd() if cwd is None else cwd
+    many = _MISSING.match(message)
+    if many:
+        return (
+            f"{MODELS_BANNER}models that are not downloaded yet: {many['files']} "
+            f"(folder {absolute_path(many['folder'], here)}). Download them with: "
+            f"`{absolute_command(many['command'], here)}`{many['about'] or ''}. "
+            "They are used from the next Start."
+        )
+    one = _ONE_MISSING.match(message)
+    if one:
+        return (
+            f"{MODELS_BANNER}a model that is not downloaded yet: {one['file']} "
+            f"(folder {absolute_path(one['folder'], here)}). Download it with: "
+            f"`{absolute_command(one['command'], here)}`, or put the file in that folder. "
+            "It is used from the next Start."
+        )
+    # Another problem (a damaged file): its own words, after a sentence that says what it stops.
+    fixed = _COMMAND.sub(lambda m: f"`{absolute_command(m[1], here)}`", message)
+    return f"{MODELS_BANNER}the face models. {fixed}"
+
+
+def absolute_command(command: str, cwd: Path, platform: str = sys.platform) -> str:
+    """`command` with the interpreter, the script and `--models-dir` as absolute paths."""
+    tokens = _TOKEN.findall(command)
+    program = [i for i, token in enumerate(tokens) if token != "&"][:2]  # interpreter, main.py
+    for i in program:
+        if (cwd / _unquoted(tokens[i])).exists():  # (not an option such as -m)
+            tokens[i] = _absolute_arg(tokens[i], cwd)
+    for i, token in enumerate(tokens[:-1]):
+        if token == "--models-dir":
+            tokens[i + 1] = _absolute_arg(tokens[i + 1], cwd)
+    if platform == "win32" and program[:1] == [0] and tokens[0].startswith('"'):
+        tokens.insert(0, "&")  # PowerShell runs a quoted program only after `&`
+    return " ".join(tokens)
+
+
+def absolute_path(text: str, cwd: Path) -> str:
+    return text if Path(text).is_absolute() else os.path.normpath(cwd / text)
+
+
+def _unquoted(token: str) -> str:
+    return token[1:-1] if len(token) > 1 and token[0] == token[-1] == '"' else token
+
+
+def _absolute_arg(token: str, cwd: Path) -> str:
+    text = absolute_path(_unquoted(token), cwd)
+    return f'"{text}"' if " " in text else text
