@@ -97,9 +97,20 @@ ANALYSIS_FIELDS: tuple[tuple[str, str], ...] = (
 
 
 def _differ(old: Settings, new: Settings, fields: tuple[tuple[str, str], ...]) -> bool:
+    old, new = _concrete_provider(old), _concrete_provider(new)
     return any(
         getattr(getattr(old, section), key) != getattr(getattr(new, section), key) for section, key in fields
     )
+
+
+def _concrete_provider(settings: Settings) -> Settings:
+    """`auto` as what it runs on here: switching between `auto` and the provider it picks (the
+    control panel's list) reloaded every model for nothing."""
+    if settings.pipeline.provider != "auto":
+        return settings
+    from models.session import auto_provider
+
+    return replace(settings, pipeline=replace(settings.pipeline, provider=auto_provider()))
 
 
 def needs_reload(old: Settings, new: Settings) -> bool:

@@ -515,6 +515,20 @@ def test_a_detector_size_change_under_mtcnn_reloads_nothing() -> None:
     )
 
 
+def test_switching_between_auto_and_the_provider_it_picks_reloads_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from models import session
+    from realtime.engine import analysis_differs, needs_reload
+
+    monkeypatch.setattr(session, "auto_provider", lambda: "cpu")
+    auto = Settings().with_overrides({"pipeline.provider": "auto"})
+    cpu = Settings().with_overrides({"pipeline.provider": "cpu"})
+    assert not needs_reload(auto, cpu) and not needs_reload(cpu, auto) and not analysis_differs(auto, cpu)
+    cuda = Settings().with_overrides({"pipeline.provider": "cuda"})
+    assert needs_reload(auto, cuda) and analysis_differs(cuda, auto)
+
+
 def test_stop_ends_a_camera_reconnect_instead_of_reopening_the_device_behind_the_run() -> None:
     """stop() returned on time, but the capture thread went on reopening the camera (holding it
     against the next Start) and reported 'disconnected' after 'finished'."""
