@@ -366,17 +366,16 @@ def _nothing_swapped_note(
             f"note: nothing was swapped: no face was found in any of the {frames} frames "
             f"(small, turned-away or half-hidden faces are missed); try --detector {other} or a closer shot"
         )
-    if target in ("reference", "mapped"):
-        # First: a face leaving the picture also passes through (fading), which is not the reason.
-        return (
-            "note: nothing was swapped: faces were found but none matched the reference photo "
-            "(swap.reference_threshold); try a clearer, front-on reference photo or "
-            "--set swap.reference_threshold=0.7"
-        )
     if passed_through > 0:
         return (
             "note: nothing was swapped: the faces found were left as they were (detector score below "
             "detector.threshold, or tracking not trusted); try --set detector.threshold=0.4"
+        )
+    if target in ("reference", "mapped"):
+        return (
+            "note: nothing was swapped: faces were found but none matched the reference photo "
+            "(swap.reference_threshold); try a clearer, front-on reference photo or "
+            "--set swap.reference_threshold=0.7"
         )
     return "note: nothing was swapped although faces were found"
 

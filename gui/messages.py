@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from PyQt6.QtCore import Qt
+from PyQt6.QtCore import Qt, QTimer
 from PyQt6.QtGui import QResizeEvent
 from PyQt6.QtWidgets import QFrame, QHBoxLayout, QLabel, QScrollArea, QToolButton, QVBoxLayout, QWidget
 
@@ -118,14 +118,22 @@ class MessageBar(QWidget):
 
     def _fit(self) -> None:
         """As tall as the banners at this width, up to MAX_LINES lines: a fixed height the window's
-        minimum size includes (a word-wrapped label's height was not)."""
+        minimum size includes (a word-wrapped label's height was not). Once now and once more when
+        the event loop has laid a new row out: measured at once, a new banner's row still had no
+        height (each banner hid the one before it)."""
+        self._fit_now()
+        QTimer.singleShot(0, self._fit_now)
+
+    def _fit_now(self) -> None:
         viewport = self._scroll.viewport()
         width = viewport.width() if viewport is not None and self.isVisible() else self.width()
         needed = self._rows.heightForWidth(width)
         if needed < 0:
             needed = self._rows.sizeHint().height()
         cap = self.fontMetrics().lineSpacing() * MAX_LINES
-        self.setFixedHeight(min(needed, cap))
+        # On the scroll area, which the bar's layout follows: fixed on the bar, the scroll area
+        # inside kept a stale height (a blank strip under a cut banner at the minimum size).
+        self._scroll.setFixedHeight(min(needed, cap))
 
     @staticmethod
     def _format(level: Level, text: str, count: int) -> str:

@@ -23,6 +23,7 @@ _ONE_MISSING = re.compile(
     r"Model file (?P<file>\S+) \(sha256 [^)]*\) is missing from (?P<folder>.+?)\. Run `(?P<command>[^`]+)`"
 )
 _COMMAND = re.compile(r"`([^`]*models download[^`]*)`")
+_FOLDER = re.compile(r"\(folder ([^)]+)\)")
 _TOKEN = re.compile(r'"[^"]*"|\S+')
 
 
@@ -45,8 +46,11 @@ def models_banner(message: str, cwd: Path | None = None) -> str:
             f"`{absolute_command(one['command'], here)}`, or put the file in that folder. "
             "It is used from the next Start."
         )
-    # Another problem (a damaged file): its own words, after a sentence that says what it stops.
+    # Another problem (a damaged file, or one beside missing ones): its own words, after a sentence
+    # that says what it stops, with its paths absolute and the command line's "then again" gone.
     fixed = _COMMAND.sub(lambda m: f"`{absolute_command(m[1], here)}`", message)
+    fixed = _FOLDER.sub(lambda m: f"(folder {absolute_path(m[1], here)})", fixed)
+    fixed = fixed.replace(", then again;", ";")
     return f"{MODELS_BANNER}the face models. {fixed}"
 
 

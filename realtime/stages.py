@@ -193,7 +193,10 @@ class FaceAnalyser:
         # Faces the tracker itself passes through (below the detector threshold, tracking not
         # trusted) count as passed through whether or not they were chosen: "largest" no longer
         # chooses them, and the count is how a user learns why a face was left alone.
-        plan.passthrough += sum(1 for f in faces if f.track_id not in planned and f.swap_weight == 0.0)
+        # (A face the detector lost, fading as it leaves the picture, is not one of them.)
+        plan.passthrough += sum(
+            1 for f in faces if f.track_id not in planned and f.swap_weight == 0.0 and f.lost_frames == 0
+        )
         return plan
 
     def _fade_selection(

@@ -15,7 +15,7 @@ that realtime/tracker.py keeps stable through motion and short occlusions:
   costs 6.3 GMACs a face). One second look per frame at most (see _second_look): at the held lock
   after a look against it, at a face found where its flow failed (a switch to someone framed
   alike keeps the track id), and now and then at a face judged someone else (a first look half
-  out of frame must not rule the person out for good; the wait doubles each time, up to 8 s).
+  out of frame must not rule the person out for good; the wait doubles each time, up to 2 s).
   A held lock is let go after two looks in a row say someone else, at least RECHECK_FRAMES apart
   (one poor look through the fingers of a passing hand does not drop it).
 * "all": every face.
@@ -42,7 +42,7 @@ TargetMode = Literal["largest", "all", "reference"]
 
 
 RECHECK_FRAMES = 10  # frames between two looks at one face (a hand passing over it is shorter)
-MAX_RETRY_FRAMES = 240  # the longest wait between looks at a face judged someone else (8 s at 30 fps)
+MAX_RETRY_FRAMES = 60  # the longest wait between looks at a face judged someone else (2 s at 30 fps)
 
 
 @dataclass(slots=True)
@@ -54,6 +54,7 @@ class _Known:
     lost_frames: int = 0  # as last reported, to notice a re-detection
     since_embed: int = 0  # frames since the last embedding
     misses: int = 0  # embeddings in a row over the threshold
+    recheck: bool = False  # found where its flow failed: due a look (which may have to wait)
 
 
 @dataclass(slots=True)
@@ -248,6 +249,7 @@ class TargetSelector:
             if (new or redetected or known.embedding is None) and face.detected:
                 self._embed_into(known, face, embed)
             elif face.detected:
+                known.recheck = known.recheck or face.reacquired  # kept until the look is taken
                 priority = self._second_look(face, known)
                 if priority is not None and (second is None or (priority, -known.since_embed) < second[0]):
                     second = ((priority, -known.since_embed), face)
@@ -272,7 +274,7 @@ class TargetSelector:
             return None
         if face.track_id == self._locked and known.misses >= 1:
             return 0
-        if face.reacquired:
+        if known.recheck:
             return 1
         if known.distance > self.threshold:
             wait = min(self.retry_frames * 2 ** max(known.misses - 1, 0), MAX_RETRY_FRAMES)
@@ -291,6 +293,7 @@ class TargetSelector:
         known.embedding = embedding
         known.distance = 1.0 - float(embedding @ self._reference)
         known.since_embed = 0
+        known.recheck = False
         known.misses = known.misses + 1 if known.distance > self.threshold else 0
 
 

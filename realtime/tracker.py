@@ -46,7 +46,9 @@ _LK_WIN = (11, 11)
 _LK_LEVELS = 3
 _LK_CRITERIA = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 0.03)
 _EXTRA_CORNERS = 10  # corner points per face besides the 5 landmarks
-_JUMP = 0.1  # a detection this far (x face spread) from the smoothed landmarks is a jump, not noise
+# A detection this far (x face spread: ~30 px for a 100 px face) from the smoothed landmarks is a
+# jump (someone else framed alike: 0.4), not the detector's noise (2 px on a 100 px face: 0.08).
+_JUMP = 0.25
 _MIN_GOOD_POINTS = 5  # below this the similarity fit is not trusted
 _MIN_INLIER_RATIO = 0.5  # share of a track's points that must survive the checks
 _MATCH_IOU = 0.3  # a detection continues a track only with at least this overlap

@@ -285,3 +285,45 @@ def test_the_providers_auto_entry_says_what_it_picks(qtbot: QtBot) -> None:
     assert isinstance(combo, QComboBox)
     tip = combo.itemData(combo.findText("auto"), Qt.ItemDataRole.ToolTipRole)
     assert "CUDA" in tip and "DirectML" in tip and f"Here: {auto_provider()}" in tip, tip
+
+
+def test_stacked_banners_are_all_shown_whole(qtbot: QtBot) -> None:
+    """The banner area measured a new banner before it was laid out: each new one hid the one
+    before (a failed Start's error cut the models banner's command), and at the minimum size a
+    blank strip sat under a clipped banner."""
+    from PyQt6.QtWidgets import QVBoxLayout, QWidget
+
+    from gui.messages import MAX_LINES, MessageBar
+
+    host = QWidget()
+    qtbot.addWidget(host)
+    layout = QVBoxLayout(host)
+    bar = MessageBar(parent=host)
+    layout.addWidget(bar)
+    layout.addStretch(1)
+    host.resize(900, 500)
+    host.show()
+    long = "Face swapping needs models that are not downloaded yet: " + "det_10g.onnx, " * 8 + "done."
+    banners = (("warning", long), ("error", "Video file not found: /tmp/nope.mp4"), ("warning", "x"))
+    for level, text in banners:
+        bar.show_message(level, text)  # type: ignore[arg-type]
+        qtbot.wait(30)
+        scroll = bar._scroll
+        needed = bar._rows.heightForWidth(scroll.viewport().width())
+        cap = bar.fontMetrics().lineSpacing() * MAX_LINES
+        assert scroll.height() == min(needed, cap), text
+        assert bar.height() - scroll.height() <= 8  # no blank strip under the banners
+
+
+def test_a_damaged_model_beside_missing_ones_gets_absolute_paths_in_the_banner(tmp_path: Path) -> None:
+    """That message matched neither pattern: its folder stayed relative and 'then again' stayed."""
+    message = (
+        "Models not downloaded yet: inswapper_128.onnx, w600k_r50.onnx (folder models). Also: Model file "
+        "models/det_10g.onnx is truncated. Run `python main.py models download inswapper_128 w600k_r50 "
+        "--models-dir models` (verified), then again; `python main.py models list` shows what each is."
+    )
+    (tmp_path / "main.py").write_text("")
+    banner = models_banner(message, cwd=tmp_path)
+    assert banner.startswith(MODELS_BANNER) and "then again" not in banner
+    assert f"(folder {tmp_path / 'models'})" in banner
+    assert f"--models-dir {tmp_path / 'models'}" in banner
