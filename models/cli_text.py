@@ -42,7 +42,8 @@ def shown_arg(path: Path) -> str:
 
 def app_command(args: str) -> str:
     """'.venv/bin/python main.py ARGS', as this interpreter and this checkout spell it."""
-    return f"{shown_path(Path(sys.executable))} {shown_path(PROJECT_ROOT / 'main.py')} {args}"
+    # main.py is an argument: `&` goes before the program only (a second one broke the command).
+    return f"{shown_path(Path(sys.executable))} {shown_arg(PROJECT_ROOT / 'main.py')} {args}"
 
 
 def installer_command(platform: str = sys.platform) -> str:

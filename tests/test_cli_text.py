@@ -32,3 +32,19 @@ def test_paths_with_spaces_are_quoted_for_each_shell() -> None:
     assert shown_path(spaced, "win32") == f'& "{spaced}"'  # PowerShell runs a quoted path with &
     assert installer_command("win32").startswith("py -3 ")
     assert installer_command("linux").startswith("python3 ")
+
+
+def test_a_command_in_a_folder_with_spaces_has_one_ampersand_on_windows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`& "python.exe" & "main.py" ...` does not run in PowerShell: `&` goes before the program only."""
+    import models.cli_text as cli_text
+
+    root = Path("/Users/First Last/FaceCast")
+    monkeypatch.setattr(cli_text, "PROJECT_ROOT", root)
+    monkeypatch.setattr(cli_text.sys, "executable", str(root / ".venv" / "python.exe"))
+    real = cli_text.shown_path
+    monkeypatch.setattr(cli_text, "shown_path", lambda path, platform="win32": real(path, platform))
+    command = cli_text.app_command("doctor")
+    assert command.count("&") == 1 and command.startswith("& ")
+    assert f'"{root / "main.py"}" doctor' in command
