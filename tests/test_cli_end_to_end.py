@@ -357,3 +357,15 @@ def test_a_reference_that_matches_nobody_is_said_as_such(
     code, text = run_cli(*args, "--reference", str(reference), "--set", "swap.reference_threshold=0.001")
     assert code == 0, text
     assert "nothing was swapped: faces were found but none matched the reference photo" in text
+
+
+def test_a_video_into_an_image_says_which_frame_it_kept(
+    tmp_path: Path, models: Path, clip: tuple[Path, list, list], source_photo: Path
+) -> None:
+    clip_path, _, _ = clip
+    out = tmp_path / "still.png"
+    code, text = run_cli(*run_args(models, source_photo, clip_path, out))
+    assert code == 0 and out.is_file()
+    assert f"note: {out} holds the last of the" in text
+    code, text = run_cli(*run_args(models, source_photo, clip_with_a_face(tmp_path), tmp_path / "one.png"))
+    assert code == 0 and "holds the last of" not in text  # one picture in, one out: nothing to say
