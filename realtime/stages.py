@@ -166,7 +166,7 @@ class FaceAnalyser:
         if cut:
             # A new shot: the locked target is gone with the old tracks; waiting for it to be
             # found again near where it was (regain) left the new shot unswapped for a second.
-            self._selector.unlock()
+            self._selector.new_shot()
             self._selection = {}
         if isinstance(self._selector, IdentityMapSelector):
             chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed)]

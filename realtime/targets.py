@@ -69,6 +69,12 @@ class _Regain:
         return _near(self.box, face)
 
 
+def _centre_gap(box: npt.NDArray[np.float32], face: TrackedFace) -> float:
+    x1, y1, x2, y2 = (float(v) for v in box)
+    fx1, fy1, fx2, fy2 = (float(v) for v in face.box)
+    return float(np.hypot((fx1 + fx2 - x1 - x2) / 2.0, (fy1 + fy2 - y1 - y2) / 2.0))
+
+
 def _near(box: npt.NDArray[np.float32], face: TrackedFace) -> bool:
     """Within three face sizes of `box`, where a lost face was (a fast mover between two analysed
     frames, or one that moved while hidden)."""
@@ -122,6 +128,7 @@ class TargetSelector:
         self._locked_box: npt.NDArray[np.float32] | None = None  # where the locked face was last seen
         self._regain: _Regain | None = None
         self._seen_with_lock: set[int] = set()  # other tracks in view when the target was last seen
+        self._prefer: npt.NDArray[np.float32] | None = None  # after a cut: where the target was
 
     @property
     def locked_id(self) -> int | None:
@@ -133,6 +140,14 @@ class TargetSelector:
         self._locked = None
         self._locked_box = None
         self._regain = None
+
+    def new_shot(self) -> None:
+        """A scene cut: every track is new. "largest" chooses again, preferring the face nearest
+        to where the target was (a hand over the lens reads as a cut; choosing the largest then
+        gave the swap to a bystander for good); the others choose again by identity."""
+        prefer = self._locked_box if self.mode == "largest" else None
+        self.unlock()
+        self._prefer = prefer
 
     def select(self, faces: list[TrackedFace], embed: EmbedFn) -> list[TrackedFace]:
         """The faces to swap this frame, a subset of `faces` in their order.
@@ -146,10 +161,12 @@ class TargetSelector:
             return list(faces)
         locked = self.locked_face(faces)
         if locked is not None and locked.lost_frames > 0 and self.mode == "reference":
-            # Lost but not given up yet: a face confirmed as the person elsewhere is them, found
-            # again under a new id (waiting out the lost track left them unswapped). "largest" has
-            # no such proof: someone walking past would take the lock (see _regained).
-            locked = self._choose([f for f in faces if f.track_id != locked.track_id]) or locked
+            # Lost but not given up yet: a face confirmed as the person elsewhere, and not in view
+            # beside them all along (a poster, a reflection of them), is them found again under a
+            # new id (waiting out the lost track left them unswapped). "largest" has no such proof:
+            # someone walking past would take the lock (see _regained).
+            beside = self._seen_with_lock | {locked.track_id}
+            locked = self._choose([f for f in faces if f.track_id not in beside]) or locked
         if locked is None and self.mode == "largest":
             locked = self._regained(faces)
         if locked is None and self._regain is None:
@@ -230,6 +247,11 @@ class TargetSelector:
     def _choose(self, faces: list[TrackedFace]) -> TrackedFace | None:
         candidates = self.candidates(faces)
         if self.mode == "largest":
+            prefer, self._prefer = self._prefer, (self._prefer if not candidates else None)
+            if prefer is not None:
+                near = [f for f in candidates if _near(prefer, f)]
+                if near:
+                    return min(near, key=lambda f: _centre_gap(prefer, f))
             return max(candidates, key=lambda f: f.area, default=None)
         return min(candidates, key=lambda f: self._known[f.track_id].distance, default=None)
 
@@ -267,16 +289,17 @@ class TargetSelector:
         0: the held lock after one look against it. 1: a face the detector found where its flow
         failed (a switch to someone framed alike keeps the id, and the stranger kept the swap).
         Both wait RECHECK_FRAMES since the last look, so a hand passing over the face cannot give
-        two poor looks in a row. 2: a face judged someone else (a first look half out of frame),
-        after retry_frames, doubling with each look that says so again (bystanders would cost
-        ArcFace runs for ever)."""
+        two poor looks in a row. 2: while the person is not found, a face judged someone else (a
+        first look half out of frame), after retry_frames, doubling with each look that says so
+        again up to MAX_RETRY_FRAMES (bystanders would cost ArcFace runs for ever)."""
         if known.since_embed < RECHECK_FRAMES:
             return None
         if face.track_id == self._locked and known.misses >= 1:
             return 0
         if known.recheck:
             return 1
-        if known.distance > self.threshold:
+        if known.distance > self.threshold and self._locked is None:
+            # Only while the person is not found: with them locked, others need no second look.
             wait = min(self.retry_frames * 2 ** max(known.misses - 1, 0), MAX_RETRY_FRAMES)
             return 2 if known.since_embed >= wait else None
         return None
@@ -321,9 +344,13 @@ class IdentityMapSelector:
         self.embed_calls = 0
 
     def unlock(self) -> None:
-        """Forget every identity's lock (a scene cut: each is chosen afresh)."""
+        """Forget every identity's lock."""
         for selector in self._selectors:
             selector.unlock()
+
+    def new_shot(self) -> None:
+        """A scene cut: every identity is found again by its embedding."""
+        self.unlock()
 
     @property
     def locked_ids(self) -> tuple[int | None, ...]:

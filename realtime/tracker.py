@@ -361,9 +361,13 @@ class FaceTracker:
                 continue
             track.missed += 1
             track.detected = False
-            if track.missed > self.settings.max_missed:
+            expired = track.missed > self.settings.max_missed
+            if expired and (track.swap_weight <= 0.0 or self.settings.fade_frames == 0):
                 continue  # gone: its id is never reused, so a locked target unlocks
-            if flow is not None and _flow_continues(track, flow) and not _overlaps(predicted[i], claimed):
+            # (Expired with its swap still showing: it coasts on, fading out, and goes when the fade
+            # is over -- dropped at once, a fade longer than max_missed popped off half way.)
+            follows = not expired and flow is not None and _flow_continues(track, flow)
+            if flow is not None and follows and not _overlaps(predicted[i], claimed):
                 # The detector missed a face the flow still follows (a turned head, motion blur):
                 # trust the flow for a few frames with a quality that drops with every miss.
                 self._apply_flow(track, flow)
@@ -600,13 +604,6 @@ class FaceTracker:
             track.swap_weight = min(target, track.swap_weight + 1.0 / s.fade_frames)
         else:
             track.swap_weight = max(target, track.swap_weight - 1.0 / s.fade_frames)
-        if track.missed > 0 and s.max_missed > 1:
-            # A lost track is dropped after max_missed frames: its fade must end by then, or a
-            # fade longer than that popped off half way (0.58 with fade_frames 12). The first miss
-            # keeps the weight (a detector missing one frame of a face the flow follows must not
-            # dim it); with max_missed 1 there is no frame to fade in.
-            left = (s.max_missed - track.missed) / (s.max_missed - 1)
-            track.swap_weight = min(track.swap_weight, max(left, 0.0))
         return TrackedFace(
             track_id=track.track_id,
             box=_box_from_kps(kps, track.rel_box),

@@ -523,3 +523,28 @@ def test_a_stranger_walking_in_elsewhere_while_the_target_is_hidden_does_not_get
     assert sel.select([_face(7, 150, x=1200)], _never) == []  # far from where the target was
     assert sel.select([_face(7, 150, x=1200)], _never) == []
     assert [f.track_id for f in sel.select([_face(7, 150, x=1200)], _never)] == [7]  # after the wait
+
+
+def test_bystanders_get_no_second_looks_while_the_person_is_locked() -> None:
+    """Six people in view cost 3-4 ArcFace runs a second for the whole run, with the person found."""
+    me, other = [1.0, 0.0], [0.0, 1.0]
+    embed = TableEmbedder({1: me, 2: other, 3: other, 4: other})
+    sel = TargetSelector("reference", np.array(me), 0.3)
+    faces = [_face(1, 100), _face(2, 90, x=200), _face(3, 90, x=400), _face(4, 90, x=600)]
+    for _ in range(300):
+        assert [f.track_id for f in sel.select(faces, embed)] == [1]
+    assert sorted(embed.calls) == [1, 2, 3, 4]  # each looked at once, on arrival
+
+
+def test_a_copy_of_the_person_in_view_all_along_does_not_take_a_lost_lock() -> None:
+    """A poster or a reflection of the person took the swap for good when the detector missed the
+    real face for one frame."""
+    me = [1.0, 0.0]
+    embed = TableEmbedder({1: me, 2: me})
+    sel = TargetSelector("reference", np.array(me), 0.3, max_missed=5)
+    real, poster = _face(1, 100), _face(2, 60, x=400)
+    sel.select([real, poster], embed)  # the closer match (both equal here): track 1, chosen first
+    assert sel.locked_id == 1
+    sel.select([_face(1, 100, lost=1, detected=False), poster], embed)
+    assert sel.locked_id == 1
+    assert [f.track_id for f in sel.select([real, poster], embed)] == [1]
