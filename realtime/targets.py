@@ -247,7 +247,9 @@ class TargetSelector:
     def _choose(self, faces: list[TrackedFace]) -> TrackedFace | None:
         candidates = self.candidates(faces)
         if self.mode == "largest":
-            prefer, self._prefer = self._prefer, (self._prefer if not candidates else None)
+            prefer = self._prefer
+            if candidates:
+                self._prefer = None  # used once: kept only while no face is in view to choose
             if prefer is not None:
                 near = [f for f in candidates if _near(prefer, f)]
                 if near:

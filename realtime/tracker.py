@@ -257,6 +257,7 @@ class FaceTracker:
         for track in self._tracks:
             track.reacquired = False
         self.cut = False
+        self._search_left = max(self._search_left - 1, 0)
         if use_flow:
             self._prepare_grey(image_bgr)
             if self._has_prev and self._tracks:
@@ -268,7 +269,7 @@ class FaceTracker:
                     flows = []
                     # A new shot's first frame may show no face yet (a dissolve, motion blur): look
                     # on every frame for a while, not only when the interval comes round.
-                    self._search_left = self.interval
+                    self._search_left = self.interval + 1  # this frame and the interval's next
 
         if self.cut or not use_flow or not self._has_prev or self._needs_detection(flows):
             self._detect_and_associate(image_bgr, flows)
@@ -310,7 +311,6 @@ class FaceTracker:
         if not self._tracks:
             # An empty scene is searched on the interval's schedule only, but at every frame
             # just after a cut.
-            self._search_left = max(self._search_left - 1, 0)
             return self._search_left > 0
         if any(t.missed > 0 for t in self._tracks):
             return True  # a lost face: look for it on every frame until it is found or dropped
