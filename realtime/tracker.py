@@ -596,7 +596,10 @@ class FaceTracker:
             kps = track.filter.filter(track.raw_kps, timestamp).astype(np.float32)
         else:
             kps = track.raw_kps.copy()
-        healthy = track.quality >= s.min_quality and track.score >= self.score_threshold
+        # Past max_missed a track only fades out (with min_quality 0 its coasting quality of 0 still
+        # passed, and a ghost swap stayed where the person had been, for good).
+        trusted = track.quality >= s.min_quality and track.score >= self.score_threshold
+        healthy = trusted and track.missed <= s.max_missed
         target = 1.0 if healthy else 0.0
         if s.fade_frames == 0:
             track.swap_weight = target

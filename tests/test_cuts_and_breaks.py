@@ -403,3 +403,17 @@ def test_after_a_cover_taken_for_a_cut_largest_goes_back_to_the_face_where_the_t
         swapped.append([err(t.kps, user.kps) < 2.0 for t in plan.targets])
     assert analyser._tracker.cuts >= 1  # the cover did read as a cut
     assert all(hits == [True] for hits in swapped[15:]), swapped
+
+
+def test_a_lost_face_is_dropped_even_with_min_quality_zero() -> None:
+    """Past max_missed a track fades out and goes; with min_quality 0 it stayed for good (a ghost
+    swap where the person had been, in "all" mode)."""
+    det = Scripted()
+    tracker = FaceTracker(det, TrackerSettings(min_quality=0.0), interval=1)
+    frame, d = render(2, (320, 240))
+    det.script = {i: [d] for i in range(10)}
+    faces = []
+    for i in range(40):
+        det.frame = i
+        faces = tracker.update(frame, i / FPS)
+    assert faces == []
