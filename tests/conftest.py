@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import pyvirtualcam
 from hypothesis import settings
 
 from tests import fixtures_media
@@ -50,3 +52,22 @@ def face_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.test_gui_helpers import write_face_photo
 
     return write_face_photo(tmp_path_factory.mktemp("photos") / "astronaut.png")
+
+
+@pytest.fixture
+def failing_vcam_backend() -> Iterator[str]:
+    """A pyvirtualcam backend that fails exactly as v4l2loopback does when the module is not loaded."""
+
+    class MissingDriver:
+        def __init__(self, **kwargs: Any) -> None:
+            raise RuntimeError(
+                "No v4l2 loopback device found at /dev/video[0-99]. Did you run 'modprobe v4l2loopback'? "
+                "See also pyvirtualcam's documentation."
+            )
+
+    name = "facecast-test-missing-driver"
+    pyvirtualcam.register_backend(name, MissingDriver)
+    try:
+        yield name
+    finally:
+        pyvirtualcam.camera.BACKENDS.pop(name, None)

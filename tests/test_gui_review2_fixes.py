@@ -6,13 +6,9 @@ layout that broke at the window's minimum size, and an unexplained 'auto' provid
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
-import pytest
-import pyvirtualcam
 from PyQt6.QtCore import QObject, Qt, pyqtSignal
 from PyQt6.QtWidgets import QComboBox, QLabel, QScrollArea
 from pytestqt.qtbot import QtBot
@@ -48,22 +44,6 @@ def shown_note(window: MainWindow) -> str:
 
 def models_banners(window: MainWindow) -> list[str]:
     return [t for t in window.messages.texts() if t.startswith(MODELS_BANNER)]
-
-
-@pytest.fixture
-def missing_vcam_driver() -> Iterator[str]:
-    """A pyvirtualcam backend that fails as v4l2loopback does without its kernel module."""
-
-    class MissingDriver:
-        def __init__(self, **kwargs: Any) -> None:
-            raise RuntimeError("No v4l2 loopback device found at /dev/video[0-99].")
-
-    name = "facecast-test-no-driver-review2"
-    pyvirtualcam.register_backend(name, MissingDriver)
-    try:
-        yield name
-    finally:
-        pyvirtualcam.camera.BACKENDS.pop(name, None)
 
 
 # ---- 1: the run note against the live numbers --------------------------------------------------------
@@ -200,10 +180,10 @@ def test_an_absolute_command_keeps_quotes_and_absolute_paths(tmp_path: Path) -> 
 
 
 def test_a_new_runs_virtual_camera_warning_replaces_the_last_ones(
-    qtbot: QtBot, tmp_path: Path, models_dir: Path, missing_vcam_driver: str
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, failing_vcam_backend: str
 ) -> None:
     """It read '(×3)', '(×4)', '(×5)' after more Starts, as if it failed again and again in one run."""
-    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=True), missing_vcam_driver)
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=True), failing_vcam_backend)
     for _ in range(3):
         window.toggle_running()
         wait_state(qtbot, window, RunState.RUNNING)

@@ -10,16 +10,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before Qt is imported: 
 
 import gc
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import av
 import numpy as np
 import pytest
-import pyvirtualcam
-import pyvirtualcam.camera
 from PyQt6.QtCore import QObject, Qt, QTimer
 from PyQt6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
@@ -82,25 +78,6 @@ class Heartbeat(QObject):
         self.max_gap_ms = max(self.max_gap_ms, (now - self._last) * 1000.0)
         self._last = now
         self.ticks += 1
-
-
-@pytest.fixture
-def failing_vcam_backend() -> Iterator[str]:
-    """A pyvirtualcam backend that fails exactly as v4l2loopback does when the module is not loaded."""
-
-    class MissingDriver:
-        def __init__(self, **kwargs: Any) -> None:
-            raise RuntimeError(
-                "No v4l2 loopback device found at /dev/video[0-99]. Did you run 'modprobe v4l2loopback'? "
-                "See also pyvirtualcam's documentation."
-            )
-
-    name = "facecast-test-missing-driver"
-    pyvirtualcam.register_backend(name, MissingDriver)
-    try:
-        yield name
-    finally:
-        pyvirtualcam.camera.BACKENDS.pop(name, None)
 
 
 # ---- tests ----------------------------------------------------------------------------------------------
