@@ -208,6 +208,15 @@ def unsharp_mask(
     return dst
 
 
+def cross_fade(old: ImageBGR, new: ImageBGR, mix: float, out: ImageBGR) -> ImageBGR:
+    """`mix` of the way from crop `old` to crop `new` (a face changing identity fades from one swap
+    to the other instead of popping; a pixel blend moves evenly, where the model's own response
+    to a blended identity did not: a quarter of the way moved the face by 1 % on the double)."""
+    w = min(max(float(mix), 0.0), 1.0)
+    cv2.addWeighted(old, 1.0 - w, new, w, 0.0, dst=out)
+    return out
+
+
 class _Scratch:
     """Grow-only flat buffers handed out as contiguous arrays of any shape (per-frame ROIs vary)."""
 

@@ -60,10 +60,10 @@ from models.iobinding import BoundSession, TensorView
 from models.session import SessionFactory
 from models.types import ImageBGR
 from models.yuv import BT601_LIMITED
-from realtime.compositor import Compositor, MaskArray, compose_affine, paste_region
+from realtime.compositor import Compositor, MaskArray, compose_affine, cross_fade, paste_region
 from realtime.gpu_bench import Copies
 from realtime.masks import FaceMask
-from realtime.stage_api import SwapTarget
+from realtime.stage_api import SwapTarget, check_identity
 
 _THETA_BYTES = 2 * 3 * 4  # one float32 2x3 matrix
 log = logging.getLogger(__name__)
@@ -222,15 +222,19 @@ class DeviceFacePath:
             _add_ms(timings, "nv12", t0)
         keys: list[Hashable] = []
         for target in targets:
-            if not 0 <= target.identity < len(self._latents):
-                raise ValueError(
-                    f"swap target asks for identity {target.identity}; this run has {len(self._latents)}"
-                )
+            latent = self._latents[check_identity(target, len(self._latents))]
             t0 = time.perf_counter()
             m = estimate_norm(target.kps, size)
             crop = self.ops.crop_for_inswapper(frame, m, fp16=self._fp16)
             copies.add_params(1, _THETA_BYTES)
-            (swapped,) = self.swapper.run({TARGET_NAME: crop, SOURCE_NAME: self._latents[target.identity]})
+            before: ImageBGR | None = None
+            if target.morphing:
+                # A face changing identity: the old identity's swap comes to the host (the bound
+                # output is reused by the next run) and the two are cross-faded there.
+                previous = self._latents[check_identity(target, len(self._latents), target.previous_identity)]
+                (old_swap,) = self.swapper.run({TARGET_NAME: crop, SOURCE_NAME: previous})
+                before = self._fetch(old_swap, signed=False, copies=copies)
+            (swapped,) = self.swapper.run({TARGET_NAME: crop, SOURCE_NAME: latent})
             _add_ms(timings, "swap", t0)
             t0 = time.perf_counter()
             mask = compositor.crop_mask(size, m)
@@ -239,8 +243,10 @@ class DeviceFacePath:
             if face is not None:
                 mask = face.alpha
             edit = finish.swapped if finish is not None else None
-            if edit is not None or self._fp16_out:
+            if edit is not None or self._fp16_out or before is not None:
                 crop_bgr = self._fetch(swapped, signed=False, copies=copies)
+                if before is not None:
+                    cross_fade(before, crop_bgr, target.mix, crop_bgr)
                 if edit is not None and face is not None:
                     edit(target, m, face, crop_bgr)
                 paste_input = self._send(crop_bgr, signed=False, copies=copies)

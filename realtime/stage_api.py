@@ -16,12 +16,28 @@ class SwapTarget:
 
     identity: index into the run's source identities (FaceSwapStages.identities): 0 is the
     `--source` person, k >= 1 the k-th `--map REF=SOURCE` entry.
+    previous_identity, mix: a face changing identity (mapped mode) morphs from `previous_identity`
+    to `identity` over a few frames; `mix` is the new identity's share (1: the change is done).
     """
 
     kps: FloatArray
     weight: float  # 0..1; below 1 while fading in or out
     track_id: int = -1
     identity: int = 0
+    previous_identity: int | None = None
+    mix: float = 1.0
+
+    @property
+    def morphing(self) -> bool:
+        return self.previous_identity is not None and self.mix < 1.0
+
+
+def check_identity(target: SwapTarget, count: int, identity: int | None = None) -> int:
+    """`identity` (default: the target's) if the run has it, else a ValueError naming it."""
+    k = target.identity if identity is None else identity
+    if not 0 <= k < count:
+        raise ValueError(f"swap target asks for identity {k}; this run has {count}")
+    return k
 
 
 @dataclass(slots=True)

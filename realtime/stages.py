@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
@@ -35,6 +35,7 @@ from realtime.compositor import (
     MaskArray,
     MaskSettings,
     colour_transfer,
+    cross_fade,
     paste_region,
     unsharp_mask,
 )
@@ -44,7 +45,7 @@ from realtime.face_models import AnalysisModels, FaceDetector, QualityModels, em
 from realtime.masks import FaceMask, FaceMasks
 from realtime.settings import MasksSettings, Settings, SettingsError
 from realtime.source_face import SourceIdentity
-from realtime.stage_api import FramePlan, SwapTarget
+from realtime.stage_api import FramePlan, SwapTarget, check_identity
 from realtime.targets import IdentityMapSelector, TargetSelector
 from realtime.tracker import FaceTracker, TrackedFace
 
@@ -83,9 +84,9 @@ class FaceAnalyser:
         self._tracker = self._new_tracker(settings)
         self._selector = self._new_selector(settings)
         self._embeddings: dict[int, npt.NDArray[np.float32]] = {}
-        # Selection weight (0..1) and identity of each track chosen now or fading out after it was
-        # chosen: a change of target fades over tracker.fade_frames instead of popping.
-        self._selection: dict[int, tuple[float, int]] = {}
+        # Selection weight and identity of each track chosen now or fading out after it was chosen:
+        # a change of target fades over tracker.fade_frames instead of popping.
+        self._selection: dict[int, _Chosen] = {}
         self._timings: dict[str, float] = {}
         self._current_image: ImageBGR = np.zeros((1, 1, 3), dtype=np.uint8)
 
@@ -181,13 +182,22 @@ class FaceAnalyser:
         plan.faces = len(faces)
         fade = settings.tracker.fade_frames
         planned: set[int] = set()
-        for face, identity, selected in self._fade_selection(chosen, faces, fade, fresh=cut):
+        for face, selected in self._fade_selection(chosen, faces, fade, fresh=cut):
             planned.add(face.track_id)
-            weight = face.swap_weight * selected
+            weight = face.swap_weight * selected.weight
             # Landmarks no similarity can align pass through (the worker would skip them): counted
             # as passed through, not as swapped.
             if weight > 0.0 and plausible_landmarks(face.kps):
-                plan.targets.append(SwapTarget(face.kps, weight, face.track_id, identity))
+                plan.targets.append(
+                    SwapTarget(
+                        face.kps,
+                        weight,
+                        face.track_id,
+                        selected.identity,
+                        previous_identity=selected.previous,
+                        mix=selected.mix,
+                    )
+                )
             else:
                 plan.passthrough += 1
         # Faces the tracker itself passes through (below the detector threshold, tracking not
@@ -206,35 +216,65 @@ class FaceAnalyser:
         fade_frames: int,
         *,
         fresh: bool = False,
-    ) -> list[tuple[TrackedFace, int, float]]:
+    ) -> list[tuple[TrackedFace, _Chosen]]:
         """The chosen faces with their selection weight, ramping up, plus the faces chosen before
         and no longer, ramping down while still in view (the reference face turned out to be
-        someone else, the locked target handed over to another). `fresh`: a scene cut, where a
+        someone else, the locked target handed over to another). A face given another identity
+        (mapped mode) morphs into it over the same number of frames. `fresh`: a scene cut, where a
         choice takes effect at once."""
         step = 1.0 if fade_frames <= 0 else 1.0 / fade_frames
         present = {face.track_id: face for face in faces}
         picked = {face.track_id: (face, identity) for face, identity in chosen}
-        out: list[tuple[TrackedFace, int, float]] = []
-        state: dict[int, tuple[float, int]] = {}
+        out: list[tuple[TrackedFace, _Chosen]] = []
+        state: dict[int, _Chosen] = {}
         for track_id, (face, identity) in picked.items():
             before = self._selection.get(track_id)
-            # A face chosen since its track began needs no second fade-in: the tracker fades it in.
-            weight = (
-                1.0
-                if before is None and (fresh or face.swap_weight < 1.0)
-                else min(1.0, (before or (0.0, 0))[0] + step)
-            )
-            state[track_id] = (weight, identity)
-            out.append((face, identity, weight))
-        for track_id, (weight, identity) in self._selection.items():
+            if before is None:
+                # A face chosen since its track began needs no second fade-in: the tracker fades it in.
+                weight = 1.0 if fresh or face.swap_weight < 1.0 else step
+                now = _Chosen(weight, identity)
+            else:
+                now = before.step_to(identity, step)
+            state[track_id] = now
+            out.append((face, now))
+        for track_id, before in self._selection.items():
             if track_id in picked or track_id not in present:
                 continue
-            weight -= step
-            if weight > 0.0:
-                state[track_id] = (weight, identity)
-                out.append((present[track_id], identity, weight))
+            leaving = before.fade_out(step)
+            if leaving.weight > 0.0:
+                state[track_id] = leaving
+                out.append((present[track_id], leaving))
         self._selection = state
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """A chosen face's selection weight (0..1) and identity; `previous`/`mix` while it morphs
+    from another identity (`mix`: the new identity's share)."""
+
+    weight: float
+    identity: int
+    previous: int | None = None
+    mix: float = 1.0
+
+    def step_to(self, identity: int, step: float) -> _Chosen:
+        weight = min(1.0, self.weight + step)
+        if identity != self.identity:
+            if self.previous is not None and identity == self.previous:
+                # Changed back mid-morph: the morph runs backwards from where it is.
+                mix = min(1.0, 1.0 - self.mix + step)
+                return _Chosen(weight, identity, None if mix >= 1.0 else self.identity, mix)
+            # A new morph starts from whichever identity shows most now.
+            shown = self.identity if self.previous is None or self.mix >= 0.5 else self.previous
+            return _Chosen(weight, identity, None if step >= 1.0 else shown, min(1.0, step))
+        if self.previous is None:
+            return _Chosen(weight, identity)
+        mix = min(1.0, self.mix + step)
+        return _Chosen(weight, identity, None if mix >= 1.0 else self.previous, mix)
+
+    def fade_out(self, step: float) -> _Chosen:
+        return _Chosen(self.weight - step, self.identity, self.previous, self.mix)
 
 
 class FaceSwapWorker:
@@ -273,6 +313,7 @@ class FaceSwapWorker:
         self._size = size
         self._crop = np.zeros((size, size, 3), dtype=np.uint8)  # reused every face
         self._swapped = np.zeros((size, size, 3), dtype=np.uint8)
+        self._swapped_before = np.zeros((size, size, 3), dtype=np.uint8)  # a face changing identity
         self._blurred: dict[int, ImageBGR] = {}  # sharpening scratch, per crop size
         self._mask_settings = _mask_settings(settings)
         self._compositor = Compositor(self._mask_settings)
@@ -337,6 +378,14 @@ class FaceSwapWorker:
             m = estimate_norm(target.kps, self._size)
             warp_paste_crop(image, m, self._size, out=self._crop)
             swapped = self._swapper.swap(self._crop, self._latent(target), out=self._swapped)
+            if target.morphing:
+                before = self._latent(target, target.previous_identity)
+                cross_fade(
+                    self._swapper.swap(self._crop, before, out=self._swapped_before),
+                    swapped,
+                    target.mix,
+                    swapped,
+                )
             timings["swap"] += _ms(t0)
 
             face = self._masks.build(
@@ -473,12 +522,8 @@ class FaceSwapWorker:
         unsharp_mask(crop, amount, out=crop, blurred=self._blur_buffer(crop))
         _add_ms(timings, "sharpen", t0)
 
-    def _latent(self, target: SwapTarget) -> npt.NDArray[np.float32]:
-        if not 0 <= target.identity < len(self._latents):
-            raise ValueError(
-                f"swap target asks for identity {target.identity}; this run has {len(self._latents)}"
-            )
-        return self._latents[target.identity]
+    def _latent(self, target: SwapTarget, identity: int | None = None) -> npt.NDArray[np.float32]:
+        return self._latents[check_identity(target, len(self._latents), identity)]
 
     def _blur_buffer(self, crop: ImageBGR) -> ImageBGR:
         size = int(crop.shape[0])

@@ -562,3 +562,15 @@ def test_a_float16_swapper_s_nan_is_refused_on_the_device_path_too(tmp_path: Pat
     frame = smooth_frame(H, W, 4)
     with pytest.raises(ModelOutputError, match="NaN"):
         worker.apply(frame, FramePlan([FACES[0]]), s)
+
+
+def test_a_face_changing_identity_cross_fades_on_the_device_path_as_on_the_opencv_path(
+    swapper_file: Path,
+) -> None:
+    frame = smooth_frame(H, W, 7)
+    plan = FramePlan([SwapTarget(FACES[0].kps, 1.0, 1, 1, previous_identity=0, mix=0.4)])
+    cv, dev, _, worker = both_paths(swapper_file, plan, Settings(), frame)
+    assert np.abs(dev.astype(np.int16) - cv).max() <= PASTE_TOL
+    old = both_paths(swapper_file, FramePlan([replace(FACES[0], identity=0)]), Settings(), frame)[0]
+    assert np.abs(dev.astype(np.int16) - old).max() > 3 * PASTE_TOL  # not the old identity's swap
+    assert worker.device_path is not None and worker.device_path.last_copies.crop_downloads == 2

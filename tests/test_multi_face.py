@@ -309,6 +309,91 @@ def test_the_worker_gives_each_face_its_own_identity(doubles: Path, crossing: Cr
         FaceSwapWorker(swapper, people, s).apply(frame.copy(), FramePlan([SwapTarget(kps[0], 1.0, 1, 3)]), s)
 
 
+def test_a_face_changing_identity_cross_fades_from_one_swap_to_the_other(
+    doubles: Path, crossing: CrossingClip
+) -> None:
+    """A face given another identity (mapped mode) fades from the old swap to the new one instead
+    of popping: each step moves it an even share of the way."""
+    swapper = InSwapper.from_file(doubles / "inswapper_128.onnx", FACTORY)
+    frame = crossing.frames[0]
+    kps = crossing.tracks[0].kps[0]
+    s = Settings()
+    worker = FaceSwapWorker(swapper, [identity(1), identity(2), identity(3)], s)
+
+    def swapped(target: SwapTarget) -> npt.NDArray[np.int16]:
+        out = frame.copy()
+        worker.apply(out, FramePlan([target]), s)
+        return out.astype(np.int16)
+
+    old, new = swapped(SwapTarget(kps, 1.0, 1, 1)), swapped(SwapTarget(kps, 1.0, 1, 2))
+    region = (old != new).any(axis=2)
+    assert region.sum() > 1000
+    full = float(np.abs(new - old)[region].mean())
+    for mix in (0.25, 0.5, 0.75):
+        fading = swapped(SwapTarget(kps, 1.0, 1, 2, previous_identity=1, mix=mix))
+        assert float(np.abs(fading - old)[region].mean()) == pytest.approx(mix * full, abs=0.05 * full)
+    done = swapped(SwapTarget(kps, 1.0, 1, 2, previous_identity=1, mix=1.0))
+    np.testing.assert_array_equal(done, new)
+    with pytest.raises(ValueError, match="identity 5"):
+        swapped(SwapTarget(kps, 1.0, 1, 2, previous_identity=5, mix=0.5))
+
+
+class SwitchableRecognizer:
+    """A recogniser double: every face looks like `who` (switched mid-run by the test)."""
+
+    def __init__(self, who: F32) -> None:
+        self.who = who
+
+    def embed(self, image: np.ndarray, kps: np.ndarray) -> F32:
+        return self.who.copy()
+
+
+def test_a_face_judged_another_mapped_person_morphs_into_their_identity() -> None:
+    x, y = np.eye(2, 8, dtype=np.float32)
+    recognizer = SwitchableRecognizer(x)
+    models = AnalysisModels(MTCNN(min_face_size=40), recognizer, "mtcnn")  # type: ignore[arg-type]
+    s = mapped_settings(**{"detector.interval": 1, "tracker.fade_frames": 4})
+    analyser = FaceAnalyser(models, s, mapped_references=[x, y])
+    frame = astronaut_bgr()
+    clock = iter(range(1000))
+
+    def target() -> SwapTarget:
+        (only,) = analyser.analyse(frame, next(clock) / 30.0, s).targets
+        return only
+
+    for _ in range(6):
+        first = target()
+    assert (first.identity, first.previous_identity, first.weight) == (1, None, 1.0)
+    # The face is lost for a frame and found again, now looking like the second reference (the
+    # association put someone else on the track): after a second look it becomes identity 2.
+    analyser.analyse(np.full_like(frame, 90), next(clock) / 30.0, s)
+    recognizer.who = y
+    steps = []
+    for _ in range(3 * RECHECK_FRAMES):
+        t = target()
+        assert t.weight > 0.0  # the face stays swapped throughout, never dropped to the original
+        if t.identity == 2:
+            steps.append((t.previous_identity, round(t.mix, 2)))
+            if t.previous_identity is None:
+                break
+    assert steps == [(1, 0.25), (1, 0.5), (1, 0.75), (None, 1.0)]
+
+
+def test_fade_frames_zero_switches_identity_at_once() -> None:
+    x, y = np.eye(2, 8, dtype=np.float32)
+    recognizer = SwitchableRecognizer(x)
+    models = AnalysisModels(MTCNN(min_face_size=40), recognizer, "mtcnn")  # type: ignore[arg-type]
+    s = mapped_settings(**{"detector.interval": 1, "tracker.fade_frames": 0})
+    analyser = FaceAnalyser(models, s, mapped_references=[x, y])
+    frame = astronaut_bgr()
+    plans = [analyser.analyse(frame, i / 30.0, s) for i in range(3)]
+    analyser.analyse(np.full_like(frame, 90), 3 / 30.0, s)
+    recognizer.who = y
+    plans += [analyser.analyse(frame, (i + 4) / 30.0, s) for i in range(3 * RECHECK_FRAMES)]
+    seen = [(t.identity, t.previous_identity) for p in plans for t in p.targets]
+    assert (2, None) in seen and all(prev is None for _, prev in seen)
+
+
 # ---------------------------------------------------------------------------------- CLI
 
 
