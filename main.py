@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--vcam-backend",
         default=None,
         metavar="NAME",
-        help="virtual camera driver to use: obs or unitycapture (Windows), v4l2loopback (Linux); "
+        help="virtual camera driver to use: obs (Windows, macOS), unitycapture (Windows), "
+        "v4l2loopback (Linux); "
         "default: the first one installed",
     )
     run.add_argument(
@@ -213,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("path", "print the models folder"),
     ):
         _add_model_args(msub.add_parser(name, help=text))
-    dl = msub.add_parser("download", help="download NAME (or 'default') with SHA-256 verification")
+    dl = msub.add_parser(
+        "download", help="download NAME (or 'default'), verifying its SHA-256 where one is published"
+    )
     dl.add_argument("names", nargs="+", metavar="NAME")
     dl.add_argument("--yes", action="store_true", help="accept the model licences without asking")
     _add_model_args(dl)
@@ -234,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPU self-check: stand-in models at 720p/1080p on CUDA and TensorRT fp16 (< 5 minutes)",
     )
 
-    bench = sub.add_parser("bench", help="benchmark the engine against the naive loop")
+    bench = sub.add_parser(
+        "bench", help="benchmark the engine against the naive and Deep-Live-Cam-style loops"
+    )
     bench.add_argument("--json", action="store_true", help="print the results as JSON")
     bench.add_argument("--frames", type=_count, default=150, help="frames per loop (default: 150)")
     bench.add_argument("--width", type=_size, default=1280, help="clip width in pixels (default: 1280)")

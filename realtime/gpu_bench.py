@@ -24,9 +24,10 @@ Budget: the whole check stays under `budget_s` (default 280 s), TensorRT engine 
 frame counts are small, and a configuration that no longer fits is skipped with that reason (built
 engines are cached, so a second run reaches the rest).
 
-Without a CUDA provider it prints "no CUDA provider: <reason>" and returns 0 (a missing GPU is a
-warning in the doctor, not a failure). `allow_cpu=True` runs the same code path on the CPU provider
-with the device graphs forced on (tests; the lead's CI), with whatever models it is given.
+Without a CUDA provider it prints "no CUDA provider: <reason>" and returns 1: nothing was measured,
+which must not read as a pass (the doctor lists a missing GPU as information, not as a failure).
+`allow_cpu=True` runs the same code path on the CPU provider with the device graphs forced on
+(tests; the lead's CI), with whatever models it is given.
 """
 
 from __future__ import annotations

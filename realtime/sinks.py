@@ -14,9 +14,10 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import av
@@ -160,6 +161,12 @@ def virtual_camera_fix(platform: str = sys.platform, error_text: str = "", loopb
     return f"No virtual camera driver is supported on this system ({platform})."
 
 
+# pyvirtualcam's backends and the systems they exist on (a name from another OS is not "unknown").
+_BACKENDS_BY_OS: Mapping[str, str] = MappingProxyType(
+    {"obs": "Windows and macOS", "unitycapture": "Windows", "v4l2loopback": "Linux"}
+)
+
+
 class VirtualCameraSink:
     """Sends letterboxed BGR frames to a pyvirtualcam device at a size and rate fixed at open()."""
 
@@ -228,8 +235,12 @@ class VirtualCameraSink:
             return
         installed = sorted(pyvirtualcam.camera.BACKENDS)
         if self._backend not in installed:
+            known = self._backend in _BACKENDS_BY_OS
             raise SinkError(
-                f"Unknown virtual camera backend '{self._backend}'.",
+                f"The virtual camera backend '{self._backend}' is not available on this system"
+                f" (it is for {_BACKENDS_BY_OS[self._backend]})."
+                if known
+                else f"Unknown virtual camera backend '{self._backend}'.",
                 hint=f"Installed backends: {', '.join(installed) or 'none'}; or leave it unset to try each.",
             )
 

@@ -882,7 +882,7 @@ def open_source(
         return ImageSource(path, repeat=bool(realtime) or loop, fps=fps or DEFAULT_FPS)
     if not path.exists():
         raise SourceError(
-            f"Input not found: {spec}", hint="Give a camera index (e.g. 0), a video file or an image file."
+            f"Input not found: {spec}.", hint="Give a camera index (e.g. 0), a video file or an image file."
         )
     return VideoFileSource(path, realtime=bool(realtime), loop=loop)
 
@@ -908,7 +908,7 @@ def refuse_stream_url(spec: str) -> None:
     reported as a missing file, with one '/' lost on the way."""
     if _URL.match(spec.strip()):
         raise SourceError(
-            f"Network streams are not read by the CPU decoder: {spec.strip()}",
+            f"Network streams are not read by the CPU decoder: {spec.strip()}.",
             hint="Streams need NVDEC (an NVIDIA GPU that runs the models: --provider auto or cuda). "
             "Otherwise give a camera, a video "
             "file or an image; OBS can turn a stream into a virtual camera that FaceCast opens.",

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from models.align import ARCFACE_TEMPLATE_112, arcface_template, estimate_norm, similarity_transform
+from models.catalogue import CATALOGUE
 from models.enhancers import GPEN256, FaceRestorer, ffhq_template, load_restorer
 from models.errors import ModelError, ModelMissingError
 from models.inswapper import InSwapper
@@ -131,6 +132,22 @@ def test_check_models_present_includes_the_quality_models(tmp_path: Path) -> Non
         check_models_present(paths, load_preset("quality"))
     with pytest.raises(ModelError, match=r"xseg_1"):
         check_models_present(paths, settings(masks__occlusion=True))
+
+
+def test_the_default_download_is_enough_for_every_preset_but_quality(tmp_path: Path) -> None:
+    """README says `models download default` and then offers the presets: ultra-low-latency asked
+    for the fp16 swapper, a separate download, and stopped with 'model file is missing'."""
+    write_all(tmp_path)
+    default_files = {f.name for e in CATALOGUE if e.default for f in e.files}
+    for path in tmp_path.glob("*.onnx"):
+        if path.name not in default_files:
+            path.unlink()
+    paths = ModelPaths(ModelStore(tmp_path, allow_unverified=True))
+    for preset in available_presets():
+        if preset != "quality":
+            check_models_present(paths, load_preset(preset))
+    with pytest.raises(ModelError, match=r"GPEN-BFR-256"):  # README names this download
+        check_models_present(paths, load_preset("quality"))
 
 
 def test_a_damaged_model_does_not_hide_the_missing_ones(tmp_path: Path) -> None:

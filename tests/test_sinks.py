@@ -14,6 +14,7 @@ import av
 import cv2
 import numpy as np
 import pytest
+import pyvirtualcam.camera
 
 from models.errors import SinkError, VirtualCameraUnavailableError
 from realtime import sinks
@@ -164,6 +165,15 @@ def test_vcam_error_text_picks_the_matching_fix() -> None:
 def test_unknown_vcam_backend_is_a_sink_error() -> None:
     with pytest.raises(SinkError, match="Unknown virtual camera backend 'nope'"):
         VirtualCameraSink(backend="nope").open(64, 48, 30.0)
+
+
+def test_a_backend_of_another_system_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pyvirtualcam.camera, "BACKENDS", {"v4l2loopback": object()})
+    with pytest.raises(
+        SinkError, match=r"'unitycapture' is not available on this system \(it is for Windows\)"
+    ) as err:
+        VirtualCameraSink(backend="unitycapture").open(64, 48, 30.0)
+    assert "Installed backends: v4l2loopback" in err.value.user_message()
 
 
 @pytest.mark.parametrize(

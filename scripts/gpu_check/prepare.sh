@@ -12,7 +12,7 @@ rm -rf .gpu_carry && mkdir -p .gpu_carry/wheels
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d .gpu_carry/wheels \
-  "onnxruntime-gpu==1.31.1" "av==19.0.2" "platformdirs"
+  "onnxruntime-gpu==1.31.1" "av==18.1.0" "platformdirs"
 # 50 MiB pieces, packed into parts of at most 52 MiB: room for the working tree (~2 MB) under the
 # 64 MiB carry limit.
 for whl in .gpu_carry/wheels/*.whl; do
