@@ -259,22 +259,29 @@ class _Chosen:
     mix: float = 1.0
 
     def step_to(self, identity: int, step: float) -> _Chosen:
-        weight = min(1.0, self.weight + step)
+        weight = _settled(self.weight + step)
         if identity != self.identity:
             if self.previous is not None and identity == self.previous:
                 # Changed back mid-morph: the morph runs backwards from where it is.
-                mix = min(1.0, 1.0 - self.mix + step)
-                return _Chosen(weight, identity, None if mix >= 1.0 else self.identity, mix)
+                mix = _settled(1.0 - self.mix + step)
+                return _Chosen(weight, identity, None if mix == 1.0 else self.identity, mix)
             # A new morph starts from whichever identity shows most now.
             shown = self.identity if self.previous is None or self.mix >= 0.5 else self.previous
-            return _Chosen(weight, identity, None if step >= 1.0 else shown, min(1.0, step))
+            mix = _settled(step)
+            return _Chosen(weight, identity, None if mix == 1.0 else shown, mix)
         if self.previous is None:
             return _Chosen(weight, identity)
-        mix = min(1.0, self.mix + step)
-        return _Chosen(weight, identity, None if mix >= 1.0 else self.previous, mix)
+        mix = _settled(self.mix + step)
+        return _Chosen(weight, identity, None if mix == 1.0 else self.previous, mix)
 
     def fade_out(self, step: float) -> _Chosen:
         return _Chosen(self.weight - step, self.identity, self.previous, self.mix)
+
+
+def _settled(share: float) -> float:
+    """A share that a running sum of 1/fade_frames brought to 1 (0.9999999999999999 for 6, 7, 10
+    ... frames: the fade took a frame more, swapping twice for nothing), capped at 1."""
+    return 1.0 if share >= 1.0 - 1e-9 else share
 
 
 class FaceSwapWorker:

@@ -28,7 +28,7 @@ from realtime.face_models import AnalysisModels
 from realtime.settings import Settings, SettingsError
 from realtime.source_face import SourceIdentity
 from realtime.stage_api import FramePlan, SwapTarget
-from realtime.stages import FaceAnalyser, FaceSwapWorker
+from realtime.stages import FaceAnalyser, FaceSwapWorker, _Chosen
 from realtime.targets import RECHECK_FRAMES, IdentityMapSelector
 from realtime.tracker import TrackedFace
 from tests.doubles import write_all
@@ -336,6 +336,42 @@ def test_a_face_changing_identity_cross_fades_from_one_swap_to_the_other(
     np.testing.assert_array_equal(done, new)
     with pytest.raises(ValueError, match="identity 5"):
         swapped(SwapTarget(kps, 1.0, 1, 2, previous_identity=5, mix=0.5))
+
+
+def shares(c: _Chosen) -> dict[int, float]:
+    """How much of each identity shows on a chosen face."""
+    return {c.identity: 1.0} if c.previous is None else {c.previous: 1.0 - c.mix, c.identity: c.mix}
+
+
+def test_changing_back_mid_fade_runs_the_fade_backwards_from_where_it_is() -> None:
+    c = _Chosen(1.0, 1).step_to(2, 0.25).step_to(2, 0.25).step_to(2, 0.25)  # 75 % of the way to 2
+    back = c.step_to(1, 0.25)
+    assert (back.identity, back.previous) == (1, 2)
+    assert shares(back)[1] == pytest.approx(0.5)  # one step back toward 1 (it showed 25 %), no jump
+    assert back.step_to(1, 0.25).step_to(1, 0.25) == _Chosen(1.0, 1)
+    assert _Chosen(1.0, 1).step_to(2, 0.25).step_to(1, 0.25) == _Chosen(1.0, 1)  # one step in, one back
+
+
+def test_a_third_identity_mid_fade_starts_from_the_identity_that_shows_most() -> None:
+    early = _Chosen(1.0, 1).step_to(2, 0.25)  # 75 % of 1 shows
+    late = early.step_to(2, 0.25).step_to(2, 0.25)  # 75 % of 2 shows
+    assert (early.step_to(3, 0.25).previous, late.step_to(3, 0.25).previous) == (1, 2)
+
+
+def test_a_face_fading_out_mid_cross_fade_keeps_its_mix_and_resumes_it() -> None:
+    c = _Chosen(1.0, 1).step_to(2, 0.25).fade_out(0.25)
+    assert (c.weight, c.previous, c.mix) == (0.75, 1, 0.25)
+    assert c.step_to(2, 0.25).mix == 0.5
+
+
+@pytest.mark.parametrize("frames", range(1, 61))
+def test_a_cross_fade_takes_exactly_fade_frames(frames: int) -> None:
+    c, n = _Chosen(1.0, 1), 0
+    while True:
+        c, n = c.step_to(2, 1.0 / frames), n + 1
+        if c.previous is None:
+            break
+    assert n == frames
 
 
 class SwitchableRecognizer:
