@@ -417,3 +417,53 @@ def test_a_lost_face_is_dropped_even_with_min_quality_zero() -> None:
         det.frame = i
         faces = tracker.update(frame, i / FPS)
     assert faces == []
+
+
+def test_after_a_cut_to_an_empty_shot_the_search_ends_and_the_interval_resumes() -> None:
+    """After a cut the detector runs on every frame for a few frames only: a countdown that never
+    ended ran it on every empty frame for the rest of the run (the frame rate of a CPU collapsed
+    whenever nobody was in the picture)."""
+    det = Scripted()
+    tracker = FaceTracker(det, TrackerSettings(), interval=3)
+    before, d = render(2, (200, 240))
+    after, _ = render(4, (420, 240), 0.8)
+    for i in range(8):
+        det.script[i] = [d]
+    runs_at_cut = 0
+    for i in range(30):
+        det.frame = i
+        tracker.update(before if i < 8 else after, i / FPS)  # the new shot has no face found
+        if i == 8:
+            assert tracker.cuts == 1
+            runs_at_cut = tracker.detections_run
+    # Searched on the cut's next `interval` frames, then on the schedule: one run per 3 frames.
+    assert tracker.detections_run - runs_at_cut <= 3 + (30 - 9 - 3) // 3 + 1
+
+
+def test_a_face_below_the_threshold_found_on_a_cut_is_not_swapped() -> None:
+    """A cut starts tracks at full weight, but not for a detection the threshold turns down: a
+    swap flashed onto a poster and faded out."""
+    det = Scripted()
+    s = Settings()
+    analyser = FaceAnalyser(AnalysisModels(det, SameEmbedding(), "scripted"), s)  # type: ignore[arg-type]
+    for i in range(14):
+        frame, d = render(2, (200, 240)) if i < 10 else render(4, (540, 240), 0.6)
+        det.script[i] = [d if i < 10 else Detection(d.box, d.kps, 0.3)]
+        det.frame = i
+        plan = analyser.analyse(frame, i / FPS, s)
+        if i >= 10:
+            assert plan.targets == [], f"frame {i}: {plan.targets}"
+    assert analyser._tracker.cuts == 1
+
+
+def test_a_lens_cap_dark_noisy_frame_is_not_a_cut() -> None:
+    """A covered lens (dark, sensor noise only) is no new shot: the tracks wait for the face."""
+    det = Scripted()
+    tracker = FaceTracker(det, TrackerSettings(), interval=1)
+    frame, d = render(2, (320, 240))
+    cap = np.clip(np.random.default_rng(0).normal(10, 3, frame.shape), 0, 255).astype(np.uint8)
+    for i in range(12):
+        det.frame = i
+        det.script[i] = [] if i == 6 else [d]
+        tracker.update(cap if i == 6 else frame, i / FPS)
+    assert tracker.cuts == 0

@@ -53,21 +53,32 @@ def test_the_feather_fades_out_inside_the_crop_at_any_setting(erode: float, blur
 
 
 def test_colour_match_does_not_amplify_a_dark_frame_s_noise() -> None:
-    """The unbounded gain multiplied the face's colour detail 3-7x in a dark, noisy frame."""
-    rng = np.random.default_rng(0)
-    yy, xx = np.mgrid[0:128, 0:128]
-    face = np.stack(
-        [110 + 40 * np.sin(xx / 9.0), 120 + 30 * np.cos(yy / 7.0), 150 + 35 * np.sin((xx + yy) / 11.0)],
-        axis=2,
-    ).astype(np.uint8)
-    dark = (face.astype(np.float32) * 0.2 + rng.normal(0, 6, face.shape)).clip(0, 255).astype(np.uint8)
-    out = colour_transfer(face, dark)
+    """The unbounded gain multiplied the face's colour detail 3-7x in a dark, noisy frame: a smooth
+    swap (little colour detail) matched to a dark, noisy webcam face. (An earlier version matched
+    a strongly coloured face, whose gain was below 1: it passed with the bound removed.)"""
     import cv2
 
+    rng = np.random.default_rng(0)
+    smooth = np.full((128, 128, 3), (110, 130, 170), np.uint8)
+    smooth = cv2.add(smooth, rng.integers(0, 3, smooth.shape, dtype=np.uint8))
+    noisy = np.clip(rng.normal((60, 70, 90), 12, smooth.shape), 0, 255).astype(np.uint8)
+    out = colour_transfer(smooth, noisy)
     lab_out = cv2.cvtColor(out, cv2.COLOR_BGR2LAB).astype(np.float32)
-    lab_face = cv2.cvtColor(face, cv2.COLOR_BGR2LAB).astype(np.float32)
-    for ch in (1, 2):  # a, b: the colour detail is at most 1.5x the face's own
-        assert lab_out[..., ch].std() <= 1.5 * lab_face[..., ch].std() + 1.0
+    lab_in = cv2.cvtColor(smooth, cv2.COLOR_BGR2LAB).astype(np.float32)
+    for ch in (1, 2):  # a, b: the colour detail is at most 1.5x the swap's own
+        assert lab_out[32:96, 32:96, ch].std() <= 1.5 * lab_in[32:96, 32:96, ch].std() + 1.0
+
+
+def test_colour_match_with_no_skin_left_returns_the_crop_unchanged() -> None:
+    """A hand over the face leaves (almost) no skin to measure: the swap is pasted as it is, not
+    matched to four pixels' statistics (or to 0/0)."""
+    rng = np.random.default_rng(1)
+    crop = rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)
+    ref = rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)
+    mask = np.zeros((128, 128), np.float32)
+    mask[60:62, 60:62] = 1.0
+    np.testing.assert_array_equal(colour_transfer(crop, ref, mask), crop)
+    np.testing.assert_array_equal(colour_transfer(crop, ref, np.zeros_like(mask)), crop)
 
 
 @settings(max_examples=20)

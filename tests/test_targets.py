@@ -548,3 +548,24 @@ def test_a_copy_of_the_person_in_view_all_along_does_not_take_a_lost_lock() -> N
     sel.select([_face(1, 100, lost=1, detected=False), poster], embed)
     assert sel.locked_id == 1
     assert [f.track_id for f in sel.select([real, poster], embed)] == [1]
+
+
+def test_reference_chooses_the_closest_of_two_matching_faces() -> None:
+    """A sibling within the threshold must not win over the person themselves."""
+    me = np.array([1.0, 0.0, 0.0])
+    embed = TableEmbedder({1: [0.8, 0.6, 0.0], 2: me.tolist()})  # 1: distance 0.2, within 0.3
+    sel = TargetSelector("reference", me, 0.3)
+    picked = sel.select([_face(1, 120), _face(2, 90, x=300)], embed)
+    assert [f.track_id for f in picked] == [2]
+
+
+def test_a_face_reacquired_once_gets_one_second_look_not_one_every_recheck() -> None:
+    """ArcFace runs once more after a break, not every RECHECK_FRAMES for as long as it is tracked."""
+    me = [1.0, 0.0, 0.0]
+    embed = TableEmbedder({1: me})
+    sel = TargetSelector("reference", np.array(me), 0.3)
+    sel.select([_face(1, 100)], embed)
+    sel.select([_face(1, 100, reacquired=True)], embed)
+    for _ in range(100):
+        sel.select([_face(1, 100)], embed)
+    assert embed.calls == [1, 1]
