@@ -3,6 +3,7 @@ from another session) made Qt abort the process (exit 134) blaming a library tha
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 
@@ -36,6 +37,33 @@ def test_a_named_x_display_must_answer() -> None:
     assert problem is not None and "cannot connect to ::1:6087" in problem
     problem = display_problem({"DISPLAY": "garbage"})
     assert problem is not None and "not a display name" in problem
+
+
+def test_a_local_x_server_on_its_abstract_socket_answers() -> None:
+    """Linux X servers listen on the abstract socket "\0/tmp/.X11-unix/XN" (what Xlib tries first)."""
+    number = 5000 + os.getpid() % 1000  # not a display this machine has
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(f"\0/tmp/.X11-unix/X{number}")
+        server.listen(8)  # never accepted: room for every connect below
+        for display in (f":{number}", f":{number}.0", f"unix:{number}"):
+            assert display_problem({"DISPLAY": display}) is None, display
+
+
+def test_a_local_x_server_on_its_path_socket_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker and Flatpak bind-mount /tmp/.X11-unix: there only the path socket answers (the abstract
+    one belongs to the host's network namespace)."""
+    import realtime.display as display_module
+
+    asked: list[str] = []
+
+    def only_the_path(address: str) -> bool:
+        asked.append(address)
+        return address == "/tmp/.X11-unix/X5"
+
+    monkeypatch.setattr(display_module, "_unix_connects", only_the_path)
+    for display in (":5", "unix:5", "/tmp/.X11-unix/X5:5"):
+        assert display_problem({"DISPLAY": display}) is None, display
+    assert "\0/tmp/.X11-unix/X5" in asked  # the abstract socket was tried too
 
 
 def test_a_dead_wayland_socket_falls_back_to_x(tmp_path: object) -> None:
