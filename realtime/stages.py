@@ -198,7 +198,8 @@ class FaceAnalyser:
                         mix=selected.mix,
                     )
                 )
-            else:
+            elif weight > 0.0 or face.lost_frames == 0:
+                # (A face faded out because the detector lost it is not left alone on purpose.)
                 plan.passthrough += 1
         # Faces the tracker itself passes through (below the detector threshold, tracking not
         # trusted) count as passed through whether or not they were chosen: "largest" no longer

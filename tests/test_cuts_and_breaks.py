@@ -19,7 +19,7 @@ from models.types import Detection, ImageBGR
 from realtime.face_models import AnalysisModels
 from realtime.settings import Settings, TrackerSettings
 from realtime.stages import FaceAnalyser
-from realtime.tracker import FaceTracker
+from realtime.tracker import FaceTracker, TrackedFace
 from tests.real_faces import group_photo_bgr, group_photo_faces
 
 FPS = 30.0
@@ -467,3 +467,60 @@ def test_a_lens_cap_dark_noisy_frame_is_not_a_cut() -> None:
         det.script[i] = [] if i == 6 else [d]
         tracker.update(cap if i == 6 else frame, i / FPS)
     assert tracker.cuts == 0
+
+
+def test_a_face_whose_tracking_holds_keeps_its_track_when_the_rest_of_the_picture_changes() -> None:
+    """Someone passing close to the lens covers one of two faces and most of the picture: that is
+    no new shot while the other face is still followed (a cut dropped every track, and the face
+    tracked all along lost its id and its lock)."""
+    det = Scripted()
+    tracker = FaceTracker(det, TrackerSettings(), interval=3)
+    frame, d2 = render(2, (200, 240))
+    shift = d2.kps.astype(np.float64).mean(axis=0) - group_photo_faces()[2].kps.astype(np.float64).mean(
+        axis=0
+    )
+    face3 = group_photo_faces()[3]
+    d3 = Detection(
+        face3.box + np.tile(shift, 2).astype(np.float32), face3.kps + shift.astype(np.float32), 0.99
+    )
+    x1, y1, x2, y2 = (int(v) for v in d3.box)
+    covered = render(4, (420, 240), 0.8)[0]  # the passer-by: another picture over all but face 3
+    covered[y1 - 20 : y2 + 20, x1 - 20 : x2 + 20] = frame[y1 - 20 : y2 + 20, x1 - 20 : x2 + 20]
+
+    def id_of_face3(faces: list[TrackedFace]) -> int:
+        near = [f for f in faces if err(f.kps, d3.kps) < 10.0]
+        assert len(near) == 1, [err(f.kps, d3.kps) for f in faces]
+        return near[0].track_id
+
+    for i in range(9):
+        det.frame = i
+        det.script[i] = [d2, d3]
+        faces = tracker.update(frame, i / FPS)
+    before = id_of_face3(faces)
+    for i in range(9, 14):
+        det.frame = i
+        det.script[i] = [d3]
+        faces = tracker.update(covered, i / FPS)
+        assert id_of_face3(faces) == before, f"frame {i}"
+    assert tracker.cuts == 0
+
+
+def test_a_face_the_detector_lost_is_not_counted_as_passed_through() -> None:
+    """The passthrough count says why a face in view was left alone; a face that is only lost
+    (covered, gone from the picture) while its track waits to be found again is not one of them."""
+    det = Scripted()
+    s = Settings().with_overrides(
+        {"tracker.min_quality": 0.9, "tracker.max_missed": 20, "detector.interval": 1}
+    )
+    analyser = FaceAnalyser(AnalysisModels(det, SameEmbedding(), "scripted"), s)  # type: ignore[arg-type]
+    frame, d = render(2, (320, 240))
+    blank = np.full_like(frame, 128)  # a covered lens: no texture to follow, and no new shot
+    faded_while_lost = 0
+    for i in range(20):
+        det.frame = i
+        det.script[i] = [d] if i < 6 else []
+        plan = analyser.analyse(frame if i < 6 else blank, i / FPS, s)
+        if i >= 6:
+            assert plan.passthrough == 0, f"frame {i}"
+            faded_while_lost += plan.faces == 1 and not plan.targets
+    assert faded_while_lost > 0  # the lost face was still in the plan, faded to nothing
