@@ -163,6 +163,15 @@ def test_a_damaged_model_does_not_hide_the_missing_ones(tmp_path: Path) -> None:
     text = info.value.user_message()
     assert "inswapper_128.onnx" in text and "w600k_r50.onnx" in text and "det_10g.onnx" in text
 
+    # One missing and one damaged: both are said, not the missing one alone.
+    write_all(tmp_path)
+    (tmp_path / "inswapper_128.onnx").unlink()
+    (tmp_path / "det_10g.onnx").write_bytes(b"cut off")
+    with pytest.raises(ModelError) as info:
+        check_models_present(ModelPaths(ModelStore(tmp_path)), Settings())
+    text = info.value.user_message()
+    assert "inswapper_128.onnx" in text and "det_10g.onnx" in text
+
 
 # ------------------------------------------------------------------------ colour and sharpening
 
