@@ -59,12 +59,24 @@ def face_at(x: float, y: float) -> np.ndarray:
 
 
 def swap(
-    swapper: InSwapper, doubles: Path, kps: np.ndarray, size: tuple[int, int] = (H, W), **flat: Any
+    swapper: InSwapper,
+    doubles: Path,
+    kps: np.ndarray,
+    size: tuple[int, int] = (H, W),
+    device: bool = False,
+    **flat: Any,
 ) -> np.ndarray:
-    """A flat grey frame of `size` (h, w) with one face swapped at `kps`."""
+    """A flat grey frame of `size` (h, w) with one face swapped at `kps` (`device`: on the device
+    path, run here on the CPU provider)."""
     s = Settings().with_overrides({k.replace("__", "."): v for k, v in flat.items()})
     paths = ModelPaths(ModelStore(doubles, allow_unverified=True))
-    worker = FaceSwapWorker(swapper, identity(), s, StoreQualityModels(paths, FACTORY))
+    quality = StoreQualityModels(paths, FACTORY)
+    worker = (
+        FaceSwapWorker(swapper, identity(), s, quality, factory=FACTORY, device_graphs=True)
+        if device
+        else FaceSwapWorker(swapper, identity(), s, quality)
+    )
+    assert (worker.device_path is not None) == device
     out = np.full((*size, 3), GREY, np.uint8)
     worker.apply(out, FramePlan([SwapTarget(kps, 1.0, 7)]), s)
     return out
@@ -96,10 +108,14 @@ def test_no_dark_line_where_a_face_meets_the_frame_edge(
     assert np.abs(cut - seen).max() <= 2
 
 
-def test_colour_match_is_not_darkened_by_the_frame_edge(swapper: InSwapper, doubles: Path) -> None:
-    """The same face on the same flat frame gets the same colour at the edge as in the middle."""
-    middle = swap(swapper, doubles, face_at(W / 2, H / 2), composite__colour_match=True)
-    at_edge = swap(swapper, doubles, face_at(20.0, H / 2), composite__colour_match=True)
+@pytest.mark.parametrize("device", [False, True], ids=["opencv", "device"])
+def test_colour_match_is_not_darkened_by_the_frame_edge(
+    swapper: InSwapper, doubles: Path, device: bool
+) -> None:
+    """The same face on the same flat frame gets the same colour at the edge as in the middle (on
+    the device path too, whose colour match reads the host's copy of the frame)."""
+    middle = swap(swapper, doubles, face_at(W / 2, H / 2), device=device, composite__colour_match=True)
+    at_edge = swap(swapper, doubles, face_at(20.0, H / 2), device=device, composite__colour_match=True)
     # The face's core: 12 px around its centre in each picture.
     core_mid = middle[H // 2 - 12 : H // 2 + 12, W // 2 - 12 : W // 2 + 12].astype(np.float64)
     core_edge = at_edge[H // 2 - 12 : H // 2 + 12, 8:32].astype(np.float64)
