@@ -569,3 +569,19 @@ def test_a_face_reacquired_once_gets_one_second_look_not_one_every_recheck() -> 
     for _ in range(100):
         sel.select([_face(1, 100)], embed)
     assert embed.calls == [1, 1]
+
+
+def test_the_place_preferred_after_a_cut_is_used_once() -> None:
+    """After a cut "largest" prefers the face where the target was; once chosen, a later choice
+    (that face gone) takes the largest face again, not whatever stands at the old place. (No
+    regain window here: that waits for the target near its own last place, by design.)"""
+    sel = TargetSelector("largest", max_missed=2, regain_frames=0)
+    assert [f.track_id for f in sel.select([_face(1, 100, x=0.0), _face(2, 60, x=400.0)], _never)] == [1]
+    sel.new_shot()
+    # The new shot: a small face where the target was, a larger one elsewhere: the old place wins.
+    assert [f.track_id for f in sel.select([_face(3, 80, x=10.0), _face(4, 150, x=400.0)], _never)] == [3]
+    # Face 3 leaves for good; a small face 5 comes to the old place: the largest (4) is chosen.
+    for lost in (1, 2, 3):  # (face 4 is out of view meanwhile)
+        sel.select([_face(3, 80, x=10.0, lost=lost, detected=False)], _never)
+    picked = sel.select([_face(4, 150, x=400.0), _face(5, 70, x=10.0)], _never)
+    assert [f.track_id for f in picked] == [4]
