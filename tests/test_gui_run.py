@@ -155,7 +155,10 @@ def test_a_preset_chosen_while_running_applies_live_without_a_restart(
         assert live is not None
         assert (live.detector.interval, live.detector.size) == (6, 320)  # the preset's values
         assert live.detector.model == "mtcnn"  # the user's own choice outlives the preset change
-        assert live.swap.model == "inswapper_128_fp16"  # ... but the preset's keys are the preset's
+        assert (live.tracker.min_cutoff, live.tracker.beta) == (
+            1.5,
+            0.1,
+        )  # ... the preset's keys are the preset's
         assert live.composite.disclosure_label  # the label checkbox survives a preset change
 
     qtbot.waitUntil(applied, timeout=5_000)
