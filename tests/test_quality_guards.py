@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,3 +91,47 @@ def test_an_occluder_of_any_width_keeps_all_its_pixels(width: int) -> None:
     out = soften(mask, 5.0, out=mask)
     assert out[:, 60 : 60 + width].max() == 0.0
     assert out[:, :40].min() > 0.99  # the face away from it is kept
+
+
+def test_colour_match_measures_the_face_not_what_covers_the_middle_of_its_crop(tmp_path: Path) -> None:
+    """Colour match measures the skin (the parser's, else an ellipse between the eyes and the
+    mouth): a green hand or microphone in the crop's middle but off the skin must not tint the
+    swapped face (the central square of the crop, measured instead, shifted it by ~6 levels)."""
+    from models.inswapper import InSwapper
+    from models.session import SessionConfig, SessionFactory
+    from realtime.masks import face_core_mask
+    from realtime.settings import Settings
+    from realtime.source_face import SourceIdentity
+    from realtime.stage_api import FramePlan, SwapTarget
+    from realtime.stages import FaceSwapWorker
+    from tests.doubles import write_all
+    from tests.real_faces import astronaut_bgr, astronaut_face
+
+    write_all(tmp_path)
+    swapper = InSwapper.from_file(
+        tmp_path / "inswapper_128.onnx", SessionFactory(SessionConfig(provider="cpu"))
+    )
+    v = np.random.default_rng(5).standard_normal(512).astype(np.float32)
+    who = SourceIdentity(v / np.linalg.norm(v), ())
+    s = Settings().with_overrides({"composite.colour_match": True})
+    kps = astronaut_face().kps.astype(np.float32)
+    frame = astronaut_bgr()
+    # The frame pixels in the crop's central square but off the skin ellipse.
+    m = estimate_norm(kps, 128)
+    yy, xx = np.mgrid[0 : frame.shape[0], 0 : frame.shape[1]]
+    u = np.round(m[0, 0] * xx + m[0, 1] * yy + m[0, 2]).astype(int)
+    w = np.round(m[1, 0] * xx + m[1, 1] * yy + m[1, 2]).astype(int)
+    middle = (u >= 32) & (u < 96) & (w >= 32) & (w < 96)
+    off_skin = np.zeros_like(middle)
+    off_skin[middle] = face_core_mask(128)[w[middle], u[middle]] < 0.05
+    assert off_skin.sum() > 1000
+    covered = frame.copy()
+    covered[off_skin] = (0, 255, 0)
+
+    def swapped_core(image: np.ndarray) -> np.ndarray:
+        out = image.copy()
+        FaceSwapWorker(swapper, who, s).apply(out, FramePlan([SwapTarget(kps, 1.0, 1)]), s)
+        cx, cy = (int(c) for c in kps.mean(axis=0))
+        return out[cy - 10 : cy + 10, cx - 10 : cx + 10].astype(np.float64).mean(axis=(0, 1))
+
+    assert np.abs(swapped_core(frame) - swapped_core(covered)).max() <= 2.5
