@@ -384,49 +384,35 @@ class SwitchableRecognizer:
         return self.who.copy()
 
 
-def test_a_face_judged_another_mapped_person_morphs_into_their_identity() -> None:
+def identity_change(fade_frames: int) -> tuple[list[SwapTarget], list[SwapTarget]]:
+    """The astronaut's face, mapped mode with two references: six frames looking like the first
+    reference (identity 1), lost for a frame and found again looking like the second (the
+    association put someone else on the track). The targets before and after the change."""
     x, y = np.eye(2, 8, dtype=np.float32)
     recognizer = SwitchableRecognizer(x)
     models = AnalysisModels(MTCNN(min_face_size=40), recognizer, "mtcnn")  # type: ignore[arg-type]
-    s = mapped_settings(**{"detector.interval": 1, "tracker.fade_frames": 4})
+    s = mapped_settings(**{"detector.interval": 1, "tracker.fade_frames": fade_frames})
     analyser = FaceAnalyser(models, s, mapped_references=[x, y])
     frame = astronaut_bgr()
-    clock = iter(range(1000))
-
-    def target() -> SwapTarget:
-        (only,) = analyser.analyse(frame, next(clock) / 30.0, s).targets
-        return only
-
-    for _ in range(6):
-        first = target()
-    assert (first.identity, first.previous_identity, first.weight) == (1, None, 1.0)
-    # The face is lost for a frame and found again, now looking like the second reference (the
-    # association put someone else on the track): after a second look it becomes identity 2.
-    analyser.analyse(np.full_like(frame, 90), next(clock) / 30.0, s)
+    before = [t for i in range(6) for t in analyser.analyse(frame, i / 30.0, s).targets]
+    analyser.analyse(np.full_like(frame, 90), 6 / 30.0, s)
     recognizer.who = y
-    steps = []
-    for _ in range(3 * RECHECK_FRAMES):
-        t = target()
-        assert t.weight > 0.0  # the face stays swapped throughout, never dropped to the original
-        if t.identity == 2:
-            steps.append((t.previous_identity, round(t.mix, 2)))
-            if t.previous_identity is None:
-                break
-    assert steps == [(1, 0.25), (1, 0.5), (1, 0.75), (None, 1.0)]
+    plans = [analyser.analyse(frame, (i + 7) / 30.0, s) for i in range(3 * RECHECK_FRAMES)]
+    assert all(len(p.targets) == 1 for p in plans)  # the face stays swapped throughout
+    return before, [p.targets[0] for p in plans]
+
+
+def test_a_face_judged_another_mapped_person_cross_fades_into_their_identity() -> None:
+    before, after = identity_change(fade_frames=4)
+    assert (before[-1].identity, before[-1].previous_identity, before[-1].weight) == (1, None, 1.0)
+    assert all(t.weight > 0.0 for t in after)  # never dropped to the original face meanwhile
+    steps = [(t.previous_identity, round(t.mix, 2)) for t in after if t.identity == 2]
+    assert steps[:4] == [(1, 0.25), (1, 0.5), (1, 0.75), (None, 1.0)]
 
 
 def test_fade_frames_zero_switches_identity_at_once() -> None:
-    x, y = np.eye(2, 8, dtype=np.float32)
-    recognizer = SwitchableRecognizer(x)
-    models = AnalysisModels(MTCNN(min_face_size=40), recognizer, "mtcnn")  # type: ignore[arg-type]
-    s = mapped_settings(**{"detector.interval": 1, "tracker.fade_frames": 0})
-    analyser = FaceAnalyser(models, s, mapped_references=[x, y])
-    frame = astronaut_bgr()
-    plans = [analyser.analyse(frame, i / 30.0, s) for i in range(3)]
-    analyser.analyse(np.full_like(frame, 90), 3 / 30.0, s)
-    recognizer.who = y
-    plans += [analyser.analyse(frame, (i + 4) / 30.0, s) for i in range(3 * RECHECK_FRAMES)]
-    seen = [(t.identity, t.previous_identity) for p in plans for t in p.targets]
+    _, after = identity_change(fade_frames=0)
+    seen = [(t.identity, t.previous_identity) for t in after]
     assert (2, None) in seen and all(prev is None for _, prev in seen)
 
 
