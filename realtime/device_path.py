@@ -228,7 +228,7 @@ class DeviceFacePath:
             crop = self.ops.crop_for_inswapper(frame, m, fp16=self._fp16)
             copies.add_params(1, _THETA_BYTES)
             before: ImageBGR | None = None
-            if target.morphing:
+            if target.cross_fading:
                 # A face changing identity: the old identity's swap comes to the host (the bound
                 # output is reused by the next run) and the two are cross-faded there.
                 previous = self._latents[check_identity(target, len(self._latents), target.previous_identity)]

@@ -16,7 +16,7 @@ class SwapTarget:
 
     identity: index into the run's source identities (FaceSwapStages.identities): 0 is the
     `--source` person, k >= 1 the k-th `--map REF=SOURCE` entry.
-    previous_identity, mix: a face changing identity (mapped mode) morphs from `previous_identity`
+    previous_identity, mix: a face changing identity (mapped mode) cross-fades from `previous_identity`
     to `identity` over a few frames; `mix` is the new identity's share (1: the change is done).
     """
 
@@ -28,7 +28,7 @@ class SwapTarget:
     mix: float = 1.0
 
     @property
-    def morphing(self) -> bool:
+    def cross_fading(self) -> bool:
         return self.previous_identity is not None and self.mix < 1.0
 
 

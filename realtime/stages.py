@@ -221,7 +221,7 @@ class FaceAnalyser:
         """The chosen faces with their selection weight, ramping up, plus the faces chosen before
         and no longer, ramping down while still in view (the reference face turned out to be
         someone else, the locked target handed over to another). A face given another identity
-        (mapped mode) morphs into it over the same number of frames. `fresh`: a scene cut, where a
+        (mapped mode) cross-fades into it over the same number of frames. `fresh`: a scene cut, where a
         choice takes effect at once."""
         step = 1.0 if fade_frames <= 0 else 1.0 / fade_frames
         present = {face.track_id: face for face in faces}
@@ -251,7 +251,7 @@ class FaceAnalyser:
 
 @dataclass(frozen=True, slots=True)
 class _Chosen:
-    """A chosen face's selection weight (0..1) and identity; `previous`/`mix` while it morphs
+    """A chosen face's selection weight (0..1) and identity; `previous`/`mix` while it cross-fades
     from another identity (`mix`: the new identity's share)."""
 
     weight: float
@@ -263,10 +263,10 @@ class _Chosen:
         weight = _settled(self.weight + step)
         if identity != self.identity:
             if self.previous is not None and identity == self.previous:
-                # Changed back mid-morph: the morph runs backwards from where it is.
+                # Changed back mid-fade: the cross-fade runs backwards from where it is.
                 mix = _settled(1.0 - self.mix + step)
                 return _Chosen(weight, identity, None if mix == 1.0 else self.identity, mix)
-            # A new morph starts from whichever identity shows most now.
+            # A new cross-fade starts from whichever identity shows most now.
             shown = self.identity if self.previous is None or self.mix >= 0.5 else self.previous
             mix = _settled(step)
             return _Chosen(weight, identity, None if mix == 1.0 else shown, mix)
@@ -386,7 +386,7 @@ class FaceSwapWorker:
             m = estimate_norm(target.kps, self._size)
             warp_paste_crop(image, m, self._size, out=self._crop)
             swapped = self._swapper.swap(self._crop, self._latent(target), out=self._swapped)
-            if target.morphing:
+            if target.cross_fading:
                 before = self._latent(target, target.previous_identity)
                 cross_fade(
                     self._swapper.swap(self._crop, before, out=self._swapped_before),
