@@ -288,8 +288,7 @@ def shifted_and_smeared(frame: ImageBGR, dx: int, dy: int, smear: int) -> ImageB
 @pytest.mark.parametrize(("dx", "dy", "smear"), [(45, 15, 21), (60, 20, 31), (30, 10, 1), (90, 30, 21)])
 def test_a_knocked_camera_is_not_a_cut_and_the_lock_stays(dx: int, dy: int, smear: int) -> None:
     """A 90 px jolt at 720p with a smear (here at 640 px: half) was taken for a cut: in "largest"
-    mode the swap moved to the other, larger face for good. (90 px here: 14 % of the width, beyond
-    a search of +-10 %.)"""
+    mode the swap moved to the other, larger face for good."""
     det = Scripted()
     s = Settings().with_overrides({"detector.interval": 3})
     analyser = FaceAnalyser(AnalysisModels(det, SameEmbedding(), "scripted"), s)
