@@ -17,6 +17,10 @@ swapped face slides and jitters: Deep-Live-Cam #767 #981 #1610). Here:
   moving); the box is rebuilt around the smoothed landmarks from the last detection's box shape.
 * `swap_weight` fades between 1 (swap) and 0 (passthrough) over `fade_frames` when the tracking
   quality or detector score crosses its threshold, so the switch never pops.
+* A face with another head next to it or over it is "crowded": that head's edge can drag its
+  flow points, so its speed is not learned while crowded and a flow that strays from that speed
+  asks the detector (a still face with someone walking past in front kept its swap in place and
+  its id, instead of sliding with the passer-by and coasting away once hidden).
 * A scene cut (every track's flow failed and most of the picture changed) starts afresh: the old
   tracks would otherwise coast on as ghost swaps over the new shot, or hand their id (and the
   target lock) to whoever now stands where they were. Faces found on the cut frame are swapped at
@@ -51,6 +55,8 @@ _EXTRA_CORNERS = 10  # corner points per face besides the 5 landmarks
 _JUMP = 0.25
 _MIN_GOOD_POINTS = 5  # below this the similarity fit is not trusted
 _MIN_INLIER_RATIO = 0.5  # share of a track's points that must survive the checks
+_HEAD = 2.0  # a face box grown by this much covers the head around it (hair, ears, neck)
+_CROWDED_STEP = 0.05  # a crowded track's flow may differ from its speed by this x face spread
 _MATCH_IOU = 0.3  # a detection continues a track only with at least this overlap
 # A frame where every track's flow failed is a scene cut when its flow image and the previous one
 # are unrelated: normalised cross-correlation (brightness and contrast do not move it, so an
@@ -130,6 +136,9 @@ class _Track:
     # Only a detection brings a broken track back.
     flow_chain: bool = True
     reacquired: bool = False  # this frame's detection continued it across a break (TrackedFace)
+    # Another face's head is next to or over this one: its flow may be dragged by the other head's
+    # edge, so the speed learned before they met is kept for coasting (see _mark_crowded).
+    crowded: bool = False
 
 
 class FaceTracker:
@@ -256,6 +265,7 @@ class FaceTracker:
         flows: list[_FlowResult | None] = [None] * len(self._tracks)
         for track in self._tracks:
             track.reacquired = False
+        self._mark_crowded()
         self.cut = False
         self._search_left = max(self._search_left - 1, 0)
         if use_flow:
@@ -318,6 +328,8 @@ class FaceTracker:
         for track, flow in zip(self._tracks, flows, strict=True):
             if flow is None or not flow.ok:
                 return True  # failed flow check: a cut, an occluder, a fast move
+            if track.crowded and not _flow_continues(track, flow):
+                return True  # dragged by the head next to it, or moving: only a detection can tell
             moved.append(_box_from_kps(flow.kps, track.rel_box))
         # Two faces overlapping: the flow of the one behind slides onto the one in front, and only
         # the detector can tell which track owns which face, so ask it while they overlap.
@@ -580,8 +592,26 @@ class FaceTracker:
 
     # ----------------------------------------------------------------------------- output
 
+    def _mark_crowded(self) -> None:
+        """Flag the tracks whose face box another face's head (its box grown by _HEAD) reaches into."""
+        if len(self._tracks) < 2:
+            for track in self._tracks:
+                track.crowded = False
+            return
+        faces = np.array([_box_from_kps(t.raw_kps, t.rel_box) for t in self._tracks])
+        heads = np.array([_grown(box, _HEAD) for box in faces])
+        touching = _iou_matrix(faces, heads) > 0.0
+        np.fill_diagonal(touching, False)
+        for track, row in zip(self._tracks, touching, strict=True):
+            track.crowded = bool(row.any())
+
     @staticmethod
     def _note_motion(track: _Track, kps: FloatArray) -> None:
+        if track.crowded:
+            # A still face with a head sliding over it: the points at the edge in front move with
+            # the occluder, and a speed learned from them sent the face, once hidden, coasting away
+            # (it came back under a new id). The speed from before they met is the better guess.
+            return
         step = _centre(kps) - _centre(track.raw_kps)
         track.velocity = 0.5 * track.velocity + 0.5 * step
 
@@ -640,13 +670,25 @@ def _flow_continues(track: _Track, flow: _FlowResult) -> bool:
     if not flow.ok:
         return False
     step = _centre(flow.kps) - _centre(track.raw_kps)
-    allowed = max(3.0, 0.25 * _spread(track.raw_kps))
+    if track.crowded:
+        # Next to another head the flow is doubted sooner: its edge drags the points by a few
+        # pixels a frame (a tenth of the loose bound below), a drift that adds up while hidden.
+        allowed = max(1.0, _CROWDED_STEP * _spread(track.raw_kps))
+    else:
+        allowed = max(3.0, 0.25 * _spread(track.raw_kps))
     return float(np.linalg.norm(step - track.velocity)) <= allowed
 
 
 def _overlaps(box: FloatArray, others: npt.NDArray[np.float32]) -> bool:
     """True when `box` overlaps any of `others` (faces a detection gave to other tracks)."""
     return others.shape[0] > 0 and float(_iou_matrix(box[None, :], others).max()) >= _MATCH_IOU
+
+
+def _grown(box: FloatArray, factor: float) -> FloatArray:
+    """`box` scaled by `factor` about its centre."""
+    c = (box[:2] + box[2:]) / 2.0
+    half = (box[2:] - box[:2]) * (factor / 2.0)
+    return np.concatenate([c - half, c + half]).astype(np.float32)
 
 
 def _translation(step: npt.NDArray[np.float64]) -> Affine:
