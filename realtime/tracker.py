@@ -17,9 +17,9 @@ swapped face slides and jitters: Deep-Live-Cam #767 #981 #1610). Here:
   moving); the box is rebuilt around the smoothed landmarks from the last detection's box shape.
 * `swap_weight` fades between 1 (swap) and 0 (passthrough) over `fade_frames` when the tracking
   quality or detector score crosses its threshold, so the switch never pops.
-* A face with another head next to it or over it is "crowded": that head's edge can drag its
-  flow points, so its speed is not learned while crowded and a flow that strays from that speed
-  asks the detector (a still face with someone walking past in front kept its swap in place and
+* A face with another head over it that moves another way is "crowded": that head's edge can
+  drag its flow points, so its speed is not learned while crowded and a flow that strays from that
+  speed asks the detector (a still face with someone walking past in front kept its swap in place and
   its id, instead of sliding with the passer-by and coasting away once hidden).
 * A scene cut (every track's flow failed and most of the picture changed) starts afresh: the old
   tracks would otherwise coast on as ghost swaps over the new shot, or hand their id (and the
@@ -136,8 +136,8 @@ class _Track:
     # Only a detection brings a broken track back.
     flow_chain: bool = True
     reacquired: bool = False  # this frame's detection continued it across a break (TrackedFace)
-    # Another face's head is next to or over this one: its flow may be dragged by the other head's
-    # edge, so the speed learned before they met is kept for coasting (see _mark_crowded).
+    # Another face's head is over this one and moves another way: its edge may drag this face's
+    # flow, so the speed learned before is kept for coasting (see _mark_crowded).
     crowded: bool = False
 
 
@@ -265,7 +265,6 @@ class FaceTracker:
         flows: list[_FlowResult | None] = [None] * len(self._tracks)
         for track in self._tracks:
             track.reacquired = False
-        self._mark_crowded()
         self.cut = False
         self._search_left = max(self._search_left - 1, 0)
         if use_flow:
@@ -280,6 +279,7 @@ class FaceTracker:
                     # A new shot's first frame may show no face yet (a dissolve, motion blur): look
                     # on every frame for a while, not only when the interval comes round.
                     self._search_left = self.interval + 1  # this frame and the interval's next
+        self._mark_crowded(flows)
 
         if self.cut or not use_flow or not self._has_prev or self._needs_detection(flows):
             self._detect_and_associate(image_bgr, flows)
@@ -592,18 +592,29 @@ class FaceTracker:
 
     # ----------------------------------------------------------------------------- output
 
-    def _mark_crowded(self) -> None:
-        """Flag the tracks whose face box another face's head (its box grown by _HEAD) reaches into."""
+    def _mark_crowded(self, flows: list[_FlowResult | None]) -> None:
+        """Flag the tracks whose face box another face's head (its box grown by _HEAD) reaches into
+        while the two move differently (or one's flow failed): only then can that head's edge slide
+        over the face's points. Heads that move together (a camera pan or shake over two people side
+        by side) are not crowded, so they cost no extra detections."""
+        for track in self._tracks:
+            track.crowded = False
         if len(self._tracks) < 2:
-            for track in self._tracks:
-                track.crowded = False
             return
         faces = np.array([_box_from_kps(t.raw_kps, t.rel_box) for t in self._tracks])
         heads = np.array([_grown(box, _HEAD) for box in faces])
         touching = _iou_matrix(faces, heads) > 0.0
         np.fill_diagonal(touching, False)
-        for track, row in zip(self._tracks, touching, strict=True):
-            track.crowded = bool(row.any())
+        steps = [
+            _centre(flow.kps) - _centre(track.raw_kps) if flow is not None and flow.ok else None
+            for track, flow in zip(self._tracks, flows, strict=True)
+        ]
+        for i, j in zip(*np.nonzero(touching), strict=True):
+            mine, theirs = steps[i], steps[j]
+            track = self._tracks[i]
+            apart = max(1.0, _CROWDED_STEP * _spread(track.raw_kps))
+            if mine is None or theirs is None or float(np.linalg.norm(mine - theirs)) > apart:
+                track.crowded = True
 
     @staticmethod
     def _note_motion(track: _Track, kps: FloatArray) -> None:

@@ -109,3 +109,44 @@ def test_a_still_face_hidden_by_a_passing_head_comes_back_under_its_own_id(inter
                 f"{[(f.track_id, round(_err(f.kps, truth.kps[i][0]), 1)) for f in faces]}"
             )
     assert hidden >= 5  # the clip really hides the still face for a while
+
+
+def side_by_side_panning_clip(n: int, pan: int) -> tuple[list[ImageBGR], Truth]:
+    """Two heads side by side, the right one's square over the left one's hair (people sitting
+    close), both moving right `pan` px/frame: a camera panning over them."""
+    heads = [_head(BEHIND), _head(IN_FRONT)]
+    y = 100
+    frames: list[ImageBGR] = []
+    truth = Truth()
+    for i in range(n):
+        xs = (100 + pan * i, 220 + pan * i)
+        frame = np.empty((SIZE[1], SIZE[0], 3), dtype=np.uint8)
+        frame[:] = BACKGROUND
+        boxes, kps = [], []
+        for (pixels, box, points), x in zip(heads, xs, strict=True):
+            frame[y : y + PATCH, x : x + PATCH] = pixels
+            offset = np.array([x, y], dtype=np.float32)
+            boxes.append(box + np.tile(offset, 2))
+            kps.append(points + offset)
+        truth.visible.append(1.0)
+        truth.boxes.append((boxes[0], boxes[1]))
+        truth.kps.append((kps[0], kps[1]))
+        frames.append(frame)
+    return frames, truth
+
+
+def test_two_people_side_by_side_in_a_camera_pan_cost_no_extra_detections() -> None:
+    """Heads that move together cannot drag each other's flow: if this broke, two people sitting
+    close together would run the detector on every frame whenever the camera moved (3x the cost
+    at `balanced`), for nothing."""
+    n, interval = 60, 3
+    frames, truth = side_by_side_panning_clip(n, pan=4)
+    detector = VisibleFaces(truth)
+    tracker = FaceTracker(detector, TrackerSettings(), interval=interval)
+    for i, frame in enumerate(frames):
+        detector.frame = i
+        faces = tracker.update(frame, i / FPS)
+        assert len(faces) == 2
+        for face, kps in zip(sorted(faces, key=lambda f: float(f.kps[:, 0].mean())), truth.kps[i], strict=True):
+            assert _err(face.kps, kps) < 2.0, f"frame {i}: a face is off its landmarks"
+    assert tracker.detections_run == n // interval, "the detector ran off its schedule"
