@@ -147,6 +147,7 @@ def test_two_people_side_by_side_in_a_camera_pan_cost_no_extra_detections() -> N
         detector.frame = i
         faces = tracker.update(frame, i / FPS)
         assert len(faces) == 2
-        for face, kps in zip(sorted(faces, key=lambda f: float(f.kps[:, 0].mean())), truth.kps[i], strict=True):
+        left_to_right = sorted(faces, key=lambda f: float(f.kps[:, 0].mean()))
+        for face, kps in zip(left_to_right, truth.kps[i], strict=True):
             assert _err(face.kps, kps) < 2.0, f"frame {i}: a face is off its landmarks"
     assert tracker.detections_run == n // interval, "the detector ran off its schedule"
