@@ -18,9 +18,10 @@ swapped face slides and jitters: Deep-Live-Cam #767 #981 #1610). Here:
 * `swap_weight` fades between 1 (swap) and 0 (passthrough) over `fade_frames` when the tracking
   quality or detector score crosses its threshold, so the switch never pops.
 * A face with another head over it that moves another way is "crowded": that head's edge can
-  drag its flow points, so its speed is not learned while crowded and a flow that strays from that
-  speed asks the detector (a still face with someone walking past in front kept its swap in place and
-  its id, instead of sliding with the passer-by and coasting away once hidden).
+  drag its flow points, so while crowded its speed is learned only from flow a detection confirms,
+  and a flow that strays from that speed asks the detector (a still face with someone walking
+  past in front keeps its swap in place and its id, instead of sliding with the passer-by and
+  coasting away once hidden).
 * A scene cut (every track's flow failed and most of the picture changed) starts afresh: the old
   tracks would otherwise coast on as ghost swaps over the new shot, or hand their id (and the
   target lock) to whoever now stands where they were. Faces found on the cut frame are swapped at
@@ -56,7 +57,9 @@ _JUMP = 0.25
 _MIN_GOOD_POINTS = 5  # below this the similarity fit is not trusted
 _MIN_INLIER_RATIO = 0.5  # share of a track's points that must survive the checks
 _HEAD = 2.0  # a face box grown by this much covers the head around it (hair, ears, neck)
-_CROWDED_STEP = 0.05  # a crowded track's flow may differ from its speed by this x face spread
+# A crowded track's flow may differ from its speed by this x its landmark spread (the spread is
+# ~0.3 x the face box's width: 0.05 is ~1.5 % of the width, 1.35 px on a 90 px face).
+_CROWDED_STEP = 0.05
 _MATCH_IOU = 0.3  # a detection continues a track only with at least this overlap
 # A frame where every track's flow failed is a scene cut when its flow image and the previous one
 # are unrelated: normalised cross-correlation (brightness and contrast do not move it, so an
@@ -429,7 +432,10 @@ class FaceTracker:
             # Re-acquired after a gap: smoothing across the gap would only add lag, and the fade
             # hides the jump while the weight climbs back.
             track.filter.reset()
-            track.velocity[:] = 0.0
+            if not track.crowded:
+                # (Crowded, the speed is not learned again until the heads part or a detection
+                # confirms the flow: zeroed here, the face coasted in place the next time it hid.)
+                track.velocity[:] = 0.0
         elif broken and _jumped(track.filter.value, kps):
             # Found where its flow failed, away from where the swap is (a cut to someone framed
             # alike, a fast move): smoothing across the break dragged the swap from the old
@@ -440,8 +446,12 @@ class FaceTracker:
             track.filter.reset()
         elif flow is not None and flow.ok:
             # Speed from the flow, not from detector to detector: a partly hidden face's detection
-            # is off by several pixels, which would send a coasting track the wrong way.
-            self._note_motion(track, flow.kps)
+            # is off by several pixels, which would send a coasting track the wrong way. A crowded
+            # face's flow is believed when the detection lands where the flow put it (no head
+            # dragged it): frozen instead, a face nodding next to someone kept straying from its
+            # stale speed and ran the detector on most frames.
+            confirmed = _centre_gap(flow.kps, kps) <= _crowded_bound(kps)
+            self._note_motion(track, flow.kps, confirmed=confirmed)
         track.raw_kps = kps.copy()
         track.rel_box = _relative_box(det)
         track.score = float(det.score)
@@ -610,15 +620,17 @@ class FaceTracker:
             for track, flow in zip(self._tracks, flows, strict=True)
         ]
         for i, j in zip(*np.nonzero(touching), strict=True):
+            if self._tracks[j].missed > 0:
+                continue  # a lost track is a guess, not a head anyone can see
             mine, theirs = steps[i], steps[j]
             track = self._tracks[i]
-            apart = max(1.0, _CROWDED_STEP * _spread(track.raw_kps))
+            apart = _crowded_bound(track.raw_kps)
             if mine is None or theirs is None or float(np.linalg.norm(mine - theirs)) > apart:
                 track.crowded = True
 
     @staticmethod
-    def _note_motion(track: _Track, kps: FloatArray) -> None:
-        if track.crowded:
+    def _note_motion(track: _Track, kps: FloatArray, *, confirmed: bool = False) -> None:
+        if track.crowded and not confirmed:
             # A still face with a head sliding over it: the points at the edge in front move with
             # the occluder, and a speed learned from them sent the face, once hidden, coasting away
             # (it came back under a new id). The speed from before they met is the better guess.
@@ -681,12 +693,10 @@ def _flow_continues(track: _Track, flow: _FlowResult) -> bool:
     if not flow.ok:
         return False
     step = _centre(flow.kps) - _centre(track.raw_kps)
-    if track.crowded:
-        # Next to another head the flow is doubted sooner: its edge drags the points by a few
-        # pixels a frame (a tenth of the loose bound below), a drift that adds up while hidden.
-        allowed = max(1.0, _CROWDED_STEP * _spread(track.raw_kps))
-    else:
-        allowed = max(3.0, 0.25 * _spread(track.raw_kps))
+    # Next to another head the flow is doubted sooner: its edge drags the points by a few pixels a
+    # frame (a fifth of the loose bound), a drift that adds up while hidden.
+    loose = max(3.0, 0.25 * _spread(track.raw_kps))
+    allowed = _crowded_bound(track.raw_kps) if track.crowded else loose
     return float(np.linalg.norm(step - track.velocity)) <= allowed
 
 
@@ -700,6 +710,15 @@ def _grown(box: FloatArray, factor: float) -> FloatArray:
     c = (box[:2] + box[2:]) / 2.0
     half = (box[2:] - box[:2]) * (factor / 2.0)
     return np.concatenate([c - half, c + half]).astype(np.float32)
+
+
+def _crowded_bound(kps: FloatArray) -> float:
+    """How far (px) a crowded face's flow may stray: _CROWDED_STEP x its landmark spread, >= 1 px."""
+    return max(1.0, _CROWDED_STEP * _spread(kps))
+
+
+def _centre_gap(a: FloatArray, b: FloatArray) -> float:
+    return float(np.linalg.norm(_centre(a) - _centre(b)))
 
 
 def _translation(step: npt.NDArray[np.float64]) -> Affine:

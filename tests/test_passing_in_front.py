@@ -7,18 +7,21 @@ behind stands still, the one in front slides left over it at 8 px/frame and hide
 several frames. The clip and the scripted detector (it reports exactly the faces at least 60 % in
 view, at their known landmarks) are the crossing test's (tests/test_crossing_guards.py).
 
-Before the tracker knew which faces had another head next to them, the edge of the head in front
-dragged the still face's flow along: its swap slid 7 px off the face at detection interval 3 and
-~40 px at interval 10, the speed learned from the drag sent the hidden face coasting away, and the
-person came back as a new track.
+Before the tracker knew which faces had another head over them, the edge of the head in front
+dragged the still face's flow along: on this clip its swap slid 7.5 px off the face at detection
+interval 3 and 27 px at interval 6; at interval 10 a swap was drawn where the hidden face had been;
+and at intervals 6 and 10 the speed learned from the drag sent the hidden face coasting away, so
+the person came back as a new track.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from models.types import ImageBGR
+from models.types import Detection, ImageBGR
 from realtime.settings import TrackerSettings
 from realtime.tracker import FaceTracker
 from tests.test_crossing_guards import (
@@ -38,33 +41,38 @@ SPEED = 8  # px/frame, the head in front moving left
 SHOWN_ERROR = 4.0  # px: the most a swap drawn on the still face may be off its landmarks
 
 
-def passing_clip() -> tuple[list[ImageBGR], Truth]:
-    """The still head at x 370; the moving one starts just right of it, ends just left, drawn last."""
+def two_heads_clip(
+    behind: list[tuple[int, int]], in_front: list[tuple[int, int]]
+) -> tuple[list[ImageBGR], Truth]:
+    """Per frame, the top-left (x, y) of each head's square; the one in front is drawn last."""
     heads = [_head(BEHIND), _head(IN_FRONT)]
-    start = STILL_X + PATCH + 10
-    n = (2 * (PATCH + 10)) // SPEED + 1
-    y = 100
     frames: list[ImageBGR] = []
     truth = Truth()
-    for i in range(n):
-        xs = (STILL_X, start - SPEED * i)
+    for spots in zip(behind, in_front, strict=True):
         frame = np.empty((SIZE[1], SIZE[0], 3), dtype=np.uint8)
         frame[:] = BACKGROUND
         boxes, kps = [], []
-        for (pixels, box, points), x in zip(heads, xs, strict=True):
+        for (pixels, box, points), (x, y) in zip(heads, spots, strict=True):
             frame[y : y + PATCH, x : x + PATCH] = pixels
             offset = np.array([x, y], dtype=np.float32)
             boxes.append(box + np.tile(offset, 2))
             kps.append(points + offset)
-        behind = boxes[0]
-        w = min(float(behind[2]), xs[1] + PATCH) - max(float(behind[0]), xs[1])
-        h = min(float(behind[3]), y + PATCH) - max(float(behind[1]), y)
-        area = float((behind[2] - behind[0]) * (behind[3] - behind[1]))
+        (fx, fy), back = spots[1], boxes[0]
+        w = min(float(back[2]), fx + PATCH) - max(float(back[0]), fx)
+        h = min(float(back[3]), fy + PATCH) - max(float(back[1]), fy)
+        area = float((back[2] - back[0]) * (back[3] - back[1]))
         truth.visible.append(1.0 - max(w, 0.0) * max(h, 0.0) / area)
         truth.boxes.append((boxes[0], boxes[1]))
         truth.kps.append((kps[0], kps[1]))
         frames.append(frame)
     return frames, truth
+
+
+def passing_clip() -> tuple[list[ImageBGR], Truth]:
+    """The still head at x 370; the moving one starts just right of it and ends just left."""
+    start = STILL_X + PATCH + 10
+    n = (2 * (PATCH + 10)) // SPEED + 1
+    return two_heads_clip([(STILL_X, 100)] * n, [(start - SPEED * i, 100) for i in range(n)])
 
 
 @pytest.mark.parametrize("interval", [3, 6, 10])
@@ -87,7 +95,7 @@ def test_a_still_face_keeps_its_swap_in_place_while_a_head_passes_in_front(inter
     assert worst <= SHOWN_ERROR, f"the still face's swap was drawn {worst:.1f} px off its face"
 
 
-@pytest.mark.parametrize("interval", [3, 10])
+@pytest.mark.parametrize("interval", [6, 10])
 def test_a_still_face_hidden_by_a_passing_head_comes_back_under_its_own_id(interval: int) -> None:
     """If this broke, a locked target ("largest", "reference") would let go of the seated person
     when someone walked past in front of them, and the swap would fade in again as a new face."""
@@ -114,25 +122,7 @@ def test_a_still_face_hidden_by_a_passing_head_comes_back_under_its_own_id(inter
 def side_by_side_panning_clip(n: int, pan: int) -> tuple[list[ImageBGR], Truth]:
     """Two heads side by side, the right one's square over the left one's hair (people sitting
     close), both moving right `pan` px/frame: a camera panning over them."""
-    heads = [_head(BEHIND), _head(IN_FRONT)]
-    y = 100
-    frames: list[ImageBGR] = []
-    truth = Truth()
-    for i in range(n):
-        xs = (100 + pan * i, 220 + pan * i)
-        frame = np.empty((SIZE[1], SIZE[0], 3), dtype=np.uint8)
-        frame[:] = BACKGROUND
-        boxes, kps = [], []
-        for (pixels, box, points), x in zip(heads, xs, strict=True):
-            frame[y : y + PATCH, x : x + PATCH] = pixels
-            offset = np.array([x, y], dtype=np.float32)
-            boxes.append(box + np.tile(offset, 2))
-            kps.append(points + offset)
-        truth.visible.append(1.0)
-        truth.boxes.append((boxes[0], boxes[1]))
-        truth.kps.append((kps[0], kps[1]))
-        frames.append(frame)
-    return frames, truth
+    return two_heads_clip([(100 + pan * i, 100) for i in range(n)], [(220 + pan * i, 100) for i in range(n)])
 
 
 def test_two_people_side_by_side_in_a_camera_pan_cost_no_extra_detections() -> None:
@@ -151,3 +141,69 @@ def test_two_people_side_by_side_in_a_camera_pan_cost_no_extra_detections() -> N
         for face, kps in zip(left_to_right, truth.kps[i], strict=True):
             assert _err(face.kps, kps) < 2.0, f"frame {i}: a face is off its landmarks"
     assert tracker.detections_run == n // interval, "the detector ran off its schedule"
+
+
+def test_a_face_nodding_next_to_a_still_neighbour_costs_few_extra_detections() -> None:
+    """Two people sitting close, one nodding (up to 2.5 px/frame), nobody passing in front. The
+    nodding face is crowded (its neighbour's head reaches into its box and moves another way), so
+    a flow that strays from its speed asks the detector; a detection that lands where the flow put
+    it teaches the speed. If this broke, the speed stayed frozen while crowded and the detector ran
+    on most frames (1.6x the schedule here, 2.5x for a faster nod): a lower frame rate for nothing."""
+    n, interval = 240, 3
+    nod = [(220, 100 + round(10 * math.sin(i / 4))) for i in range(n)]
+    frames, truth = two_heads_clip([(100, 100)] * n, nod)
+    detector = VisibleFaces(truth)
+    tracker = FaceTracker(detector, TrackerSettings(), interval=interval)
+    for i, frame in enumerate(frames):
+        detector.frame = i
+        faces = tracker.update(frame, i / FPS)
+        for face in faces:
+            assert min(_err(face.kps, kps) for kps in truth.kps[i]) < 2.0, f"frame {i}: a face is off"
+    scheduled = n // interval
+    assert tracker.detections_run <= 1.25 * scheduled, (
+        f"{tracker.detections_run} detector runs for {scheduled} scheduled"
+    )
+
+
+class FlickeringBehind(VisibleFaces):
+    """VisibleFaces, but the face behind is missed on the listed frames (a detector unsure of a
+    partly hidden face)."""
+
+    def __init__(self, truth: Truth, missed: set[int]) -> None:
+        super().__init__(truth)
+        self.missed = missed
+
+    def __call__(self, image: ImageBGR) -> list[Detection]:
+        found = super().__call__(image)
+        if self.frame in self.missed and self.truth.visible[self.frame] < 0.99:
+            return [d for d in found if _err(d.kps, self.truth.kps[self.frame][0]) > 1.0]
+        return found
+
+
+def test_a_face_crossing_behind_with_a_flickering_detector_keeps_its_id() -> None:
+    """The face behind (moving right 4 px/frame) is found again after a missed frame while the head
+    in front (moving left 5 px/frame) is over it. If this broke, re-finding it zeroed its speed,
+    which is not learned again while crowded: once hidden it coasted in place and the person came
+    back under a new track id (a locked target let go of them)."""
+    start = 370 + PATCH + 10
+    n = (2 * (PATCH + 10)) // 9 + 12
+    frames, truth = two_heads_clip(
+        [(370 + 4 * i, 100) for i in range(n)], [(start - 5 * i, 100) for i in range(n)]
+    )
+    flicker = np.random.default_rng(2).random(n) < 0.5
+    detector = FlickeringBehind(truth, {i for i in range(n) if flicker[i]})
+    tracker = FaceTracker(detector, TrackerSettings(max_missed=30), interval=3)
+    hidden = 0
+    for i, frame in enumerate(frames):
+        detector.frame = i
+        faces = tracker.update(frame, i / FPS)
+        if i == 0:
+            behind_id = next(f.track_id for f in faces if _err(f.kps, truth.kps[0][0]) < 10.0)
+        hidden += truth.visible[i] < 0.01
+        if hidden and truth.visible[i] >= 0.99:
+            back = {f.track_id: f for f in faces}.get(behind_id)
+            assert back is not None and _err(back.kps, truth.kps[i][0]) < 10.0, (
+                f"frame {i}: the face behind, in full view again, is not on its own track {behind_id}: "
+                f"{[(f.track_id, round(_err(f.kps, truth.kps[i][0]), 1)) for f in faces]}"
+            )
+    assert hidden >= 3
