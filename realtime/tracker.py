@@ -625,7 +625,14 @@ class FaceTracker:
             mine, theirs = steps[i], steps[j]
             track = self._tracks[i]
             apart = _crowded_bound(track.raw_kps)
-            if mine is None or theirs is None or float(np.linalg.norm(mine - theirs)) > apart:
+            if (
+                mine is None
+                or theirs is None
+                or float(np.linalg.norm(mine - theirs)) > apart
+                # A flow dragged whole by the head in front moves with it: it is not moving
+                # together unless the face was already moving that way.
+                or float(np.linalg.norm(track.velocity - theirs)) > apart
+            ):
                 track.crowded = True
 
     @staticmethod
