@@ -140,7 +140,7 @@ class _Track:
     flow_chain: bool = True
     reacquired: bool = False  # this frame's detection continued it across a break (TrackedFace)
     # Another face's head is over this one and moves another way: its edge may drag this face's
-    # flow, so the speed learned before is kept for coasting (see _mark_crowded).
+    # flow, so the speed is learned only from flow a detection confirms (see _mark_crowded).
     crowded: bool = False
 
 
@@ -603,10 +603,11 @@ class FaceTracker:
     # ----------------------------------------------------------------------------- output
 
     def _mark_crowded(self, flows: list[_FlowResult | None]) -> None:
-        """Flag the tracks whose face box another face's head (its box grown by _HEAD) reaches into
-        while the two move differently (or one's flow failed): only then can that head's edge slide
-        over the face's points. Heads that move together (a camera pan or shake over two people side
-        by side) are not crowded, so they cost no extra detections."""
+        """Flag the tracks whose face box a seen face's head (its box grown by _HEAD) reaches into
+        while that head moves differently from this face's flow or from the speed it had (or a flow
+        failed): only then can that head's edge slide over the face's points. Heads that move
+        together (a camera pan or shake over two people side by side) are not crowded once their
+        speeds are learned, so they cost no extra detections."""
         for track in self._tracks:
             track.crowded = False
         if len(self._tracks) < 2:

@@ -53,34 +53,39 @@ def _head(face_id: int) -> tuple[ImageBGR, F32, F32]:
     return np.asarray(pixels, dtype=np.uint8), box, transform_points(face.kps, m)
 
 
-def crossing_clip() -> tuple[list[ImageBGR], Truth]:
-    """The face behind starts at x 370 moving right 3 px/frame; the one in front starts just right
-    of it moving left 5 px/frame, and is drawn last. Whole-pixel positions: the truth is exact."""
+def two_heads_clip(
+    behind: list[tuple[int, int]], in_front: list[tuple[int, int]]
+) -> tuple[list[ImageBGR], Truth]:
+    """Per frame, the top-left (x, y) of each head's square; the one in front is drawn last."""
     heads = [_head(BEHIND), _head(IN_FRONT)]
-    start = 370 + PATCH + 10
-    n = (2 * (PATCH + 10)) // 8 + 1
-    y = 100
     frames: list[ImageBGR] = []
     truth = Truth()
-    for i in range(n):
-        xs = (370 + 3 * i, start - 5 * i)
+    for spots in zip(behind, in_front, strict=True):
         frame = np.empty((SIZE[1], SIZE[0], 3), dtype=np.uint8)
         frame[:] = BACKGROUND
         boxes, kps = [], []
-        for (pixels, box, points), x in zip(heads, xs, strict=True):
+        for (pixels, box, points), (x, y) in zip(heads, spots, strict=True):
             frame[y : y + PATCH, x : x + PATCH] = pixels
             offset = np.array([x, y], dtype=np.float32)
             boxes.append(box + np.tile(offset, 2))
             kps.append(points + offset)
-        behind = boxes[0]
-        w = min(float(behind[2]), xs[1] + PATCH) - max(float(behind[0]), xs[1])
-        h = min(float(behind[3]), y + PATCH) - max(float(behind[1]), y)
-        area = float((behind[2] - behind[0]) * (behind[3] - behind[1]))
+        (fx, fy), back = spots[1], boxes[0]
+        w = min(float(back[2]), fx + PATCH) - max(float(back[0]), fx)
+        h = min(float(back[3]), fy + PATCH) - max(float(back[1]), fy)
+        area = float((back[2] - back[0]) * (back[3] - back[1]))
         truth.visible.append(1.0 - max(w, 0.0) * max(h, 0.0) / area)
         truth.boxes.append((boxes[0], boxes[1]))
         truth.kps.append((kps[0], kps[1]))
         frames.append(frame)
     return frames, truth
+
+
+def crossing_clip() -> tuple[list[ImageBGR], Truth]:
+    """The face behind starts at x 370 moving right 3 px/frame; the one in front starts just right
+    of it moving left 5 px/frame, and is drawn last. Whole-pixel positions: the truth is exact."""
+    start = 370 + PATCH + 10
+    n = (2 * (PATCH + 10)) // 8 + 1
+    return two_heads_clip([(370 + 3 * i, 100) for i in range(n)], [(start - 5 * i, 100) for i in range(n)])
 
 
 class VisibleFaces:

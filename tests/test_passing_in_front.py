@@ -23,49 +23,20 @@ import pytest
 
 from models.types import Detection, ImageBGR
 from realtime.settings import TrackerSettings
-from realtime.tracker import FaceTracker
+from realtime.tracker import FaceTracker, TrackedFace
 from tests.test_crossing_guards import (
-    BACKGROUND,
     FPS,
     PATCH,
-    SIZE,
     Truth,
     VisibleFaces,
     _err,
-    _head,
+    two_heads_clip,
 )
 
 BEHIND, IN_FRONT = 2, 5  # group photo faces
 STILL_X = 370
 SPEED = 8  # px/frame, the head in front moving left
 SHOWN_ERROR = 4.0  # px: the most a swap drawn on the still face may be off its landmarks
-
-
-def two_heads_clip(
-    behind: list[tuple[int, int]], in_front: list[tuple[int, int]]
-) -> tuple[list[ImageBGR], Truth]:
-    """Per frame, the top-left (x, y) of each head's square; the one in front is drawn last."""
-    heads = [_head(BEHIND), _head(IN_FRONT)]
-    frames: list[ImageBGR] = []
-    truth = Truth()
-    for spots in zip(behind, in_front, strict=True):
-        frame = np.empty((SIZE[1], SIZE[0], 3), dtype=np.uint8)
-        frame[:] = BACKGROUND
-        boxes, kps = [], []
-        for (pixels, box, points), (x, y) in zip(heads, spots, strict=True):
-            frame[y : y + PATCH, x : x + PATCH] = pixels
-            offset = np.array([x, y], dtype=np.float32)
-            boxes.append(box + np.tile(offset, 2))
-            kps.append(points + offset)
-        (fx, fy), back = spots[1], boxes[0]
-        w = min(float(back[2]), fx + PATCH) - max(float(back[0]), fx)
-        h = min(float(back[3]), fy + PATCH) - max(float(back[1]), fy)
-        area = float((back[2] - back[0]) * (back[3] - back[1]))
-        truth.visible.append(1.0 - max(w, 0.0) * max(h, 0.0) / area)
-        truth.boxes.append((boxes[0], boxes[1]))
-        truth.kps.append((kps[0], kps[1]))
-        frames.append(frame)
-    return frames, truth
 
 
 def passing_clip() -> tuple[list[ImageBGR], Truth]:
@@ -75,19 +46,33 @@ def passing_clip() -> tuple[list[ImageBGR], Truth]:
     return two_heads_clip([(STILL_X, 100)] * n, [(start - SPEED * i, 100) for i in range(n)])
 
 
+def faces_per_frame(
+    tracker: FaceTracker, detector: VisibleFaces, frames: list[ImageBGR]
+) -> list[list[TrackedFace]]:
+    """Run the clip through the tracker, the detector told which frame it sees."""
+    out = []
+    for i, frame in enumerate(frames):
+        detector.frame = i
+        out.append(tracker.update(frame, i / FPS))
+    return out
+
+
+def behind_id(faces: list[TrackedFace], truth: Truth) -> int:
+    """The track on the face behind in the first frame."""
+    return next(f.track_id for f in faces if _err(f.kps, truth.kps[0][0]) < 10.0)
+
+
 def worst_swap_error_on_face_behind(
     tracker: FaceTracker, detector: VisibleFaces, frames: list[ImageBGR], truth: Truth
 ) -> float:
     """Run the clip; the worst landmark error (px) of a swap drawn on the track the face behind had
     on the first frame. Asserts that no swap is drawn on it while it is wholly hidden."""
+    run = faces_per_frame(tracker, detector, frames)
+    tid = behind_id(run[0], truth)
     worst = 0.0
-    for i, frame in enumerate(frames):
-        detector.frame = i
-        faces = tracker.update(frame, i / FPS)
-        if i == 0:
-            behind_id = next(f.track_id for f in faces if _err(f.kps, truth.kps[0][0]) < 10.0)
+    for i, faces in enumerate(run):
         for face in faces:
-            if face.track_id == behind_id and face.swap_weight > 0.0:
+            if face.track_id == tid and face.swap_weight > 0.0:
                 assert truth.visible[i] > 0.0, f"frame {i}: a swap is drawn on a face nobody can see"
                 worst = max(worst, _err(face.kps, truth.kps[i][0]))
     return worst
@@ -99,17 +84,15 @@ def frames_hidden_then_back_on_own_id(
     """Run the clip; assert that the face behind, whenever in full view after being hidden, is on
     the track it had on the first frame. Returns how many frames it was hidden (the clip must
     really hide it for the check to mean anything)."""
+    run = faces_per_frame(tracker, detector, frames)
+    tid = behind_id(run[0], truth)
     hidden = 0
-    for i, frame in enumerate(frames):
-        detector.frame = i
-        faces = tracker.update(frame, i / FPS)
-        if i == 0:
-            behind_id = next(f.track_id for f in faces if _err(f.kps, truth.kps[0][0]) < 10.0)
+    for i, faces in enumerate(run):
         hidden += truth.visible[i] < 0.01
         if hidden and truth.visible[i] >= 0.99:
-            back = {f.track_id: f for f in faces}.get(behind_id)
+            back = {f.track_id: f for f in faces}.get(tid)
             assert back is not None and _err(back.kps, truth.kps[i][0]) < 10.0, (
-                f"frame {i}: the face behind, in full view again, is not on its own track {behind_id}: "
+                f"frame {i}: the face behind, in full view again, is not on its own track {tid}: "
                 f"{[(f.track_id, round(_err(f.kps, truth.kps[i][0]), 1)) for f in faces]}"
             )
     return hidden
