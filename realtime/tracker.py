@@ -142,6 +142,9 @@ class _Track:
     # Another face's head is over this one and moves another way: its edge may drag this face's
     # flow, so the speed is learned only from flow a detection confirms (see _mark_crowded).
     crowded: bool = False
+    # Where the face was last believed to be (a detection or flow that held) before it began to
+    # coast: a re-find is looked for anywhere between there and the coasted position.
+    seen_kps: FloatArray | None = None
 
 
 class FaceTracker:
@@ -363,6 +366,7 @@ class FaceTracker:
             iou = _iou_matrix(np.array(predicted), np.array([d.box for d in detections]))
             rows, cols = linear_sum_assignment(-iou)
             matches = {int(r): int(c) for r, c in zip(rows, cols, strict=True) if iou[r, c] >= _MATCH_IOU}
+        matches.update(self._match_along_paths(detections, usable, predicted, matches))
 
         claimed = np.array([detections[j].box for j in matches.values()], dtype=np.float32).reshape(-1, 4)
         survivors: list[_Track] = []
@@ -392,6 +396,8 @@ class FaceTracker:
                 # behind it; its points then report the occluder's motion with a clean
                 # forward-backward check): coast at the last speed, so that a face crossing behind
                 # another re-emerges where its track expects it.
+                if track.flow_chain:
+                    track.seen_kps = track.raw_kps.copy()  # where the face was last believed to be
                 track.flow_chain = False
                 track.raw_kps = _shifted(track.raw_kps, track.velocity)
                 track.corners = (track.corners + track.velocity * self._scale).astype(np.float32)
@@ -407,6 +413,42 @@ class FaceTracker:
                     track.swap_weight = 1.0  # found on a cut: swapped at once (see the module doc)
                 survivors.append(track)
         self._tracks = survivors
+
+    def _match_along_paths(
+        self,
+        detections: list[Detection],
+        usable: list[_FlowResult | None],
+        predicted: list[FloatArray],
+        matches: dict[int, int],
+    ) -> dict[int, int]:
+        """Detections left over matched to coasting tracks anywhere on the way from where each was
+        last seen to where it coasted: a face that stopped (or slowed) once hidden behind someone is
+        found short of its coasted position, and matched only there it came back under a new id
+        (a locked target let go). Checked after the usual match, so a face in view keeps its own."""
+        free_dets = [j for j in range(len(detections)) if j not in matches.values()]
+        coasting = [
+            i
+            for i, track in enumerate(self._tracks)
+            if i not in matches and usable[i] is None and track.missed > 0
+        ]
+        if not free_dets or not coasting:
+            return {}
+        det_boxes = np.array([detections[j].box for j in free_dets], dtype=np.float32)
+        iou = np.zeros((len(coasting), len(free_dets)), dtype=np.float64)
+        for r, i in enumerate(coasting):
+            track = self._tracks[i]
+            seen = track.seen_kps if track.seen_kps is not None else track.raw_kps
+            start, end = _box_from_kps(seen, track.rel_box), predicted[i]
+            for c in range(len(free_dets)):
+                iou[r, c] = _iou_matrix(
+                    _nearest_on_path(start, end, det_boxes[c])[None, :], det_boxes[c : c + 1]
+                )[0, 0]
+        rows, cols = linear_sum_assignment(-iou)
+        return {
+            coasting[int(r)]: free_dets[int(c)]
+            for r, c in zip(rows, cols, strict=True)
+            if iou[r, c] >= _MATCH_IOU
+        }
 
     def _new_track(self, det: Detection) -> _Track:
         s = self.settings
@@ -706,6 +748,21 @@ def _flow_continues(track: _Track, flow: _FlowResult) -> bool:
     loose = max(3.0, 0.25 * _spread(track.raw_kps))
     allowed = _crowded_bound(track.raw_kps) if track.crowded else loose
     return float(np.linalg.norm(step - track.velocity)) <= allowed
+
+
+def _nearest_on_path(start: FloatArray, end: FloatArray, target: FloatArray) -> FloatArray:
+    """The box sliding from `start` to `end` (same size as `end`) at the point where its centre is
+    nearest `target`'s centre."""
+    a, b = _box_middle(start), _box_middle(end)
+    path = b - a
+    length2 = float(path @ path)
+    t = 1.0 if length2 <= 1e-9 else min(max(float((_box_middle(target) - a) @ path) / length2, 0.0), 1.0)
+    shift = (t - 1.0) * path
+    return (end.astype(np.float64) + np.concatenate([shift, shift])).astype(np.float32)
+
+
+def _box_middle(box: FloatArray) -> npt.NDArray[np.float64]:
+    return (box[:2].astype(np.float64) + box[2:].astype(np.float64)) / 2.0
 
 
 def _overlaps(box: FloatArray, others: npt.NDArray[np.float32]) -> bool:

@@ -228,3 +228,29 @@ def test_a_slow_passer_by_does_not_drag_a_still_face_whose_detections_are_off() 
     tracker = FaceTracker(detector, TrackerSettings(max_missed=30), interval=3)
     worst = worst_swap_error_on_face_behind(tracker, detector, frames, truth)
     assert worst <= 10.0, f"the still face's swap was drawn {worst:.1f} px off its face"
+
+
+def stopping_behind_clip() -> tuple[list[ImageBGR], Truth]:
+    """The face behind walks right 4 px/frame and stops once the head in front (walking left
+    5 px/frame) has it fully hidden; it stays there while the head in front walks on."""
+    start = 370 + PATCH + 10
+    n = (2 * (PATCH + 10)) // 9 + 20
+    in_front = [(start - 5 * i, 100) for i in range(n)]
+    behind, x = [], 370
+    stopped = False
+    for fx, _ in in_front:
+        behind.append((x, 100))
+        stopped = stopped or abs(x - fx) < 12
+        x += 0 if stopped else 4
+    return two_heads_clip(behind, in_front)
+
+
+@pytest.mark.parametrize("interval", [3, 6])
+def test_a_face_that_stops_while_hidden_comes_back_under_its_own_id(interval: int) -> None:
+    """The hidden face's track coasts on at the speed it had, past where the person stopped. If
+    this broke, the person (found short of the coasted position) came back as a new track: a
+    locked target let go of them, and the swap faded in again."""
+    frames, truth = stopping_behind_clip()
+    detector = VisibleFaces(truth)
+    tracker = FaceTracker(detector, TrackerSettings(max_missed=30), interval=interval)
+    assert frames_hidden_then_back_on_own_id(tracker, detector, frames, truth) >= 5
