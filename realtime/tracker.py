@@ -21,7 +21,8 @@ swapped face slides and jitters: Deep-Live-Cam #767 #981 #1610). Here:
   drag its flow points, so while crowded its speed is learned only from flow a detection confirms,
   and a flow that strays from that speed asks the detector (a still face with someone walking
   past in front keeps its swap in place and its id, instead of sliding with the passer-by and
-  coasting away once hidden).
+  coasting away once hidden). A hidden face coasts at the speed it had; found again short of
+  where it coasted to (it stopped behind someone), it is matched anywhere on that way back.
 * A scene cut (every track's flow failed and most of the picture changed) starts afresh: the old
   tracks would otherwise coast on as ghost swaps over the new shot, or hand their id (and the
   target lock) to whoever now stands where they were. Faces found on the cut frame are swapped at
