@@ -143,8 +143,9 @@ class _Track:
     # Another face's head is over this one and moves another way: its edge may drag this face's
     # flow, so the speed is learned only from flow a detection confirms (see _mark_crowded).
     crowded: bool = False
-    # Where the face was last believed to be (a detection or flow that held) before it began to
-    # coast: a re-find is looked for anywhere between there and the coasted position.
+    # Where a face hidden behind someone was last believed to be (a detection or flow that held)
+    # when it began to coast: a re-find is looked for anywhere between there and the coasted
+    # position. None when the track is not coasting, or did not coast from behind someone.
     seen_kps: FloatArray | None = None
 
 
@@ -234,6 +235,8 @@ class FaceTracker:
     def _rescale(self, factor: float) -> None:
         for track in self._tracks:
             track.raw_kps = (track.raw_kps * factor).astype(np.float32)
+            if track.seen_kps is not None:
+                track.seen_kps = (track.seen_kps * factor).astype(np.float32)
             track.velocity = track.velocity * factor
             track.filter.scale(factor)
             track.motion = None
@@ -398,7 +401,10 @@ class FaceTracker:
                 # forward-backward check): coast at the last speed, so that a face crossing behind
                 # another re-emerges where its track expects it.
                 if track.flow_chain:
-                    track.seen_kps = track.raw_kps.copy()  # where the face was last believed to be
+                    # Where the face was last believed to be, kept only for a face hidden behind
+                    # someone: that is where one stops out of sight. (A face leaving at the frame's
+                    # edge is not looked for along its way: someone else coming in there took its id.)
+                    track.seen_kps = track.raw_kps.copy() if track.crowded else None
                 track.flow_chain = False
                 track.raw_kps = _shifted(track.raw_kps, track.velocity)
                 track.corners = (track.corners + track.velocity * self._scale).astype(np.float32)
@@ -430,7 +436,7 @@ class FaceTracker:
         coasting = [
             i
             for i, track in enumerate(self._tracks)
-            if i not in matches and usable[i] is None and track.missed > 0
+            if i not in matches and usable[i] is None and track.missed > 0 and track.seen_kps is not None
         ]
         if not free_dets or not coasting:
             return {}
@@ -438,8 +444,8 @@ class FaceTracker:
         iou = np.zeros((len(coasting), len(free_dets)), dtype=np.float64)
         for r, i in enumerate(coasting):
             track = self._tracks[i]
-            seen = track.seen_kps if track.seen_kps is not None else track.raw_kps
-            start, end = _box_from_kps(seen, track.rel_box), predicted[i]
+            assert track.seen_kps is not None
+            start, end = _box_from_kps(track.seen_kps, track.rel_box), predicted[i]
             for c in range(len(free_dets)):
                 iou[r, c] = _iou_matrix(
                     _nearest_on_path(start, end, det_boxes[c])[None, :], det_boxes[c : c + 1]
@@ -497,6 +503,7 @@ class FaceTracker:
             self._note_motion(track, flow.kps, confirmed=confirmed)
         track.raw_kps = kps.copy()
         track.rel_box = _relative_box(det)
+        track.seen_kps = None  # seen now: a later coasting starts its own way
         track.score = float(det.score)
         track.quality = 1.0
         track.missed = 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from models.types import Detection, ImageBGR
@@ -30,6 +31,7 @@ from tests.test_crossing_guards import (
     Truth,
     VisibleFaces,
     _err,
+    _head,
     two_heads_clip,
 )
 
@@ -267,3 +269,52 @@ def test_a_face_that_stops_while_hidden_comes_back_under_its_own_id(interval: in
     detector = VisibleFaces(truth)
     tracker = FaceTracker(detector, TrackerSettings(max_missed=30), interval=interval)
     assert frames_hidden_then_back_on_own_id(tracker, detector, frames, truth) >= 5
+
+
+def test_someone_walking_in_where_another_walked_out_is_a_new_face() -> None:
+    """A face hidden behind someone is looked for along its way (above); one that walked out of
+    the frame is not. If it were, a newcomer walking in at the same edge took the id of the person
+    who left (a locked target moved to a stranger). A still bystander keeps it from being a cut."""
+    width, leaving, coming = 900, 2, 0  # group photo faces; the bystander is IN_FRONT
+    heads = {face: _head(face) for face in (IN_FRONT, leaving, coming)}
+    walk_out = list(range(500, width + 6, 6))  # x of the leaving head, 6 px/frame, until wholly out
+    n = len(walk_out) + 25
+    frames: list[ImageBGR] = []
+    boxes: list[list[tuple[int, npt.NDArray[np.float32], npt.NDArray[np.float32]]]] = []
+    for i in range(n):
+        spots = [(IN_FRONT, 60)]
+        if i < len(walk_out):
+            spots.append((leaving, walk_out[i]))
+        else:
+            spots.append((coming, width - 10 * (i - len(walk_out))))  # walks in at 10 px/frame
+        frame = np.full((400, width, 3), 96, dtype=np.uint8)
+        seen = []
+        for face, x in spots:
+            pixels, box, kps = heads[face]
+            shown = pixels[:, : max(0, min(PATCH, width - x))]
+            frame[100 : 100 + PATCH, x : x + shown.shape[1]] = shown
+            offset = np.array([x, 100], dtype=np.float32)
+            seen.append((face, box + np.tile(offset, 2), kps + offset))
+        frames.append(frame)
+        boxes.append(seen)
+
+    current = [0]  # the frame the detector is shown
+
+    def detect(image: ImageBGR) -> list[Detection]:
+        found = []
+        for _, box, kps in boxes[current[0]]:
+            inside = (min(float(box[2]), width) - float(box[0])) / float(box[2] - box[0])
+            if inside >= 0.6:
+                found.append(Detection(box.copy(), kps.copy(), 0.99))
+        return found
+
+    tracker = FaceTracker(detect, TrackerSettings(max_missed=30), interval=3)
+    ids: dict[int, set[int]] = {face: set() for face in heads}
+    for i, frame in enumerate(frames):
+        current[0] = i
+        for tracked in tracker.update(frame, i / FPS):
+            for face, _, kps in boxes[i]:
+                if _err(tracked.kps, kps) < 10.0:
+                    ids[face].add(tracked.track_id)
+    assert ids[coming], "the newcomer was never tracked"
+    assert not ids[coming] & ids[leaving], f"the newcomer got the id of the one who left: {ids}"
