@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+import cv2
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -318,3 +319,61 @@ def test_someone_walking_in_where_another_walked_out_is_a_new_face() -> None:
                     ids[face].add(tracked.track_id)
     assert ids[coming], "the newcomer was never tracked"
     assert not ids[coming] & ids[leaving], f"the newcomer got the id of the one who left: {ids}"
+
+
+NEWCOMER = 0  # group photo face: a third person
+F32 = npt.NDArray[np.float32]
+
+
+class VisibleFacesAndNewcomer(VisibleFaces):
+    """VisibleFaces, plus a third face from frame `arrives` on (always in full view)."""
+
+    def __init__(self, truth: Truth, arrives: int, box: F32, kps: F32) -> None:
+        super().__init__(truth)
+        self.arrives, self.box, self.kps = arrives, box, kps
+
+    def __call__(self, image: ImageBGR) -> list[Detection]:
+        found = super().__call__(image)
+        if self.frame >= self.arrives:
+            found.append(Detection(self.box.copy(), self.kps.copy(), 0.99))
+        return found
+
+
+@pytest.mark.parametrize("x", [10, 740], ids=["behind-where-last-seen", "ahead-of-where-expected"])
+def test_a_newcomer_in_line_with_a_hidden_face_but_off_its_way_is_a_new_face(x: int) -> None:
+    """The face behind walks right and stops once hidden; while it is hidden a stranger steps in on
+    the same row: left of where the hidden face was last seen, or right of where its track coasted
+    to. The hidden face is looked for only on the way between those two points; looked for along
+    the whole line, the stranger took its id (a locked target moved to a stranger)."""
+    frames, truth = stopping_behind_clip()
+    arrives = 18  # the face behind is wholly hidden and its track coasting
+    pixels, box, kps = _head(NEWCOMER)
+    for frame in frames[arrives:]:
+        frame[100 : 100 + PATCH, x : x + PATCH] = pixels
+    offset = np.array([x, 100], dtype=np.float32)
+    newcomer_box, newcomer_kps = box + np.tile(offset, 2), kps + offset
+    detector = VisibleFacesAndNewcomer(truth, arrives, newcomer_box, newcomer_kps)
+    tracker = FaceTracker(detector, TrackerSettings(max_missed=30), interval=3)
+    run = faces_per_frame(tracker, detector, frames)
+    hidden_id = behind_id(run[0], truth)
+    newcomer_ids = {f.track_id for faces in run[arrives:] for f in faces if _err(f.kps, newcomer_kps) < 10.0}
+    assert newcomer_ids, "the newcomer was never tracked"
+    assert hidden_id not in newcomer_ids, "the newcomer took the id of the face hidden behind the passer-by"
+
+
+@pytest.mark.parametrize("interval", [3, 6])
+def test_a_face_hidden_when_the_picture_changes_size_comes_back_under_its_own_id(interval: int) -> None:
+    """The stopping clip again, but the source switches to half the resolution while the face is
+    hidden (a camera renegotiating its mode, a new capture size picked live). Where it was last
+    seen must scale with the picture: left at the old scale, the way the face is looked for along
+    started right of where it stopped, and the person came back as a new track."""
+    frames, truth = stopping_behind_clip()
+    switch = 20
+    for i in range(switch, len(frames)):
+        frames[i] = cv2.resize(frames[i], None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA)
+        # cv2.resize maps pixel centres: x -> (x + 0.5) / 2 - 0.5
+        truth.boxes[i] = tuple(b * 0.5 - 0.25 for b in truth.boxes[i])  # type: ignore[assignment]
+        truth.kps[i] = tuple(k * 0.5 - 0.25 for k in truth.kps[i])  # type: ignore[assignment]
+    detector = VisibleFaces(truth)
+    tracker = FaceTracker(detector, TrackerSettings(max_missed=30), interval=interval)
+    assert frames_hidden_then_back_on_own_id(tracker, detector, frames, truth) >= 5
