@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from models.errors import FaceCastError, SinkError, SourceError
-from realtime.frames import VideoFrame, fit_processing_size
+from realtime.frames import VideoFrame, conform_picture, fit_processing_size
 from realtime.metrics import Metrics, StatsSnapshot
 from realtime.overlay import draw_disclosure_label
 from realtime.settings import Settings
@@ -347,14 +347,20 @@ class Engine:
             # choosing again a model whose load failed tries it again -- but not at every slider
             # move right after the failure (each one retried the load and said it failed again).
             pending = self._pending_stages[1] if self._pending_stages is not None else None
-            base = self._load_request or self._loading or pending or self._built_with or old
+            base = self._load_request or self._loading or pending or self._built_with
             failed = self._failed
             retrying_too_soon = (
                 failed is not None
                 and time.monotonic() - failed[1] < self.load_retry_s
                 and not needs_reload(failed[0], settings)
             )
-        if needs_reload(base, settings) and not retrying_too_soon:
+        # Nothing built and nothing loading after a failed first load: any choice loads (passthrough
+        # until then). Compared with `old` it stayed in passthrough, the failed choice never retried.
+        if base is not None:
+            wanted = needs_reload(base, settings)
+        else:
+            wanted = failed is not None or needs_reload(old, settings)
+        if wanted and not retrying_too_soon:
             self._load_async(settings)
 
     def subscribe_preview(self, callback: Callable[[VideoFrame], None]) -> None:
@@ -480,24 +486,26 @@ class Engine:
         def run() -> None:
             try:
                 fn(*args)
-            except FaceCastError as exc:
-                self._fail(exc)
             except Exception as exc:
-                log.exception("engine thread %s crashed", threading.current_thread().name)
-                self._fail(FaceCastError(f"Internal error in {threading.current_thread().name}: {exc}"))
+                self._fail(_as_failure(exc))
 
         return run
 
     def _fail(self, exc: FaceCastError) -> None:
+        self._note_failure(exc)
+        self._finished.set()
+        self._emit(EngineEvent("error", exc.user_message(), exc))
+
+    def _note_failure(self, exc: FaceCastError) -> None:
+        """Record why the run ends and stop it (before anyone can see it ended: a run seen over with
+        no error yet read as "the input ended"). Telling comes after: a listener that raises must
+        not leave the run hanging."""
         if self.error is None:
             self.error = exc
         self.metrics.error()
-        # Stop first, tell after: a listener that raises must not leave the run hanging.
         self._stop.set()
         with self._pipes.lock:
             self._pipes.wake_everyone()
-        self._finished.set()
-        self._emit(EngineEvent("error", exc.user_message(), exc))
 
     def _capture_loop(self) -> None:
         pipes = self._pipes
@@ -506,13 +514,17 @@ class Engine:
             while not self._stop.is_set():
                 try:
                     frame = self._source.read()
-                except SourceError as exc:
+                    if frame is not None:
+                        frame = conform_picture(frame)  # a custom source's grey, BGRA, 16-bit or view
+                except Exception as exc:
                     if self._stop.is_set():
                         break  # stopped meanwhile: a failure after "finished" is no news to anyone
                     # A camera that vanished: report it, then finish cleanly with what we have.
-                    self.error = exc
+                    failure = exc if isinstance(exc, SourceError) else _source_failure(exc)
+                    if self.error is None:
+                        self.error = failure
                     self.metrics.error()
-                    self._emit(EngineEvent("error", exc.user_message(), exc))
+                    self._emit(EngineEvent("error", failure.user_message(), failure))
                     break
                 if frame is None:
                     break
@@ -613,34 +625,52 @@ class Engine:
                 pipes.sink_wake.notify()
 
     def _sink_loop(self) -> None:
-        pipes = self._pipes
-        expect = 0
+        failure: FaceCastError | None = None
         try:
-            while not self._stop.is_set():
-                with pipes.lock:
-                    while expect not in pipes.done and not self._stop.is_set():
-                        if pipes.analysed_all and expect >= pipes.next_seq:
-                            return
-                        pipes.sink_wake.wait(POLL_S)
-                    if self._stop.is_set():
-                        return
-                    frame = pipes.done.pop(expect)
-                expect += 1
-                t0 = time.perf_counter()
-                if self._settings.composite.disclosure_label:
-                    draw_disclosure_label(frame.image)
-                self._sink.send(frame)
-                sent = time.perf_counter()
-                self.metrics.stage("sink", (sent - t0) * 1000.0)
-                self.metrics.frame_out(frame.capture_ts, sent)
-                for callback in self._preview:
-                    callback(frame)
-                with pipes.lock:
-                    pipes.in_flight -= 1
-                    pipes.analyser_wake.notify()
+            self._send_frames()
+        except Exception as exc:
+            failure = _as_failure(exc)
+            self._note_failure(failure)  # before _finished, so the error is there when the end is seen
         finally:
             self._io_thread_done("sink")  # before _finished: wait() then closes the sink itself
             self._finished.set()
+        if failure is not None:
+            self._emit(EngineEvent("error", failure.user_message(), failure))
+
+    def _send_frames(self) -> None:
+        pipes = self._pipes
+        expect = 0
+        while not self._stop.is_set():
+            with pipes.lock:
+                while expect not in pipes.done and not self._stop.is_set():
+                    if pipes.analysed_all and expect >= pipes.next_seq:
+                        return
+                    pipes.sink_wake.wait(POLL_S)
+                if self._stop.is_set():
+                    return
+                frame = pipes.done.pop(expect)
+            expect += 1
+            t0 = time.perf_counter()
+            if self._settings.composite.disclosure_label:
+                draw_disclosure_label(frame.image)
+            self._sink.send(frame)
+            sent = time.perf_counter()
+            self.metrics.stage("sink", (sent - t0) * 1000.0)
+            self.metrics.frame_out(frame.capture_ts, sent)
+            self._show_preview(frame)
+            with pipes.lock:
+                pipes.in_flight -= 1
+                pipes.analyser_wake.notify()
+
+    def _show_preview(self, frame: VideoFrame) -> None:
+        """Hand the frame to the preview callbacks. One that raises (a closed preview window) is
+        dropped with a log entry: the virtual camera and the recording go on."""
+        for callback in list(self._preview):
+            try:
+                callback(frame)
+            except Exception:
+                log.exception("a preview callback raised; it gets no more frames")
+                self._preview.remove(callback)
 
     def _frame_failed(self, stage: str, index: int, exc: Exception) -> None:
         """Count a per-frame failure; say so once per distinct reason (not 30 times a second)."""
@@ -690,8 +720,19 @@ class Engine:
                 self._source.close()
         finally:
             if close_sink:
-                self._close_sink()
+                self._close_sink_reporting()
         self._emit(EngineEvent("finished", ""))
+
+    def _close_sink_reporting(self) -> None:
+        """Close the sink; a failure (a full disk at the file's end) becomes the run's error and is
+        told like any other, instead of escaping stop() and leaving the run never "finished"."""
+        try:
+            self._close_sink()
+        except Exception as exc:
+            failure = _as_failure(exc)
+            if self.error is None:
+                self.error = failure
+            self._emit(EngineEvent("error", failure.user_message(), failure))
 
     def _close_sink(self) -> None:
         if isinstance(self.error, SinkError):
@@ -709,11 +750,11 @@ class Engine:
             late = self._closing
         if not late:
             return
+        if which == "sink":
+            self._close_sink_reporting()
+            return
         try:
-            if which == "capture":
-                self._source.close()
-            else:
-                self._close_sink()
+            self._source.close()
         except FaceCastError as exc:
             if self.error is None:
                 self.error = exc
@@ -727,3 +768,21 @@ class Engine:
         except Exception:
             # A listener's bug (a closed stderr pipe, a deleted Qt object) must not stop the video.
             log.exception("an engine event listener raised on %s", event.kind)
+
+
+def _as_failure(exc: Exception) -> FaceCastError:
+    """An exception that ends the run, as the error the user is told: ours as they are, anything
+    else (a bug) logged with its traceback and named as internal."""
+    if isinstance(exc, FaceCastError):
+        return exc
+    log.exception("engine thread %s crashed", threading.current_thread().name)
+    return FaceCastError(f"Internal error in {threading.current_thread().name}: {exc}")
+
+
+def _source_failure(exc: Exception) -> SourceError:
+    """A source's unexpected exception (a driver's OSError, a custom source's bug) as the input
+    failing: the frames in flight are finished and the output kept, as for a camera unplugged."""
+    if isinstance(exc, FaceCastError):
+        return SourceError(exc.message, exc.hint)
+    log.error("the input failed", exc_info=exc)
+    return SourceError(f"The input failed: {type(exc).__name__}: {exc}")

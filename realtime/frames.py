@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
 
+from models.errors import SourceError
 from models.types import ImageBGR
 
 
@@ -68,4 +70,47 @@ def fit_processing_size(frame: VideoFrame, longest: int) -> VideoFrame:
     if (image.shape[1], image.shape[0]) != (new_w, new_h):
         image = np.asarray(cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR))
     frame.image = image
+    return frame
+
+
+def to_bgr8(image: Any) -> ImageBGR:
+    """A picture as the face stages need it: (H, W, 3) uint8 BGR, C-contiguous. Grey (one channel)
+    and BGRA pictures are converted, 16-bit ones scaled to 8 bits (an infrared camera's Y16), views
+    (mirrored, channels reversed) copied; anything else is a SourceError naming what came."""
+    if not isinstance(image, np.ndarray) or image.ndim not in (2, 3) or image.size == 0:
+        what = f"an array of shape {image.shape}" if isinstance(image, np.ndarray) else type(image).__name__
+        raise SourceError(f"The input gave {what} instead of a picture.")
+    if image.dtype == np.uint16:
+        image = cv2.convertScaleAbs(image, alpha=1.0 / 257.0)  # rounds; 65535 -> 255
+    elif image.dtype != np.uint8:
+        raise SourceError(
+            f"The input gave {image.dtype} pictures; FaceCast takes 8-bit (or 16-bit) pictures.",
+            hint="A custom source must hand out uint8 BGR images.",
+        )
+    channels = 1 if image.ndim == 2 else int(image.shape[2])
+    if channels == 1:
+        return np.asarray(cv2.cvtColor(image, cv2.COLOR_GRAY2BGR), dtype=np.uint8)
+    if channels == 4:
+        return np.asarray(cv2.cvtColor(image, cv2.COLOR_BGRA2BGR), dtype=np.uint8)
+    if channels != 3:
+        raise SourceError(f"The input gave pictures with {channels} channels; FaceCast takes 1, 3 or 4.")
+    return np.ascontiguousarray(image)
+
+
+def conform_picture(frame: VideoFrame) -> VideoFrame:
+    """The frame with its host picture made what the engine needs (see to_bgr8); a frame that
+    already is one (every built-in source's) is returned untouched, at the cost of a few checks.
+    A picture still on the GPU is left there."""
+    if frame.device_picture is not None:
+        return frame
+    image = frame.image
+    if (
+        isinstance(image, np.ndarray)
+        and image.dtype == np.uint8
+        and image.ndim == 3
+        and image.shape[2] == 3
+        and image.flags.c_contiguous
+    ):
+        return frame
+    frame.image = to_bgr8(image)
     return frame

@@ -35,7 +35,7 @@ from realtime.cameras import (
     quiet_opencv,
     request_mode,
 )
-from realtime.frames import VideoFrame
+from realtime.frames import VideoFrame, to_bgr8
 
 log = logging.getLogger(__name__)
 
@@ -189,13 +189,10 @@ def probe_cameras(
 
 
 def as_bgr(image: Any) -> ImageBGR:
-    """A camera picture as 3-channel BGR: DirectShow hands grey/IR cameras' Y8 frames out as one
-    channel, and a few drivers BGRA."""
-    if image.ndim == 2:
-        return np.asarray(cv2.cvtColor(image, cv2.COLOR_GRAY2BGR), dtype=np.uint8)
-    if image.shape[2] == 4:
-        return np.asarray(cv2.cvtColor(image, cv2.COLOR_BGRA2BGR), dtype=np.uint8)
-    return np.asarray(image, dtype=np.uint8)
+    """A camera picture as 3-channel 8-bit BGR: DirectShow hands grey/IR cameras' Y8 frames out as
+    one channel, a few drivers BGRA, and infrared cameras Y16 (scaled down, not wrapped: a cast
+    turned mid-grey black)."""
+    return to_bgr8(image)
 
 
 def _release_capture(cap: CaptureLike) -> None:

@@ -647,6 +647,38 @@ def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
         engine.stop()
 
 
+def test_a_model_that_failed_to_load_at_start_is_tried_again_when_chosen_again() -> None:
+    """The first load of a run fails (the enhancer is not downloaded yet): the run goes on in
+    passthrough. Once the user has it and picks it again, it loads. It stayed in passthrough
+    (nothing running to compare with, the failed choice looked unchanged) until another model was
+    picked and then this one again, or the run restarted."""
+    available: set[str] = {"none"}
+    events: list[tuple[str, str]] = []
+
+    def factory(s: Settings) -> StageSet:
+        if s.enhancer.model not in available:
+            raise FaceCastError(f"{s.enhancer.model} is not downloaded.")
+        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"enhancer={s.enhancer.model}")
+
+    source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
+    wanted = settings(2).with_overrides({"enhancer.model": "gpen_256"})
+    engine = Engine(source, RecordingSink(), wanted, factory, load_in_background=True)
+    engine._on_event = lambda e: events.append((e.kind, e.message))
+    engine.load_retry_s = 0.5
+    engine.start()
+    try:
+        assert _wait_for(lambda: any(k == "error" for k, _ in events))
+        engine.update_settings(wanted.with_overrides({"composite.opacity": 0.9}))  # right after: no retry
+        time.sleep(0.2)
+        assert sum(k == "error" for k, _ in events) == 1
+        available.add("gpen_256")
+        time.sleep(0.5)
+        engine.update_settings(wanted)
+        assert _wait_for(lambda: engine.stages_label == "enhancer=gpen_256")
+    finally:
+        engine.stop()
+
+
 def test_a_load_replaced_by_a_newer_choice_does_not_report_its_failure() -> None:
     events: list[tuple[str, str]] = []
 
