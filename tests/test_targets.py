@@ -585,3 +585,102 @@ def test_the_place_preferred_after_a_cut_is_used_once() -> None:
         sel.select([_face(3, 80, x=10.0, lost=lost, detected=False)], _never)
     picked = sel.select([_face(4, 150, x=400.0), _face(5, 70, x=10.0)], _never)
     assert [f.track_id for f in picked] == [4]
+
+
+class _Same:
+    def embed(self, image: ImageBGR, kps: Any) -> npt.NDArray[np.float32]:
+        return np.ones(512, np.float32)
+
+
+def test_switching_the_target_mode_live_swaps_every_face() -> None:
+    """ "largest" -> "all" while running: the second face is swapped within the fade, without a
+    restart (the selector of the old mode kept choosing one face)."""
+    from realtime.face_models import AnalysisModels
+    from realtime.settings import Settings
+    from realtime.stages import FaceAnalyser
+
+    scene = _Scene()
+    s = Settings()
+    analyser = FaceAnalyser(AnalysisModels(scene, _Same(), "scripted"), s)
+    assert len(_weights(analyser, scene, s, range(10))[-1]) == 1
+    s_all = s.with_overrides({"swap.target": "all"})
+    after = _weights(analyser, scene, s_all, range(10, 10 + s.tracker.fade_frames + 2))
+    assert len(after[-1]) == 2 and all(w == 1.0 for w in after[-1].values()), after
+
+
+def test_switching_to_reference_mode_live_without_a_photo_is_refused() -> None:
+    from models.errors import FaceCastError
+    from realtime.face_models import AnalysisModels
+    from realtime.settings import Settings
+    from realtime.stages import FaceAnalyser
+
+    scene = _Scene()
+    s = Settings()
+    analyser = FaceAnalyser(AnalysisModels(scene, _Same(), "scripted"), s)
+    _weights(analyser, scene, s, range(3))
+    with pytest.raises(FaceCastError, match="reference"):
+        _weights(analyser, scene, s.with_overrides({"swap.target": "reference"}), range(3, 4))
+
+
+def test_the_reference_threshold_slider_applies_live() -> None:
+    """A face at cosine distance 0.5 from the reference photo: not swapped at a 0.4 threshold;
+    raising the slider to 0.6 while running swaps it (the selector kept the old threshold)."""
+    from realtime.face_models import AnalysisModels
+    from realtime.settings import Settings
+    from realtime.stages import FaceAnalyser
+
+    class HalfWay:  # cosine distance 0.5 to the reference [1, 0]
+        def embed(self, image: ImageBGR, kps: Any) -> npt.NDArray[np.float32]:
+            return np.array([0.5, np.sqrt(0.75)], np.float32)
+
+    scene = _Scene(a_leaves=0)  # one face
+    s = Settings().with_overrides(
+        {"swap.target": "reference", "swap.reference_threshold": 0.4, "detector.interval": 1}
+    )
+    analyser = FaceAnalyser(
+        AnalysisModels(scene, HalfWay(), "scripted"), s, reference_embedding=np.array([1.0, 0.0], np.float32)
+    )
+    assert all(w == {} for w in _weights(analyser, scene, s, range(10)))
+    raised = _weights(analyser, scene, s.with_overrides({"swap.reference_threshold": 0.6}), range(10, 50))
+    assert raised[-1] and all(v == 1.0 for v in raised[-1].values()), raised[-5:]
+
+
+def test_a_live_detection_interval_change_changes_how_often_faces_are_detected() -> None:
+    """ "Detect every N frames" is live (no reload): lowering it from 10 to 1 for fast motion must
+    detect on every frame from then on."""
+    from realtime.face_models import AnalysisModels
+    from realtime.settings import Settings
+    from realtime.stages import FaceAnalyser
+
+    class Counting(_Scene):
+        calls = 0
+
+        def detect(self, image: ImageBGR, max_faces: int = 0) -> list[Detection]:
+            self.calls += 1
+            return [_scripted_face(300, 240, 120)]
+
+    scene = Counting()
+    s = Settings().with_overrides({"detector.interval": 10})
+    analyser = FaceAnalyser(AnalysisModels(scene, _Same(), "scripted"), s)
+    image = cv2.GaussianBlur(
+        np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8), (0, 0), 3
+    )
+    for i in range(20):
+        analyser.analyse(image, i / 30, s)
+    assert scene.calls <= 3
+    before = scene.calls
+    every = s.with_overrides({"detector.interval": 1})
+    for i in range(20, 40):
+        analyser.analyse(image, i / 30, every)
+    assert scene.calls - before >= 19
+
+
+def test_a_cut_while_the_target_is_hidden_swaps_the_new_shots_face_at_once() -> None:
+    """ "largest", the target hidden (the selector waiting for it near its last place), then a cut:
+    the new shot's face is the target at once. The wait for the old shot's place carried over, and
+    the new face stayed unswapped for about a second."""
+    sel = TargetSelector("largest", max_missed=2)
+    sel.select([_face(1, 120, x=100), _face(2, 80, x=600)], _never)
+    sel.select([_face(2, 80, x=600)], _never)  # 1 is gone: waiting for it to come back
+    sel.new_shot()
+    assert [f.track_id for f in sel.select([_face(7, 100, x=1200)], _never)] == [7]
