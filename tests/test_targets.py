@@ -684,3 +684,43 @@ def test_a_cut_while_the_target_is_hidden_swaps_the_new_shots_face_at_once() -> 
     sel.select([_face(2, 80, x=600)], _never)  # 1 is gone: waiting for it to come back
     sel.new_shot()
     assert [f.track_id for f in sel.select([_face(7, 100, x=1200)], _never)] == [7]
+
+
+def test_of_two_new_faces_where_the_lost_target_was_the_larger_takes_it_back() -> None:
+    """The target (a face in front) gets a new track at its place, and so does a small face behind
+    it (a photo on the wall, someone far back): the swap goes back to the target, not the small one."""
+    sel = TargetSelector("largest", max_missed=1)
+    sel.select([_face(1, 120, x=100)], _never)
+    sel.select([], _never)  # gone: waiting near its place
+    picked = sel.select([_face(6, 40, x=140), _face(5, 115, x=104)], _never)
+    assert [f.track_id for f in picked] == [5]
+
+
+def test_the_target_fades_in_once_and_a_bystander_walking_out_is_not_passed_through() -> None:
+    """A new target's swap comes in over the tracker's fade (0.25, 0.5, 0.75, 1 at 4 fade frames),
+    not over two fades multiplied (0.06, 0.25, ...: the swap showed up late). A bystander leaving
+    the picture is not counted as a face passed through (the metric counts faces the swap had to
+    skip, which this one never was)."""
+    from realtime.face_models import AnalysisModels
+    from realtime.settings import Settings
+    from realtime.stages import FaceAnalyser
+
+    class Leaving(_Scene):
+        def detect(self, image: ImageBGR, max_faces: int = 0) -> list[Detection]:
+            faces = [_scripted_face(200, 240, 120)]  # the target, always there
+            if self.frame < 10:
+                faces.append(_scripted_face(460, 240, 60))  # a bystander who leaves at frame 10
+            return faces
+
+    scene = Leaving()
+    s = Settings().with_overrides({"detector.interval": 1})
+    analyser = FaceAnalyser(AnalysisModels(scene, _Same(), "scripted"), s)
+    image = np.full((480, 640, 3), 90, np.uint8)
+    passed_through, weights = [], []
+    for i in range(30):
+        scene.frame = i
+        plan = analyser.analyse(image, i / 30, s)
+        passed_through.append(plan.passthrough)
+        weights.append(round(next((t.weight for t in plan.targets if t.track_id == 1), 0.0), 2))
+    assert weights[:5] == [0.25, 0.5, 0.75, 1.0, 1.0]
+    assert passed_through == [0] * 30
