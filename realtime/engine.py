@@ -230,6 +230,7 @@ class Engine:
         self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_output)
         self._preview: list[Callable[[VideoFrame], None]] = []
         self.error: FaceCastError | None = None
+        self._sink_failed = False  # the sink raised a SinkError: abort it, not finalise it
         self._lock = threading.Lock()
         self._reported: dict[str, float] = {}  # per-frame failure message -> when last reported
         # Who releases the source and the sink (see _close): guarded by _io_lock.
@@ -338,6 +339,7 @@ class Engine:
         """Apply at the next frame. Model/provider changes load in the background meanwhile."""
         settings = settings.validate()
         old = self._settings
+        stopped = self._stop.is_set()
         if settings.pipeline.frames_in_flight != old.pipeline.frames_in_flight:
             # The number of worker threads is fixed for a run; keep it (it applies at the next Start).
             settings = settings.with_overrides({"pipeline.frames_in_flight": old.pipeline.frames_in_flight})
@@ -347,13 +349,19 @@ class Engine:
             # choosing again a model whose load failed tries it again -- but not at every slider
             # move right after the failure (each one retried the load and said it failed again).
             pending = self._pending_stages[1] if self._pending_stages is not None else None
-            base = self._load_request or self._loading or pending or self._built_with
+            another_on_its_way = self._load_request or self._loading or pending
+            base = another_on_its_way or self._built_with
             failed = self._failed
+            # Back to the failed choice while another loads is a choice, not a slider move: without
+            # it the other model ran while the settings (and the window) named the failed one.
             retrying_too_soon = (
                 failed is not None
+                and another_on_its_way is None
                 and time.monotonic() - failed[1] < self.load_retry_s
                 and not needs_reload(failed[0], settings)
             )
+        if stopped:
+            return  # the run is over: nothing to load for
         # Nothing built and nothing loading after a failed first load: any choice loads (passthrough
         # until then). Compared with `old` it stayed in passthrough, the failed choice never retried.
         if base is not None:
@@ -520,7 +528,7 @@ class Engine:
                     if self._stop.is_set():
                         break  # stopped meanwhile: a failure after "finished" is no news to anyone
                     # A camera that vanished: report it, then finish cleanly with what we have.
-                    failure = exc if isinstance(exc, SourceError) else _source_failure(exc)
+                    failure = exc if isinstance(exc, FaceCastError) else _source_failure(exc)
                     if self.error is None:
                         self.error = failure
                     self.metrics.error()
@@ -630,6 +638,9 @@ class Engine:
             self._send_frames()
         except Exception as exc:
             failure = _as_failure(exc)
+            # The output itself failed: it is discarded, whatever error ended the run first (an
+            # input failing while its last frames were written out).
+            self._sink_failed = isinstance(exc, SinkError)
             self._note_failure(failure)  # before _finished, so the error is there when the end is seen
         finally:
             self._io_thread_done("sink")  # before _finished: wait() then closes the sink itself
@@ -729,13 +740,13 @@ class Engine:
         try:
             self._close_sink()
         except Exception as exc:
-            failure = _as_failure(exc)
+            failure = exc if isinstance(exc, FaceCastError) else _output_failure(self._sink.description, exc)
             if self.error is None:
                 self.error = failure
             self._emit(EngineEvent("error", failure.user_message(), failure))
 
     def _close_sink(self) -> None:
-        if isinstance(self.error, SinkError):
+        if self._sink_failed or isinstance(self.error, SinkError):
             self._sink.abort()  # the sink failed mid-write: leave nothing half-written
         else:
             self._sink.close()  # finalise: a camera that vanished still leaves a playable file
@@ -782,7 +793,12 @@ def _as_failure(exc: Exception) -> FaceCastError:
 def _source_failure(exc: Exception) -> SourceError:
     """A source's unexpected exception (a driver's OSError, a custom source's bug) as the input
     failing: the frames in flight are finished and the output kept, as for a camera unplugged."""
-    if isinstance(exc, FaceCastError):
-        return SourceError(exc.message, exc.hint)
     log.error("the input failed", exc_info=exc)
     return SourceError(f"The input failed: {type(exc).__name__}: {exc}")
+
+
+def _output_failure(description: str, exc: Exception) -> SinkError:
+    """The output's unexpected exception while it was finished (a full disk as an OSError): named
+    as the output failing, not as an internal error of whichever thread stopped the run."""
+    log.error("finishing the output failed", exc_info=exc)
+    return SinkError(f"Finishing {description} failed: {type(exc).__name__}: {exc}")

@@ -76,17 +76,16 @@ def fit_processing_size(frame: VideoFrame, longest: int) -> VideoFrame:
 def to_bgr8(image: Any) -> ImageBGR:
     """A picture as the face stages need it: (H, W, 3) uint8 BGR, C-contiguous. Grey (one channel)
     and BGRA pictures are converted, 16-bit ones scaled to 8 bits (an infrared camera's Y16), views
-    (mirrored, channels reversed) copied; anything else is a SourceError naming what came."""
+    (mirrored, channels reversed) and read-only pictures copied; anything else is a SourceError
+    naming what came."""
     if not isinstance(image, np.ndarray) or image.ndim not in (2, 3) or image.size == 0:
         what = f"an array of shape {image.shape}" if isinstance(image, np.ndarray) else type(image).__name__
         raise SourceError(f"The input gave {what} instead of a picture.")
-    if image.dtype == np.uint16:
-        image = cv2.convertScaleAbs(image, alpha=1.0 / 257.0)  # rounds; 65535 -> 255
-    elif image.dtype != np.uint8:
-        raise SourceError(
-            f"The input gave {image.dtype} pictures; FaceCast takes 8-bit (or 16-bit) pictures.",
-            hint="A custom source must hand out uint8 BGR images.",
-        )
+    if image.dtype.kind == "u" and image.dtype.itemsize == 2:
+        # Any byte order; rounds, 65535 -> 255.
+        image = cv2.convertScaleAbs(image.astype(np.uint16, copy=False), alpha=1.0 / 257.0)
+    elif image.dtype.kind != "u" or image.dtype.itemsize != 1:
+        raise SourceError(f"The input gave {image.dtype} pictures; FaceCast takes 8-bit or 16-bit ones.")
     channels = 1 if image.ndim == 2 else int(image.shape[2])
     if channels == 1:
         return np.asarray(cv2.cvtColor(image, cv2.COLOR_GRAY2BGR), dtype=np.uint8)
@@ -94,6 +93,8 @@ def to_bgr8(image: Any) -> ImageBGR:
         return np.asarray(cv2.cvtColor(image, cv2.COLOR_BGRA2BGR), dtype=np.uint8)
     if channels != 3:
         raise SourceError(f"The input gave pictures with {channels} channels; FaceCast takes 1, 3 or 4.")
+    if not image.flags.writeable:
+        return image.copy()  # the swap draws into the frame
     return np.ascontiguousarray(image)
 
 
@@ -110,6 +111,7 @@ def conform_picture(frame: VideoFrame) -> VideoFrame:
         and image.ndim == 3
         and image.shape[2] == 3
         and image.flags.c_contiguous
+        and image.flags.writeable
     ):
         return frame
     frame.image = to_bgr8(image)

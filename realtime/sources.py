@@ -277,7 +277,11 @@ class CameraSource(KnownFormat):
             raise SourceError(
                 f"Camera {index} could not be opened.", hint=f"{self._cameras_hint()} {camera_access_hint()}"
             )
-        image = self._first_picture(cap)
+        try:
+            image = self._first_picture(cap)
+        except SourceError:
+            _release_capture(cap)  # a picture it cannot use: the device is not kept
+            raise
         if image is None:
             _release_capture(cap)
             raise SourceError(

@@ -679,6 +679,57 @@ def test_a_model_that_failed_to_load_at_start_is_tried_again_when_chosen_again()
         engine.stop()
 
 
+def test_going_back_to_a_failed_model_while_another_loads_is_not_ignored() -> None:
+    """Model F fails; the user picks G (loading) and then F again at once (it has just been
+    downloaded). F was taken for a slider move after its failure and not loaded: G ran while the
+    settings, and the window, named F."""
+    available: set[str] = {"none", "gfpgan_1.4"}
+
+    def factory(s: Settings) -> StageSet:
+        if s.enhancer.model not in available:
+            raise FaceCastError(f"{s.enhancer.model} is not downloaded.")
+        if s.enhancer.model != "none":
+            time.sleep(0.3)
+        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"enhancer={s.enhancer.model}")
+
+    base = settings(2)
+    failed, other = (base.with_overrides({"enhancer.model": m}) for m in ("gpen_256", "gfpgan_1.4"))
+    engine = Engine(
+        FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True), RecordingSink(), base, factory
+    )
+    engine.start()
+    try:
+        engine.update_settings(failed)
+        assert _wait_for(lambda: engine._failed is not None)
+        available.add("gpen_256")
+        engine.update_settings(other)
+        time.sleep(0.05)
+        engine.update_settings(failed)
+        assert _wait_for(lambda: engine.stages_label == "enhancer=gpen_256")
+    finally:
+        engine.stop()
+
+
+def test_a_settings_change_after_stop_loads_nothing() -> None:
+    """After a failed first load, a change made once the run has stopped said "loading models"
+    (and started a loader thread) for a run that was over."""
+    events: list[str] = []
+
+    def factory(s: Settings) -> StageSet:
+        raise FaceCastError(f"{s.enhancer.model} is not downloaded.")
+
+    source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
+    engine = Engine(source, RecordingSink(), settings(2), factory, load_in_background=True)
+    engine._on_event = lambda e: events.append(e.kind)
+    engine.start()
+    assert _wait_for(lambda: engine._failed is not None)
+    engine.stop()
+    del events[:]
+    engine.update_settings(settings(2).with_overrides({"enhancer.model": "gpen_256"}))
+    time.sleep(0.1)
+    assert "models_loading" not in events
+
+
 def test_a_load_replaced_by_a_newer_choice_does_not_report_its_failure() -> None:
     events: list[tuple[str, str]] = []
 

@@ -188,3 +188,74 @@ def test_an_infrared_cameras_16_bit_picture_is_scaled_not_wrapped() -> None:
     out = as_bgr(y16)
     assert out.shape == (1, 4, 3) and out.dtype == np.uint8
     assert out[0, :, 0].tolist() == [0, 128, 255, 4]
+
+
+class SlowDisk(RecordingSink):
+    """Slower than the source (frames pile up in flight), then full after 3 frames."""
+
+    def send(self, frame: VideoFrame) -> None:
+        time.sleep(0.05)
+        if len(self.indices) >= 3:
+            raise SinkError("No space left on the disk while writing out.mp4.")
+        super().send(frame)
+
+
+def test_an_output_that_fails_while_the_last_frames_drain_is_discarded_not_finished() -> None:
+    """The input fails first (its frames in flight are still written out), then the output fails
+    mid-write: the half-written output is discarded, as for any output failing, not finalised
+    under the user's name because the run's first error was the input's."""
+
+    class FailsAfterSix(FakeSource):
+        def read(self) -> VideoFrame | None:
+            if self._next >= 6:
+                raise OSError(5, "Input/output error")
+            return super().read()
+
+    sink = SlowDisk()
+    reading_ahead = Settings().with_overrides({"pipeline.read_ahead": 8})
+    engine = Engine(FailsAfterSix(frames=1000), sink, reading_ahead)
+    engine.start()
+    assert engine.wait(5.0)
+    assert isinstance(engine.error, SourceError)
+    assert sink.aborted and not sink.closed
+
+
+def test_a_failing_close_is_named_as_the_output_failing() -> None:
+    """An OSError from the output's close (a full disk) was "Internal error in MainThread"."""
+
+    class FullDiskAtClose(RecordingSink):
+        def close(self) -> None:
+            raise OSError(28, "No space left on device")
+
+    events: list[EngineEvent] = []
+    sink = FullDiskAtClose(description="video file out.mp4")
+    engine = Engine(FakeSource(frames=5), sink, Settings(), on_event=events.append)
+    engine.start()
+    assert engine.wait(5.0)
+    assert isinstance(engine.error, SinkError)
+    message = engine.error.user_message()
+    assert "out.mp4" in message and "No space left" in message and "Internal" not in message
+
+
+def test_a_read_only_picture_is_copied_before_the_face_is_drawn_into_it() -> None:
+    class ReadOnly(FakeSource):
+        def read(self) -> VideoFrame | None:
+            frame = super().read()
+            if frame is not None:
+                frame.image.flags.writeable = False
+            return frame
+
+    received: list[bool] = []
+    engine = Engine(
+        ReadOnly(frames=10), RecordingSink(), Settings().with_overrides({"composite.disclosure_label": True})
+    )
+    engine.subscribe_preview(lambda f: received.append(f.image.flags.writeable))
+    engine.start()
+    assert engine.wait(5.0)
+    assert engine.error is None, engine.error.user_message()
+    assert received == [True] * 10
+
+
+def test_big_endian_16_bit_pictures_are_scaled_like_any_16_bit_picture() -> None:
+    y16 = np.array([[0, 32768, 65535]], dtype=">u2")
+    assert as_bgr(y16)[0, :, 0].tolist() == [0, 128, 255]

@@ -601,6 +601,24 @@ def test_a_slow_starting_camera_gets_a_moment_for_its_first_picture() -> None:
         CameraSource(0, capture_factory=FakeCamera(0).factory, first_frame_s=0.2).open()
 
 
+def test_a_camera_whose_picture_cannot_be_used_is_said_so_and_released() -> None:
+    """A camera handing out a format FaceCast cannot read (raw 2-channel YUYV): the message says
+    so, and the device is let go at once (it stayed held, so no other app could use it)."""
+    released: list[bool] = []
+
+    class RawYuyv(FakeCapture):
+        def read(self) -> tuple[bool, Any]:
+            return True, np.zeros((48, 64, 2), np.uint8)
+
+        def release(self) -> None:
+            released.append(True)
+
+    source = CameraSource(0, capture_factory=lambda i, api: RawYuyv(FakeCamera(0)), first_frame_s=0.2)
+    with pytest.raises(SourceError, match="2 channels"):
+        source.open()
+    assert released == [True]
+
+
 @pytest.mark.parametrize(
     ("backend", "order"),
     [
