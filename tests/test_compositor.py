@@ -153,3 +153,46 @@ def test_opacity_and_foreign_masks_blend_everywhere() -> None:
     # Inside the crop's footprint the hard mask shows the crop itself.
     fake = cv2.warpAffine(crop, invert_affine(m), (FRAME_W, FRAME_H))
     np.testing.assert_array_equal(hard[centre], fake[centre])
+
+
+def _similarity(scale: float, angle_deg: float, cx: float, cy: float, size: int = 128) -> Matrix2x3:
+    a = math.radians(angle_deg)
+    lin = scale * np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    m = np.zeros((2, 3))
+    m[:, :2] = lin
+    m[:, 2] = np.array([size / 2, size / 2]) - lin @ np.array([cx, cy])
+    return m
+
+
+@pytest.mark.parametrize(("face_px", "roll"), [(200, 0), (200, 30), (200, 45), (60, 0), (60, 30)])
+def test_the_feather_is_sized_by_insightfaces_rule(face_px: int, roll: int) -> None:
+    """insightface erodes by max(side // 10, 10) px and blurs with a (2 * max(side // 20, 5) + 1)
+    kernel, `side` from the pasted square's bounding box (which grows with roll). A feather sized
+    from the face alone was 1/sqrt(2) of it at 45 degrees (the edge moved by up to 125 levels); the
+    10 px floor keeps a small face's box edge hidden."""
+    m = _similarity(128 / face_px, roll, 320, 240)
+    inset_x8, sigma_x8 = comp.crop_mask_kernels(128, m, comp.MaskSettings())
+    side = int(face_px * (abs(math.cos(math.radians(roll))) + abs(math.sin(math.radians(roll)))))
+    erode, half = max(side // 10, 10), max(side // 20, 5)
+    scale = 128 / face_px  # crop px per frame px
+    one_px = 8 * scale / 2 + 1  # one px of erosion moves the inset by half a px (x8 fixed point)
+    assert abs(inset_x8 - erode / 2 * scale * 8) <= one_px
+    assert abs(sigma_x8 - (0.3 * (half - 1) + 0.8) * scale * 8) <= 0.3 * 8 * scale + 1
+
+
+def test_a_face_changing_size_for_long_gets_its_own_feather_every_frame() -> None:
+    """Someone walking to and from the camera: far more face sizes than the mask cache holds. Each
+    paste must use its own size's feather (a stale uint8 alpha, found by a freed mask's reused id,
+    drew another size's feather: a halo or a box) and the cache must stay bounded."""
+    rng = np.random.default_rng(0)
+    frame = rng.integers(0, 256, (480, 640, 3), dtype=np.uint8)
+    crop = rng.integers(0, 256, (128, 128, 3), dtype=np.uint8)
+    worker = Compositor()
+    for i in range(160):
+        face_px = 80 + 2.5 * (i if i < 120 else 240 - i)  # 80 -> 377 px and back: ~50 feathers
+        m = _similarity(128 / face_px, 5 * math.sin(i / 7), 320, 240)
+        got = worker.paste(frame, crop, m)
+        # The same mask handed in as a foreign array: its alpha made afresh, never looked up.
+        want = worker.paste(frame, crop, m, mask=worker.crop_mask(128, m).copy())
+        assert np.array_equal(got, want), f"frame {i}: pasted with another size's feather"
+    assert len(worker._alphas) <= worker.max_cached_masks
