@@ -155,22 +155,13 @@ def test_opacity_and_foreign_masks_blend_everywhere() -> None:
     np.testing.assert_array_equal(hard[centre], fake[centre])
 
 
-def _similarity(scale: float, angle_deg: float, cx: float, cy: float, size: int = 128) -> Matrix2x3:
-    a = math.radians(angle_deg)
-    lin = scale * np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
-    m = np.zeros((2, 3))
-    m[:, :2] = lin
-    m[:, 2] = np.array([size / 2, size / 2]) - lin @ np.array([cx, cy])
-    return m
-
-
 @pytest.mark.parametrize(("face_px", "roll"), [(200, 0), (200, 30), (200, 45), (60, 0), (60, 30)])
 def test_the_feather_is_sized_by_insightfaces_rule(face_px: int, roll: int) -> None:
     """insightface erodes by max(side // 10, 10) px and blurs with a (2 * max(side // 20, 5) + 1)
     kernel, `side` from the pasted square's bounding box (which grows with roll). A feather sized
     from the face alone was 1/sqrt(2) of it at 45 degrees (the edge moved by up to 125 levels); the
     10 px floor keeps a small face's box edge hidden."""
-    m = _similarity(128 / face_px, roll, 320, 240)
+    m = _similarity(128, 128 / face_px, roll, 320, 240)
     inset_x8, sigma_x8 = comp.crop_mask_kernels(128, m, comp.MaskSettings())
     side = int(face_px * (abs(math.cos(math.radians(roll))) + abs(math.sin(math.radians(roll)))))
     erode, half = max(side // 10, 10), max(side // 20, 5)
@@ -190,9 +181,35 @@ def test_a_face_changing_size_for_long_gets_its_own_feather_every_frame() -> Non
     worker = Compositor()
     for i in range(160):
         face_px = 80 + 2.5 * (i if i < 120 else 240 - i)  # 80 -> 377 px and back: ~50 feathers
-        m = _similarity(128 / face_px, 5 * math.sin(i / 7), 320, 240)
+        m = _similarity(128, 128 / face_px, 5 * math.sin(i / 7), 320, 240)
         got = worker.paste(frame, crop, m)
         # The same mask handed in as a foreign array: its alpha made afresh, never looked up.
         want = worker.paste(frame, crop, m, mask=worker.crop_mask(128, m).copy())
         assert np.array_equal(got, want), f"frame {i}: pasted with another size's feather"
     assert len(worker._alphas) <= worker.max_cached_masks
+
+
+def test_a_rolled_face_keeps_most_of_its_core_copied() -> None:
+    """The copied core is the inscribed upright rectangle of the rotated opaque square: at 20
+    degrees of roll it still covers a share of the region (sized as if upright, the check
+    refused it for nearly every rolled face, and the whole region was blended: ~3x the paste)."""
+    m = _similarity(128, 128 / 120, 20.0, FRAME_W / 2, FRAME_H / 2)  # a 120 px face, in the frame
+    compositor = Compositor()
+    full = comp.opaque_core(comp.mask_to_u8(compositor.crop_mask(128, m)))
+    assert full is not None
+    region = paste_region((FRAME_H, FRAME_W, 3), 128, m)
+    rect = opaque_rect(m, region, full)
+    assert rect is not None
+    core = (rect[2] - rect[0]) * (rect[3] - rect[1])
+    assert core / ((region.x1 - region.x0) * (region.y1 - region.y0)) > 0.15
+
+
+def test_a_faint_opacity_still_pastes_a_faint_face() -> None:
+    size = 128
+    frame, crop = _frame_and_crop(size, 7)
+    m = _similarity(size, 0.8, 12.0, 150.0, 120.0)
+    faint = Compositor().paste(frame, crop, m, opacity=0.05).astype(np.float64) - frame
+    full = Compositor().paste(frame, crop, m).astype(np.float64) - frame
+    face = np.abs(full) > 60  # where the face differs clearly from the frame
+    assert face.sum() > 1000
+    assert np.abs(faint[face] - 0.05 * full[face]).max() <= 1.0  # 5 % of it is pasted there
