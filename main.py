@@ -553,6 +553,10 @@ def _run_window_loop(
     assert app is not None, "create the QApplication before the window sink"
     if signals.requested:
         return  # asked to stop while starting: Qt ignores quit() before exec()
+    # The loop ends through poll() below (a closed window sets `sink.closed`). Qt's own quit on the
+    # last window closed fired again when the run closed the window after exec() had returned,
+    # and left every later event loop of the process exiting at once.
+    app.setQuitOnLastWindowClosed(False)
     timer = QTimer()
 
     def poll() -> None:  # also gives Python the control it needs to run signal handlers

@@ -207,7 +207,9 @@ def test_doubles_module_writes_every_catalogue_file(tmp_path: Path) -> None:
         entry_for_file(name)  # every double is a catalogue file name
 
 
-def test_run_to_a_window(models: Path, clip: tuple[Path, list, list], source_photo: Path) -> None:
+def test_run_to_a_window(
+    models: Path, clip: tuple[Path, list, list], source_photo: Path, qapp: object
+) -> None:
     import os
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -223,6 +225,19 @@ def test_run_to_a_window(models: Path, clip: tuple[Path, list, list], source_pho
     assert "-> window" in text and done is not None, text
     out, dropped = int(done.group(1)), int(done.group(2))
     assert out > 0 and out + dropped == N  # a live (paced) output may drop stale frames, never queue
+    # The run leaves the process's Qt application (pytest-qt's `qapp`, as a GUI's would be) usable:
+    # its window, closed once the loop had ended, set off Qt's quit-on-last-window, and every later
+    # event loop returned at once.
+    import time
+
+    from PyQt6.QtCore import QEventLoop, QTimer
+    from PyQt6.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    loop = QEventLoop()
+    QTimer.singleShot(50, loop.quit)
+    started = time.perf_counter()
+    assert loop.exec() == 0 and time.perf_counter() - started >= 0.04
 
 
 def run_args(models: Path, photo: Path, clip: Path, out: Path, *extra: str) -> list[str]:
