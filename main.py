@@ -556,7 +556,7 @@ def _run_window_loop(
     # The loop ends through poll() below (a closed window sets `sink.closed`). Qt's own quit on the
     # last window closed fired again when the run closed the window after exec() had returned,
     # and left every later event loop of the process exiting at once.
-    app.setQuitOnLastWindowClosed(False)
+    QApplication.setQuitOnLastWindowClosed(False)
     timer = QTimer()
 
     def poll() -> None:  # also gives Python the control it needs to run signal handlers
