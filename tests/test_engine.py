@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -608,16 +609,27 @@ def _wait_for(predicate, timeout: float = 3.0) -> bool:  # type: ignore[no-untyp
     return bool(predicate())
 
 
+def enhancer_factory(available: set[str], load_s: float = 0.0) -> Callable[[Settings], StageSet]:
+    """Stages labelled by their enhancer; one not in `available` (read at each load) fails to load
+    as a model not downloaded yet. A real enhancer takes `load_s` to load."""
+
+    def factory(s: Settings) -> StageSet:
+        if s.enhancer.model not in available:
+            raise FaceCastError(f"{s.enhancer.model} is not downloaded.")
+        if s.enhancer.model != "none":
+            time.sleep(load_s)
+        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"enhancer={s.enhancer.model}")
+
+    return factory
+
+
 def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
     """The engine compared with the last request: re-choosing the model did nothing, and it went
     on reporting a model that was not running."""
     available: set[str] = {"none"}
     events: list[tuple[str, str]] = []
 
-    def factory(s: Settings) -> StageSet:
-        if s.enhancer.model not in available:
-            raise FaceCastError(f"{s.enhancer.model} is not downloaded.")
-        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"enhancer={s.enhancer.model}")
+    factory = enhancer_factory(available)
 
     source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
     engine = Engine(source, RecordingSink(), settings(2), factory, load_in_background=True)
@@ -655,10 +667,7 @@ def test_a_model_that_failed_to_load_at_start_is_tried_again_when_chosen_again()
     available: set[str] = {"none"}
     events: list[tuple[str, str]] = []
 
-    def factory(s: Settings) -> StageSet:
-        if s.enhancer.model not in available:
-            raise FaceCastError(f"{s.enhancer.model} is not downloaded.")
-        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"enhancer={s.enhancer.model}")
+    factory = enhancer_factory(available)
 
     source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
     wanted = settings(2).with_overrides({"enhancer.model": "gpen_256"})
@@ -685,12 +694,7 @@ def test_going_back_to_a_failed_model_while_another_loads_is_not_ignored() -> No
     settings, and the window, named F."""
     available: set[str] = {"none", "gfpgan_1.4"}
 
-    def factory(s: Settings) -> StageSet:
-        if s.enhancer.model not in available:
-            raise FaceCastError(f"{s.enhancer.model} is not downloaded.")
-        if s.enhancer.model != "none":
-            time.sleep(0.3)
-        return StageSet(PassthroughAnalyser(), (SlowWorker(), SlowWorker()), f"enhancer={s.enhancer.model}")
+    factory = enhancer_factory(available, load_s=0.3)
 
     base = settings(2)
     failed, other = (base.with_overrides({"enhancer.model": m}) for m in ("gpen_256", "gfpgan_1.4"))
