@@ -72,3 +72,17 @@ def test_face_counts_add_up_per_kind() -> None:
         m.faces(2, 1, 3)
     snap = m.snapshot()
     assert (snap.faces_swapped, snap.faces_passthrough, snap.faces_seen) == (20, 10, 30)
+
+
+def test_fps_is_steady_for_a_camera_with_jittery_timestamps() -> None:
+    """A webcam's frames arrive 25-42 ms apart around 30 fps: the figure shown stays near 30, not
+    the rate of the last interval or two (a display that jumps between 24 and 40)."""
+    rng = np.random.default_rng(3)
+    m = Metrics()
+    t = 100.0
+    shown = []
+    for _ in range(300):
+        t += 1 / 30 + rng.uniform(-0.008, 0.008)
+        m.frame_in(t)
+        shown.append(m.snapshot(now=t).fps_in)
+    assert all(28.0 <= fps <= 32.0 for fps in shown[130:]), (min(shown[130:]), max(shown[130:]))
