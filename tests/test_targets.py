@@ -724,3 +724,21 @@ def test_the_target_fades_in_once_and_a_bystander_walking_out_is_not_passed_thro
         weights.append(round(next((t.weight for t in plan.targets if t.track_id == 1), 0.0), 2))
     assert weights[:5] == [0.25, 0.5, 0.75, 1.0, 1.0]
     assert passed_through == [0] * 30
+
+
+def test_the_held_lock_gets_its_second_look_before_a_face_found_again() -> None:
+    """One ArcFace second look per frame: when the locked person (after one poor look) and a face
+    the detector found again are due together, the lock's look comes first (it decides whether the
+    swap stays on the person), the other the frame after."""
+    me, other = [1.0, 0.0], [0.0, 1.0]
+    embed = TableEmbedder({7: me, 8: other})
+    sel = TargetSelector("reference", np.array(me), 0.3)
+    sel.select([_face(7, 100), _face(8, 90, x=300)], embed)
+    sel.select([_face(7, 100, lost=1, detected=False), _face(8, 90, x=300, lost=1, detected=False)], embed)
+    embed.table[7] = other  # the person found again with a hand over half the face: a poor look
+    assert [f.track_id for f in sel.select([_face(7, 100), _face(8, 90, x=300)], embed)] == [7]
+    embed.table[7] = me
+    embed.calls.clear()
+    for _ in range(RECHECK_FRAMES + 2):
+        sel.select([_face(7, 100), _face(8, 90, x=300, reacquired=True)], embed)
+    assert embed.calls == [7, 8]
