@@ -628,9 +628,7 @@ def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
     on reporting a model that was not running."""
     available: set[str] = {"none"}
     events: list[tuple[str, str]] = []
-
     factory = enhancer_factory(available)
-
     source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
     engine = Engine(source, RecordingSink(), settings(2), factory, load_in_background=True)
     engine._on_event = lambda e: events.append((e.kind, e.message))
@@ -666,9 +664,7 @@ def test_a_model_that_failed_to_load_at_start_is_tried_again_when_chosen_again()
     picked and then this one again, or the run restarted."""
     available: set[str] = {"none"}
     events: list[tuple[str, str]] = []
-
     factory = enhancer_factory(available)
-
     source = FakeSource(frames=10_000, fps=100.0, is_live=True, pace=True)
     wanted = settings(2).with_overrides({"enhancer.model": "gpen_256"})
     engine = Engine(source, RecordingSink(), wanted, factory, load_in_background=True)
@@ -693,9 +689,7 @@ def test_going_back_to_a_failed_model_while_another_loads_is_not_ignored() -> No
     downloaded). F was taken for a slider move after its failure and not loaded: G ran while the
     settings, and the window, named F."""
     available: set[str] = {"none", "gfpgan_1.4"}
-
     factory = enhancer_factory(available, load_s=0.3)
-
     base = settings(2)
     failed, other = (base.with_overrides({"enhancer.model": m}) for m in ("gpen_256", "gfpgan_1.4"))
     engine = Engine(
