@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.align import Matrix2x3, invert_affine, warp_paste_crop
+from models.pixel_kernels import blend_bgra_into
 from models.types import Box, ImageBGR
 
 MaskArray = npt.NDArray[np.float32]
@@ -232,36 +233,6 @@ class _Scratch:
         return buf[:n].reshape(shape)
 
 
-@dataclass(frozen=True, slots=True)
-class CropAlpha:
-    """A crop mask as the paste warp's uint8 alpha channel.
-
-    full: (lo, hi) when the mask is exactly 255 on the square [lo, hi] x [lo, hi] of crop pixels
-    (the feathered box's core), so the paste can copy that part instead of blending it.
-    """
-
-    u8: npt.NDArray[np.uint8]
-    full: tuple[int, int] | None
-
-
-def opaque_core(alpha_u8: npt.NDArray[np.uint8]) -> tuple[int, int] | None:
-    """The centred square [lo, hi] on which `alpha_u8` is 255, or None (no such square)."""
-    size = int(alpha_u8.shape[0])
-    mid = alpha_u8[size // 2]
-    full = np.flatnonzero(mid == 255)
-    if full.size == 0:
-        return None
-    lo, hi = int(full[0]), int(full[-1])
-    lo, hi = max(lo, size - 1 - hi), min(hi, size - 1 - lo)  # centred: symmetric about the middle
-    # The blur rounds the square's corners (there two edges' falloffs multiply): shrink until the
-    # whole square is opaque. Runs once per cached mask.
-    while hi - lo >= 8:
-        if bool(np.all(alpha_u8[lo : hi + 1, lo : hi + 1] == 255)):
-            return lo, hi
-        lo, hi = lo + 1, hi - 1
-    return None
-
-
 def mask_to_u8(mask: MaskArray, out: npt.NDArray[np.uint8] | None = None) -> npt.NDArray[np.uint8]:
     """A 0..1 float mask as 0..255 uint8, rounded (the alpha channel of the paste warp)."""
     dst = np.empty(mask.shape, dtype=np.uint8) if out is None else out
@@ -278,7 +249,7 @@ class Compositor:
     settings: MaskSettings = field(default_factory=MaskSettings)
     max_cached_masks: int = 32
     _masks: OrderedDict[tuple[int, int, int], MaskArray] = field(default_factory=OrderedDict, repr=False)
-    _alphas: dict[int, CropAlpha] = field(default_factory=dict, repr=False)  # by id of a cached mask
+    _alphas: dict[int, npt.NDArray[np.uint8]] = field(default_factory=dict, repr=False)  # by cached mask id
     _scratch: _Scratch = field(default_factory=_Scratch, repr=False)
 
     def crop_mask(self, crop_size: int, m: Matrix2x3) -> MaskArray:
@@ -296,17 +267,16 @@ class Compositor:
             self._masks.move_to_end(key)
         return mask
 
-    def _crop_alpha(self, mask: MaskArray, size: int) -> CropAlpha:
-        """The mask as uint8: cached (with its opaque core) for the compositor's own masks,
-        converted into scratch for any other (those are blended everywhere)."""
+    def _crop_alpha(self, mask: MaskArray, size: int) -> npt.NDArray[np.uint8]:
+        """The mask as uint8: cached for the compositor's own masks, converted into scratch for any
+        other."""
         cached = self._alphas.get(id(mask))
         if cached is not None:
             return cached
         if any(v is mask for v in self._masks.values()):
-            u8 = mask_to_u8(mask)
-            cached = self._alphas[id(mask)] = CropAlpha(u8, opaque_core(u8))
+            cached = self._alphas[id(mask)] = mask_to_u8(mask)
             return cached
-        return CropAlpha(mask_to_u8(mask, out=self._scratch.get("alpha_crop", (size, size), np.uint8)), None)
+        return mask_to_u8(mask, out=self._scratch.get("alpha_crop", (size, size), np.uint8))
 
     def paste(
         self,
@@ -348,79 +318,14 @@ class Compositor:
         # One 4-channel uint8 warp carries the face and its alpha together: OpenCV's fixed-point
         # 8-bit warp is the cheapest it has, and one warp instead of two halves the paste's cost.
         scratch = self._scratch
-        alpha_crop = self._crop_alpha(mask, size)
         bgra = scratch.get("crop_bgra", (size, size, 4), np.uint8)
-        cv2.merge((crop, alpha_crop.u8), dst=bgra)
+        cv2.merge((crop, self._crop_alpha(mask, size)), dst=bgra)
         warped = scratch.get("roi_bgra", (roi_h, roi_w, 4), np.uint8)
         cv2.warpAffine(bgra, im_roi, (roi_w, roi_h), dst=warped, borderValue=0.0)
-        roi = out[region.y0 : region.y1, region.x0 : region.x1]
-        core = None
-        if alpha_crop.full is not None and opacity >= 1.0:
-            core = opaque_rect(m, region, alpha_crop.full)
-        if core is None:
-            self._blend(warped, roi, opacity)
-            return out
-        # Where the warped alpha is 255 the blend gives the warped face exactly: copy it there and
-        # blend only the four strips around it (the feathered edge), a third of the work or less.
-        cx0, cy0, cx1, cy1 = core
-        cv2.cvtColor(warped[cy0:cy1, cx0:cx1], cv2.COLOR_BGRA2BGR, dst=roi[cy0:cy1, cx0:cx1])
-        for rows, cols in (
-            (slice(0, cy0), slice(0, roi_w)),
-            (slice(cy1, roi_h), slice(0, roi_w)),
-            (slice(cy0, cy1), slice(0, cx0)),
-            (slice(cy0, cy1), slice(cx1, roi_w)),
-        ):
-            if rows.stop > rows.start and cols.stop > cols.start:
-                self._blend(warped[rows, cols], roi[rows, cols], opacity)
+        # One compiled pass: skips the pixels outside the mask, copies the opaque core, blends the
+        # feathered edge (OpenCV needed five passes with float temporaries for the edge alone).
+        blend_bgra_into(warped, out[region.y0 : region.y1, region.x0 : region.x1], opacity)
         return out
-
-    def _blend(self, warped: npt.NDArray[np.uint8], roi: ImageBGR, opacity: float) -> None:
-        """roi = warped.bgr * a + roi * (1 - a), a = warped.alpha * opacity / 255, in place."""
-        h, w = int(roi.shape[0]), int(roi.shape[1])
-        scratch = self._scratch
-        fake = scratch.get("roi_bgr", (h, w, 3), np.uint8)
-        cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR, dst=fake)
-        a8 = scratch.get("roi_a8", (h, w), np.uint8)
-        cv2.extractChannel(warped, 3, dst=a8)
-        alpha = scratch.get("roi_alpha", (h, w), np.float32)
-        np.multiply(a8, np.float32(opacity / 255.0), out=alpha)
-        keep = scratch.get("roi_keep", (h, w), np.float32)
-        np.subtract(np.float32(1.0), alpha, out=keep)
-        # OpenCV's blend is ~20x faster than the same numpy float maths, and writes in place.
-        cv2.blendLinear(fake, roi, alpha, keep, dst=roi)
-
-
-def opaque_rect(m: Matrix2x3, region: Region, full: tuple[int, int]) -> tuple[int, int, int, int] | None:
-    """An axis-aligned rectangle of the paste region (x0, y0, x1, y1, region pixels) whose every
-    pixel's bilinear footprint lies inside the crop's opaque square [lo, hi]^2; None if too small.
-
-    The square's inscribed rectangle is found from the similarity's scale and angle, then its
-    corners are checked exactly through `m` (the check is what guarantees the copy is exact).
-    """
-    lo, hi = float(full[0]) + 1.0, float(full[1]) - 1.0  # 1 px margin: a bilinear tap reads x and x+1
-    if hi - lo < 4.0:
-        return None
-    scale = crop_scale(m)
-    if scale <= 1e-9:
-        return None
-    cos_a, sin_a = abs(float(m[0, 0])) / scale, abs(float(m[1, 0])) / scale
-    half = (hi - lo) / 2.0 / scale / (cos_a + sin_a)
-    im = invert_affine(m)
-    mid = (lo + hi) / 2.0
-    cx = im[0, 0] * mid + im[0, 1] * mid + im[0, 2] - region.x0
-    cy = im[1, 0] * mid + im[1, 1] * mid + im[1, 2] - region.y0
-    w, h = region.x1 - region.x0, region.y1 - region.y0
-    x0, x1 = max(math.ceil(cx - half), 0), min(math.floor(cx + half) + 1, w)
-    y0, y1 = max(math.ceil(cy - half), 0), min(math.floor(cy + half) + 1, h)
-    if x1 - x0 < 8 or y1 - y0 < 8:
-        return None
-    corners = np.array([[x0, y0], [x1 - 1, y0], [x0, y1 - 1], [x1 - 1, y1 - 1]], dtype=np.float64) + np.array(
-        [region.x0, region.y0], dtype=np.float64
-    )
-    crop_pts = corners @ m[:, :2].T + m[:, 2]
-    if crop_pts.min() < lo or crop_pts.max() > hi:
-        return None
-    return x0, y0, x1, y1
 
 
 def paste_back(

@@ -18,12 +18,12 @@ import numpy.typing as npt
 import onnx
 import pytest
 
-from models.align import arcface_template, estimate_norm
+from models.align import arcface_template, estimate_norm, invert_affine
 from models.device_ops import CropSpec
 from models.inswapper import InSwapper
 from models.session import SessionConfig, SessionFactory
 from models.store import ModelStore
-from realtime.compositor import Compositor, mask_to_u8, opaque_core, opaque_rect, paste_region
+from realtime.compositor import Compositor, paste_region
 from realtime.engine import Engine, StageSet
 from realtime.face_models import ModelPaths, StoreQualityModels
 from realtime.frames import VideoFrame
@@ -202,15 +202,18 @@ def both_with_quality(
 
 
 def core_of(kps: npt.NDArray[np.float32]) -> tuple[slice, slice]:
-    """Rows and columns of the frame where the swap's feathered mask is fully opaque."""
+    """Rows and columns of the frame where the swap's feathered mask is fully opaque: the largest
+    square about the opaque part's centre that holds only opaque pixels."""
     m = estimate_norm(kps, 128)
-    full = opaque_core(mask_to_u8(Compositor().crop_mask(128, m)))
-    assert full is not None
-    region = paste_region((H, W, 3), 128, m)
-    rect = opaque_rect(m, region, full)
-    assert rect is not None
-    x0, y0, x1, y1 = rect
-    return slice(region.y0 + y0, region.y0 + y1), slice(region.x0 + x0, region.x0 + x1)
+    mask = (Compositor().crop_mask(128, m) * 255.0 + 0.5).astype(np.uint8)
+    opaque = cv2.warpAffine(mask, invert_affine(m), (W, H), borderValue=0.0) == 255
+    ys, xs = np.nonzero(opaque)
+    cy, cx = int(ys.mean()), int(xs.mean())
+    half = 1
+    while opaque[cy - half - 1 : cy + half + 2, cx - half - 1 : cx + half + 2].all():
+        half += 1
+    assert half >= 10
+    return slice(cy - half, cy + half + 1), slice(cx - half, cx + half + 1)
 
 
 def test_the_enhancer_runs_on_the_device_and_matches_the_opencv_enhancer(
