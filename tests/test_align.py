@@ -104,18 +104,29 @@ def test_templates_match_insightface() -> None:
         arcface_template(100)
 
 
-def test_estimate_norm_is_skimage_umeyama_bit_for_bit() -> None:
-    # The algorithm is skimage's SimilarityTransform (what insightface calls) run in float64.
+def test_estimate_norm_matches_skimage_umeyama() -> None:
+    # insightface runs skimage's SimilarityTransform (Umeyama's SVD, no reflection); the closed
+    # form must land on the same matrix, also for mirrored landmarks (where Umeyama flips a sign)
+    # and nearly collinear ones.
     from skimage.transform import SimilarityTransform
 
     rng = np.random.default_rng(1)
-    for size in SIZES:
-        kps = rng.uniform(0, 1280, (5, 2))
+    template = arcface_template(112).astype(np.float64)
+    cases = [rng.uniform(0, 1280, (5, 2)) for _ in range(20)]
+    cases.append(template[:, ::-1] * 3.0 + 40.0)  # x and y swapped: a mirror image of the template
+    cases.append(np.c_[np.linspace(0, 100, 5), np.linspace(0, 50, 5) + rng.normal(0, 1e-3, 5)])
+    for i, kps in enumerate(cases):
+        size = SIZES[i % len(SIZES)]
         tform = SimilarityTransform()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert tform.estimate(kps, arcface_template(size).astype(np.float64))
         np.testing.assert_allclose(estimate_norm(kps, size), tform.params[:2], rtol=0, atol=1e-9)
+
+
+def test_coincident_landmarks_are_refused() -> None:
+    with pytest.raises(ValueError, match="degenerate"):
+        estimate_norm(np.full((5, 2), 7.0), 112)
 
 
 def face_frame(rng: np.random.Generator, smooth: bool) -> tuple[np.ndarray, list[np.ndarray]]:
