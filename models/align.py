@@ -7,6 +7,8 @@ without reflection) but needs neither skimage nor a per-call object.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import cv2
 import numpy as np
@@ -69,6 +71,14 @@ def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Matrix2x3:
     """
     s = np.asarray(src, dtype=np.float64).reshape(-1, 2).tolist()
     d = np.asarray(dst, dtype=np.float64).reshape(-1, 2).tolist()
+    return _similarity(s, d)
+
+
+Points = Sequence[Sequence[float]]  # [(x, y), ...] in Python floats
+
+
+def _similarity(s: Points, d: Points) -> Matrix2x3:
+    """similarity_transform on points as Python sequences of (x, y)."""
     n = len(s)
     if n == 0 or len(d) != n:
         raise ValueError(f"similarity: {n} source and {len(d)} destination points")
@@ -90,8 +100,21 @@ def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Matrix2x3:
 
 def estimate_norm(kps: npt.ArrayLike, size: int) -> Matrix2x3:
     """2x3 matrix taking frame pixels to a `size` px ArcFace-aligned crop."""
-    pts = np.asarray(kps, dtype=np.float64).reshape(5, 2)
-    return similarity_transform(pts, arcface_template(size))
+    pts = np.asarray(kps, dtype=np.float64).reshape(5, 2).tolist()
+    template: Points | None = _TEMPLATE_POINTS.get(size)
+    if template is None:
+        template = arcface_template(size).astype(np.float64).tolist()
+    return _similarity(pts, template)
+
+
+# The templates of the crop sizes in use, as the float64 lists estimate_norm needs (made once: per
+# face and frame the float32 scaling and the conversion cost more than the fit). Read-only.
+_TEMPLATE_POINTS: Mapping[int, Points] = MappingProxyType(
+    {
+        size: tuple((x, y) for x, y in arcface_template(size).astype(np.float64).tolist())
+        for size in (112, 128, 224, 256, 512)
+    }
+)
 
 
 def invert_affine(m: Matrix2x3) -> Matrix2x3:
@@ -133,14 +156,18 @@ def plausible_landmarks(kps: npt.ArrayLike) -> bool:
     the side of the eye line a face has it (at any roll). A mirrored set (left and right swapped)
     has no similarity fit: its scale collapses and the 'face' crop took in the whole frame, which
     the paste then smeared over every pixel."""
-    pts = np.asarray(kps, dtype=np.float64).reshape(5, 2)
-    if not np.all(np.isfinite(pts)):
+    # Ten numbers in Python scalars: this runs on every face of every frame, and numpy's per-call
+    # cost on a (5, 2) array was ten times the maths.
+    values = np.asarray(kps, dtype=np.float64).reshape(10).tolist()
+    if not all(math.isfinite(v) for v in values):
         return False
-    eyes = pts[1] - pts[0]
-    down = (pts[3] + pts[4]) / 2.0 - (pts[0] + pts[1]) / 2.0
-    eye_distance = float(np.hypot(*eyes))
+    x0, y0, x1, y1, _, _, x3, y3, x4, y4 = values
+    ex, ey = x1 - x0, y1 - y0
+    down_x = (x3 + x4) / 2.0 - (x0 + x1) / 2.0
+    down_y = (y3 + y4) / 2.0 - (y0 + y1) / 2.0
+    eye_distance = math.hypot(ex, ey)
     if eye_distance < 1e-3:
         return False
     # Image y points down: for an upright face, eyes -> mouth turns clockwise from the eye line.
-    cross = float(eyes[0] * down[1] - eyes[1] * down[0])
+    cross = ex * down_y - ey * down_x
     return cross > 0.1 * eye_distance * eye_distance

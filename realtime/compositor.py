@@ -64,12 +64,12 @@ def scale_crop_matrix(m: Matrix2x3, factor: float) -> Matrix2x3:
 
 def paste_region(frame_shape: tuple[int, ...], crop_size: int, m: Matrix2x3) -> Region:
     """The part of the frame the pasted crop can touch (its warped corners' bounding box)."""
-    im = invert_affine(m)
+    # In Python scalars (four corners: numpy's per-call cost was most of the time).
+    (a, b, tx), (c, d, ty) = invert_affine(m).tolist()
     s = float(crop_size)
-    corners = np.array([[0, 0], [s, 0], [0, s], [s, s]], dtype=np.float64)
-    pts = corners @ im[:, :2].T + im[:, 2]
-    x0, y0 = pts.min(axis=0)
-    x1, y1 = pts.max(axis=0)
+    xs = (tx, a * s + tx, b * s + tx, a * s + b * s + tx)
+    ys = (ty, c * s + ty, d * s + ty, c * s + d * s + ty)
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
     h, w = int(frame_shape[0]), int(frame_shape[1])
     return Region(
         x0=max(int(math.floor(x0)) - 1, 0),
@@ -86,9 +86,10 @@ def crop_mask_kernels(crop_size: int, m: Matrix2x3, settings: MaskSettings) -> t
     frame, which grows with rotation; the same rule is applied here, then scaled into the crop.
     Returns (inset, sigma) as integers in 1/8 crop px so they can key a cache.
     """
-    scale = crop_scale(m)
-    cos_sin = np.abs(m[:, 0]) / max(scale, 1e-9)
-    face_px = crop_size / max(scale, 1e-9) * float(cos_sin.sum())
+    (a, b, _), (c, d, _) = m.tolist()
+    scale = math.sqrt(abs(a * d - b * c))  # crop_scale(m), in the scalars already at hand
+    # |cos| + |sin| of the rotation: how much wider the rotated square's bounding box is.
+    face_px = crop_size / max(scale, 1e-9) * (abs(a) / max(scale, 1e-9) + abs(c) / max(scale, 1e-9))
     erode_px = max(int(face_px * settings.erode_ratio), settings.min_erode_px)
     blur_half = max(int(face_px * settings.blur_ratio), settings.min_blur_px)
     # OpenCV's sigma for a (2*half+1) Gaussian kernel with sigma=0.

@@ -324,6 +324,7 @@ class FaceSwapWorker:
         self._swapped_before = np.zeros((size, size, 3), dtype=np.uint8)  # a face changing identity
         self._blurred: dict[int, ImageBGR] = {}  # sharpening scratch, per crop size
         self._mask_settings = _mask_settings(settings)
+        self._mask_settings_from: object = settings.composite
         self._compositor = Compositor(self._mask_settings)
         self._said: set[str] = set()  # problems already logged (once each, not per frame)
         self._quality = quality
@@ -354,10 +355,12 @@ class FaceSwapWorker:
     def apply(
         self, image: ImageBGR, plan: FramePlan, settings: Settings, *, device_picture: object | None = None
     ) -> dict[str, float]:
-        mask_settings = _mask_settings(settings)
-        if mask_settings != self._mask_settings:
-            self._mask_settings = mask_settings
-            self._compositor = Compositor(mask_settings)
+        if settings.composite is not self._mask_settings_from:  # (the same object while unchanged)
+            self._mask_settings_from = settings.composite
+            mask_settings = _mask_settings(settings)
+            if mask_settings != self._mask_settings:
+                self._mask_settings = mask_settings
+                self._compositor = Compositor(mask_settings)
         self._sync_models(settings, live=True)
         mask_config = self._mask_config(settings.masks)
         enhancer = self._enhancer

@@ -566,8 +566,9 @@ class FaceTracker:
         """One forward and one backward LK call for every track's points together."""
         prev, cur = self._small[self._cur ^ 1], self._small[self._cur]
         s = self._scale
-        groups = [np.vstack([t.raw_kps * s, t.corners]).astype(np.float32) for t in self._tracks]
-        p0 = np.vstack(groups).reshape(-1, 1, 2)
+        s32 = np.float32(s)
+        groups = [np.concatenate((t.raw_kps * s32, t.corners), dtype=np.float32) for t in self._tracks]
+        p0 = (groups[0] if len(groups) == 1 else np.concatenate(groups)).reshape(-1, 1, 2)
         p1, st1, _ = cv2.calcOpticalFlowPyrLK(
             prev, cur, p0, np.empty_like(p0), winSize=_LK_WIN, maxLevel=_LK_LEVELS, criteria=_LK_CRITERIA
         )
@@ -576,8 +577,19 @@ class FaceTracker:
         p0r, st0, _ = cv2.calcOpticalFlowPyrLK(
             cur, prev, p1, np.empty_like(p0), winSize=_LK_WIN, maxLevel=_LK_LEVELS, criteria=_LK_CRITERIA
         )
-        fb = np.linalg.norm((p0 - p0r).reshape(-1, 2), axis=1)
-        good = (st1.ravel() == 1) & (st0.ravel() == 1) & (fb < self.fb_threshold)
+        # Found both ways, and back within fb_threshold of the start (squared; in Python scalars:
+        # on ~15 points numpy's per-call cost was several times the maths).
+        limit = self.fb_threshold * self.fb_threshold
+        back = (p0 - p0r).reshape(-1).tolist()
+        good = np.array(
+            [
+                f == 1 and r == 1 and dx * dx + dy * dy < limit
+                for f, r, dx, dy in zip(
+                    st1.ravel().tolist(), st0.ravel().tolist(), back[0::2], back[1::2], strict=True
+                )
+            ],
+            dtype=bool,
+        )
         a = p0.reshape(-1, 2)
         b = np.asarray(p1, dtype=np.float32).reshape(-1, 2)
         results: list[_FlowResult | None] = []
@@ -599,7 +611,7 @@ class FaceTracker:
         s = self._scale
         fail = _FlowResult(False, track.raw_kps, 0.0, track.corners, None)
         n = src.shape[0]
-        if int(good.sum()) < _MIN_GOOD_POINTS:
+        if np.count_nonzero(good) < _MIN_GOOD_POINTS:
             return fail
         # A similarity (rotation, uniform scale, shift) over all surviving points, RANSAC so that
         # a few points on background or a moving hand cannot bend it.
@@ -610,27 +622,31 @@ class FaceTracker:
             return fail
         inliers = np.zeros(n, dtype=bool)
         inliers[np.flatnonzero(good)[inl.ravel() == 1]] = True
-        ratio = float(inliers.sum()) / n
-        (a, b, _), (c, d, _) = m.tolist()
+        ratio = np.count_nonzero(inliers) / n
+        (a, b, tx), (c, d, ty) = m.tolist()
         step_scale = math.sqrt(abs(a * d - b * c))
         if ratio < _MIN_INLIER_RATIO or not 1.0 / self.max_scale_step <= step_scale <= self.max_scale_step:
             return fail
 
         # Landmarks: each keeps its own flow where that passed the checks (it follows expressions
         # the rigid fit cannot), else the fitted motion moves it.
-        predicted = src[:5] @ m[:, :2].T + m[:, 2]
-        own_ok = inliers[:5]
-        moved = np.where(own_ok[:, None], dst[:5], predicted) / s
-        kps = moved.astype(np.float32)
+        # (Five points in Python scalars: numpy's per-call cost was most of this function's time.)
+        moved = [
+            (qx / s, qy / s) if ok else ((a * px + b * py + tx) / s, (c * px + d * py + ty) / s)
+            for (px, py), (qx, qy), ok in zip(
+                src[:5].tolist(), dst[:5].tolist(), inliers[:5].tolist(), strict=True
+            )
+        ]
+        kps = np.array(moved, dtype=np.float32)
 
         # Box consistency: the landmarks' spread must not jump against the previous box.
-        prev_spread, new_spread = _spread(track.raw_kps), _spread(kps)
+        prev_spread = _centre_spread(track.raw_kps)[2]
+        cx, cy, new_spread = _centre_spread(kps)
         if prev_spread <= 0:
             return fail
         if not 1.0 / self.max_scale_step <= new_spread / prev_spread <= self.max_scale_step:
             return fail
         h, w = frame_shape[:2]
-        cx, cy = _centre(kps)
         if not (0.0 <= cx < w and 0.0 <= cy < h):
             return fail  # the face centre left the frame
 
@@ -798,10 +814,28 @@ def _translation(step: npt.NDArray[np.float64]) -> Affine:
     return np.array([[1.0, 0.0, step[0]], [0.0, 1.0, step[1]]], dtype=np.float64)
 
 
+def _centre_spread(kps: FloatArray) -> tuple[float, float, float]:
+    """(x, y) of the mean landmark position and the landmarks' RMS distance from it, in float64.
+    Python scalars: on five points numpy's per-call cost was ten times the maths, and these run
+    several times per face per frame on the analysis thread (the pipeline's serial stage)."""
+    pts = kps.tolist()
+    n = len(pts)
+    sx = sy = 0.0
+    for x, y in pts:
+        sx += x
+        sy += y
+    cx, cy = sx / n, sy / n
+    ss = 0.0
+    for x, y in pts:
+        dx, dy = x - cx, y - cy
+        ss += dx * dx + dy * dy
+    return cx, cy, math.sqrt(ss / n)
+
+
 def _centre(kps: FloatArray) -> npt.NDArray[np.float64]:
-    """Mean landmark position, float64 (sum/n: np.mean's Python wrapper costs more than the maths
-    on five points, and this runs several times per face per frame)."""
-    return np.add.reduce(kps, axis=0, dtype=np.float64) / kps.shape[0]
+    """Mean landmark position, float64."""
+    cx, cy, _ = _centre_spread(kps)
+    return np.array((cx, cy))
 
 
 def _jumped(smoothed: npt.NDArray[np.float64] | None, kps: FloatArray) -> bool:
@@ -814,8 +848,7 @@ def _jumped(smoothed: npt.NDArray[np.float64] | None, kps: FloatArray) -> bool:
 
 def _spread(kps: FloatArray) -> float:
     """RMS distance of the landmarks from their centre: a rotation-free size of the face."""
-    d = kps - _centre(kps)
-    return math.sqrt(float(np.einsum("ij,ij->", d, d)) / kps.shape[0])
+    return _centre_spread(kps)[2]
 
 
 def _relative_box(det: Detection) -> npt.NDArray[np.float64]:
@@ -826,8 +859,10 @@ def _relative_box(det: Detection) -> npt.NDArray[np.float64]:
 
 
 def _box_from_kps(kps: FloatArray, rel_box: npt.NDArray[np.float64]) -> FloatArray:
-    c = _centre(kps)
-    return (np.concatenate([c, c]) + rel_box * max(_spread(kps), 1e-3)).astype(np.float32)
+    cx, cy, spread = _centre_spread(kps)
+    sp = max(spread, 1e-3)
+    x0, y0, x1, y1 = rel_box.tolist()
+    return np.array((cx + x0 * sp, cy + y0 * sp, cx + x1 * sp, cy + y1 * sp), dtype=np.float32)
 
 
 def _box_area(box: FloatArray) -> float:
