@@ -24,6 +24,7 @@ import platformdirs
 from onnx import numpy_helper
 
 from models.errors import ModelContractError, ModelOutputError
+from models.pixel_kernels import bgr_into_rgb_planes, rgb_planes_into_bgr
 from models.session import SessionFactory
 from models.types import FloatArray, ImageBGR
 
@@ -114,6 +115,14 @@ def read_emap(path: Path | str) -> FloatArray:
     return np.ascontiguousarray(numpy_helper.to_array(last), dtype=np.float32)
 
 
+def _non_finite_output() -> ModelOutputError:
+    # Cast to uint8, NaN became black: a black square in the face.
+    return ModelOutputError(
+        "The face swapper returned NaN or infinite values (a float16 overflow?).",
+        hint="Use the fp32 swapper (swap.model = inswapper_128).",
+    )
+
+
 class InSwapper:
     """Face swapper. `swap(crop, latent)` -> swapped crop. One instance per thread (reused blobs).
 
@@ -200,6 +209,9 @@ class InSwapper:
             )
         # BGR -> RGB, HWC -> CHW, x / 255 into the reused blob (float32 maths like
         # cv2.dnn.blobFromImage, cast on store for a float16 input).
+        if self._target.dtype == np.float32:
+            bgr_into_rgb_planes(crop_bgr, self._target, 1.0 / 255.0)  # one pass, without the GIL
+            return
         b, g, r = cv2.split(crop_bgr, self._planes_u8)
         for channel, plane in enumerate((r, g, b)):
             np.multiply(plane, np.float32(1.0 / 255.0), out=self._target[0, channel])
@@ -218,12 +230,13 @@ class InSwapper:
         dst = np.empty((CROP_SIZE, CROP_SIZE, 3), dtype=np.uint8) if out is None else out
         if dst.shape != (CROP_SIZE, CROP_SIZE, 3) or dst.dtype != np.uint8:
             raise ValueError(f"out must be a ({CROP_SIZE}, {CROP_SIZE}, 3) uint8 array")
+        if pred.dtype == np.float32 and pred.shape == (1, 3, CROP_SIZE, CROP_SIZE):
+            # One pass without the GIL; the same values as the numpy steps below.
+            if not rgb_planes_into_bgr(pred, dst, 255.0):
+                raise _non_finite_output()
+            return dst
         if not np.isfinite(pred).all():
-            # Cast to uint8, NaN became black: a black square in the face.
-            raise ModelOutputError(
-                "The face swapper returned NaN or infinite values (a float16 overflow?).",
-                hint="Use the fp32 swapper (swap.model = inswapper_128).",
-            )
+            raise _non_finite_output()
         # NCHW RGB -> HWC BGR, x255 in float32 (also for a float16 output), clip, truncate to uint8
         # exactly like insightface's np.clip(255 * x, 0, 255).astype(np.uint8); plane by plane.
         scratch = self._plane_f32

@@ -61,4 +61,99 @@ def blend_bgra_into(warped: npt.NDArray[np.uint8], roi: npt.NDArray[np.uint8], o
     _blend_bgra_into(warped, roi, level)
 
 
-__all__ = ["blend_bgra_into"]
+@numba.njit("void(u1[:, :, :], f4[:, :, :, :], f4)", nogil=True, cache=True)
+def _bgr_into_rgb_planes(image: Any, blob: Any, scale: float) -> None:
+    for y in range(image.shape[0]):
+        for x in range(image.shape[1]):
+            blob[0, 0, y, x] = np.float32(image[y, x, 2]) * scale
+            blob[0, 1, y, x] = np.float32(image[y, x, 1]) * scale
+            blob[0, 2, y, x] = np.float32(image[y, x, 0]) * scale
+
+
+def bgr_into_rgb_planes(image: npt.NDArray[np.uint8], blob: npt.NDArray[np.float32], scale: float) -> None:
+    """blob[0] = the (h, w, 3) BGR image as RGB planes times `scale`, float32 (a model's NCHW input).
+
+    The same float32 product as numpy's `plane * np.float32(scale)`, in one pass without the GIL.
+    """
+    h, w = image.shape[:2]
+    if (
+        image.dtype != np.uint8
+        or image.shape[2:] != (3,)
+        or blob.dtype != np.float32
+        or blob.shape != (1, 3, h, w)
+    ):
+        raise ValueError(
+            f"planes: need an (h, w, 3) uint8 image and a (1, 3, h, w) float32 blob, "
+            f"got {image.shape} {blob.shape}"
+        )
+    _bgr_into_rgb_planes(image, blob, scale)
+
+
+@numba.njit("b1(f4[:, :, :, :], u1[:, :, :], f4)", nogil=True, cache=True)
+def _rgb_planes_into_bgr(pred: Any, out: Any, scale: float) -> bool:
+    h, w = out.shape[0], out.shape[1]
+    for c in range(3):
+        for y in range(h):
+            for x in range(w):
+                if not np.isfinite(pred[0, c, y, x]):
+                    return False  # checked before anything is written
+    for y in range(h):
+        for x in range(w):
+            for c in range(3):
+                v = pred[0, 2 - c, y, x] * scale
+                if v < 0.0:
+                    v = np.float32(0.0)
+                elif v > 255.0:
+                    v = np.float32(255.0)
+                out[y, x, c] = np.uint8(v)  # truncated, as numpy's astype(np.uint8)
+    return True
+
+
+def rgb_planes_into_bgr(pred: npt.NDArray[np.float32], out: npt.NDArray[np.uint8], scale: float) -> bool:
+    """out = clip(pred[0] * scale, 0, 255) as BGR uint8, truncated (insightface's decode: np.clip(255
+    * x, 0, 255).astype(np.uint8)), from (1, 3, h, w) float32 RGB planes. False, with `out`
+    untouched, if `pred` holds NaN or an infinity. One pass without the GIL."""
+    h, w = out.shape[:2]
+    if (
+        pred.dtype != np.float32
+        or pred.shape != (1, 3, h, w)
+        or out.dtype != np.uint8
+        or out.shape[2:] != (3,)
+    ):
+        raise ValueError(
+            f"planes: need a (1, 3, h, w) float32 prediction and an (h, w, 3) uint8 image, "
+            f"got {pred.shape} {out.shape}"
+        )
+    return bool(_rgb_planes_into_bgr(pred, out, scale))
+
+
+@numba.njit("void(u1[:, :, :], f4[:, :, :, :], b1, f4, f4)", nogil=True, cache=True)
+def _normalise_into(image: Any, blob: Any, swap_rb: bool, mean: float, scale: float) -> None:
+    first, last = (2, 0) if swap_rb else (0, 2)
+    for y in range(image.shape[0]):
+        for x in range(image.shape[1]):
+            blob[0, 0, y, x] = (np.float32(image[y, x, first]) - mean) * scale
+            blob[0, 1, y, x] = (np.float32(image[y, x, 1]) - mean) * scale
+            blob[0, 2, y, x] = (np.float32(image[y, x, last]) - mean) * scale
+
+
+def normalise_into_blob(
+    image: npt.NDArray[np.uint8], blob: npt.NDArray[np.float32], *, swap_rb: bool, mean: float, std: float
+) -> None:
+    """blob[0, c, :h, :w] = (image[..., c] - mean) / std as float32, channels reversed if `swap_rb`:
+    an (h, w, 3) uint8 image (any strides) into the top-left of a (1, 3, H, W) float32 blob, the
+    rest of which is left as it is (a letterbox's padding).
+
+    The same float32 operations as numpy's `(plane - mean) * (1 / std)`, in one pass without the
+    GIL (numpy's casting loops held it: a tenth of the analysis thread's GIL time).
+    """
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise ValueError(f"normalise: expected an (h, w, 3) uint8 image, got {image.shape} {image.dtype}")
+    if blob.ndim != 4 or blob.shape[:2] != (1, 3) or blob.dtype != np.float32:
+        raise ValueError(f"normalise: expected a (1, 3, H, W) float32 blob, got {blob.shape} {blob.dtype}")
+    if image.shape[0] > blob.shape[2] or image.shape[1] > blob.shape[3]:
+        raise ValueError(f"normalise: the image {image.shape[:2]} does not fit the blob {blob.shape[2:]}")
+    _normalise_into(image, blob, swap_rb, mean, 1.0 / std)  # rounded to float32 by the call
+
+
+__all__ = ["bgr_into_rgb_planes", "blend_bgra_into", "normalise_into_blob", "rgb_planes_into_bgr"]

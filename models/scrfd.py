@@ -18,6 +18,7 @@ import onnxruntime as ort
 
 from models.errors import ModelContractError
 from models.nms import nms
+from models.pixel_kernels import normalise_into_blob
 from models.types import Detection, FloatArray, ImageBGR
 
 STRIDES: tuple[int, ...] = (8, 16, 32)
@@ -192,7 +193,8 @@ class SCRFD:
             self._canvas.fill(0)
             self._blob.fill((0.0 - INPUT_MEAN) / INPUT_STD)
             new_w, new_h, _ = self._letterbox
-            self._planes = [np.empty((new_h, new_w), dtype=np.uint8) for _ in range(3)]
+            if self._blob.dtype != np.float32:  # fp16 inputs are normalised plane by plane
+                self._planes = [np.empty((new_h, new_w), dtype=np.uint8) for _ in range(3)]
             self._geometry = (img_h, img_w)
         new_w, new_h, det_scale = self._letterbox
 
@@ -203,8 +205,11 @@ class SCRFD:
             resized = cv2.resize(image_bgr, (new_w, new_h), dst=region)
             if resized is not region:  # OpenCV allocated instead of writing into the view
                 np.copyto(region, resized)
-        # Split into contiguous planes first: normalising plane by plane runs at memory speed,
-        # where the same maths through a transposed HWC view took twice as long (same values).
+        if self._blob.dtype == np.float32:
+            normalise_into_blob(region, self._blob, swap_rb=self.swap_rb, mean=INPUT_MEAN, std=INPUT_STD)
+            return self._blob, det_scale
+        # fp16 inputs: split into contiguous planes first (normalising plane by plane runs at
+        # memory speed, where the same maths through a transposed HWC view took twice as long).
         bgr = list(cv2.split(region, self._planes))  # into the reused planes
         planes = bgr[::-1] if self.swap_rb else bgr
         for channel, plane in enumerate(planes):

@@ -164,14 +164,20 @@ class Metrics:
 
     def stage(self, name: str, ms: float) -> None:
         with self._lock:
-            buf = self._stages.get(name)
-            if buf is None:
-                buf = self._stages[name] = RingBuffer(self.window)
-            buf.add(ms)
+            self._add_stage(name, ms)
 
     def stages(self, items: Iterable[tuple[str, float]]) -> None:
-        for name, ms in items:
-            self.stage(name, ms)
+        """Several stages' ms at once, under one lock (a frame's analysis or swap timings)."""
+        with self._lock:
+            for name, ms in items:
+                self._add_stage(name, ms)
+
+    def _add_stage(self, name: str, ms: float) -> None:
+        """(Under self._lock.)"""
+        buf = self._stages.get(name)
+        if buf is None:
+            buf = self._stages[name] = RingBuffer(self.window)
+        buf.add(ms)
 
     def faces(self, swapped: int, passthrough: int, seen: int = 0) -> None:
         with self._lock:

@@ -581,15 +581,12 @@ class FaceTracker:
         # on ~15 points numpy's per-call cost was several times the maths).
         limit = self.fb_threshold * self.fb_threshold
         back = (p0 - p0r).reshape(-1).tolist()
-        good = np.array(
-            [
-                f == 1 and r == 1 and dx * dx + dy * dy < limit
-                for f, r, dx, dy in zip(
-                    st1.ravel().tolist(), st0.ravel().tolist(), back[0::2], back[1::2], strict=True
-                )
-            ],
-            dtype=bool,
-        )
+        good = [
+            f == 1 and r == 1 and dx * dx + dy * dy < limit
+            for f, r, dx, dy in zip(
+                st1.ravel().tolist(), st0.ravel().tolist(), back[0::2], back[1::2], strict=True
+            )
+        ]
         a = p0.reshape(-1, 2)
         b = np.asarray(p1, dtype=np.float32).reshape(-1, 2)
         results: list[_FlowResult | None] = []
@@ -605,24 +602,28 @@ class FaceTracker:
         track: _Track,
         src: FloatArray,
         dst: FloatArray,
-        good: npt.NDArray[np.bool_],
+        good: list[bool],
         frame_shape: tuple[int, ...],
     ) -> _FlowResult:
+        """`good`: per point, whether its flow passed the forward-backward check. (Index lists in
+        Python: on ~15 points numpy's per-call cost was most of this function's time.)"""
         s = self._scale
         fail = _FlowResult(False, track.raw_kps, 0.0, track.corners, None)
         n = src.shape[0]
-        if np.count_nonzero(good) < _MIN_GOOD_POINTS:
+        kept = [i for i, ok in enumerate(good) if ok]
+        if len(kept) < _MIN_GOOD_POINTS:
             return fail
         # A similarity (rotation, uniform scale, shift) over all surviving points, RANSAC so that
         # a few points on background or a moving hand cannot bend it.
         m, inl = cv2.estimateAffinePartial2D(
-            src[good], dst[good], method=cv2.RANSAC, ransacReprojThreshold=self.fb_threshold * 1.5
+            src[kept], dst[kept], method=cv2.RANSAC, ransacReprojThreshold=self.fb_threshold * 1.5
         )
         if m is None or inl is None:
             return fail
-        inliers = np.zeros(n, dtype=bool)
-        inliers[np.flatnonzero(good)[inl.ravel() == 1]] = True
-        ratio = np.count_nonzero(inliers) / n
+        inliers = [False] * n
+        for i, fits in zip(kept, inl.ravel().tolist(), strict=True):
+            inliers[i] = fits == 1
+        ratio = sum(inliers) / n
         (a, b, tx), (c, d, ty) = m.tolist()
         step_scale = math.sqrt(abs(a * d - b * c))
         if ratio < _MIN_INLIER_RATIO or not 1.0 / self.max_scale_step <= step_scale <= self.max_scale_step:
@@ -633,9 +634,7 @@ class FaceTracker:
         # (Five points in Python scalars: numpy's per-call cost was most of this function's time.)
         moved = [
             (qx / s, qy / s) if ok else ((a * px + b * py + tx) / s, (c * px + d * py + ty) / s)
-            for (px, py), (qx, qy), ok in zip(
-                src[:5].tolist(), dst[:5].tolist(), inliers[:5].tolist(), strict=True
-            )
+            for (px, py), (qx, qy), ok in zip(src[:5].tolist(), dst[:5].tolist(), inliers[:5], strict=True)
         ]
         kps = np.array(moved, dtype=np.float32)
 
@@ -650,7 +649,7 @@ class FaceTracker:
         if not (0.0 <= cx < w and 0.0 <= cy < h):
             return fail  # the face centre left the frame
 
-        corners = dst[5:][inliers[5:]].astype(np.float32)
+        corners = dst[[i for i in range(5, n) if inliers[i]]]  # a new float32 array
         motion = m.astype(np.float64)
         motion[:, 2] /= s  # small-image shift -> full-frame shift; the linear part is scale-free
         return _FlowResult(True, kps, ratio, corners, motion)

@@ -7,7 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.pixel_kernels import blend_bgra_into
+from models.pixel_kernels import (
+    bgr_into_rgb_planes,
+    blend_bgra_into,
+    normalise_into_blob,
+    rgb_planes_into_bgr,
+)
 
 
 def _every_case() -> tuple[np.ndarray, np.ndarray]:
@@ -85,3 +90,65 @@ def test_zero_opacity_changes_nothing() -> None:
 def test_mismatched_images_are_refused(warped: np.ndarray, roi: np.ndarray) -> None:
     with pytest.raises(ValueError, match="blend"):
         blend_bgra_into(warped, roi)
+
+
+def test_bgr_to_rgb_planes_matches_numpy_bit_for_bit() -> None:
+    rng = np.random.default_rng(11)
+    frame = rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)
+    image = frame[5:37, 10:42]  # a view, not contiguous
+    blob = np.full((1, 3, 32, 32), -1.0, dtype=np.float32)
+    bgr_into_rgb_planes(image, blob, 1.0 / 255.0)
+    want = image[..., ::-1].transpose(2, 0, 1) * np.float32(1.0 / 255.0)
+    np.testing.assert_array_equal(blob[0], want)
+
+
+def test_rgb_planes_to_bgr_matches_insightfaces_decode() -> None:
+    rng = np.random.default_rng(12)
+    pred = rng.uniform(-0.5, 1.5, (1, 3, 32, 32)).astype(np.float32)
+    pred[0, 0, 0, :4] = [0.0, 1.0, 1e30, -1e30]  # the ends, and finite values far past them
+    out = np.zeros((32, 32, 3), dtype=np.uint8)
+    assert rgb_planes_into_bgr(pred, out, 255.0)
+    want = np.clip(255.0 * pred[0].transpose(1, 2, 0)[..., ::-1], 0, 255).astype(np.uint8)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_prediction_is_refused_before_anything_is_written(bad: float) -> None:
+    pred = np.full((1, 3, 8, 8), 0.5, dtype=np.float32)
+    pred[0, 2, 7, 7] = bad  # the last value looked at
+    out = np.full((8, 8, 3), 9, dtype=np.uint8)
+    assert not rgb_planes_into_bgr(pred, out, 255.0)
+    assert np.all(out == 9)
+
+
+def test_planes_refuse_mismatched_shapes() -> None:
+    with pytest.raises(ValueError, match="planes"):
+        bgr_into_rgb_planes(np.zeros((8, 8, 3), np.uint8), np.zeros((1, 3, 8, 9), np.float32), 1.0)
+    with pytest.raises(ValueError, match="planes"):
+        rgb_planes_into_bgr(np.zeros((1, 3, 8, 8), np.float16), np.zeros((8, 8, 3), np.uint8), 255.0)
+
+
+@pytest.mark.parametrize("swap_rb", [True, False])
+def test_normalising_matches_numpy_bit_for_bit_and_leaves_the_padding(swap_rb: bool) -> None:
+    rng = np.random.default_rng(5)
+    canvas = rng.integers(0, 256, (64, 80, 3), dtype=np.uint8)
+    image = canvas[:40, :70]  # a view, as the letterbox hands it over
+    blob = np.full((1, 3, 64, 80), -7.0, dtype=np.float32)
+    normalise_into_blob(image, blob, swap_rb=swap_rb, mean=127.5, std=128.0)
+    planes = image[..., ::-1] if swap_rb else image
+    want = (planes.astype(np.float32) - np.float32(127.5)) * np.float32(1 / 128)
+    np.testing.assert_array_equal(blob[0, :, :40, :70], want.transpose(2, 0, 1))
+    assert np.all(blob[0, :, 40:, :] == -7.0) and np.all(blob[0, :, :, 70:] == -7.0)
+
+
+@pytest.mark.parametrize(
+    ("image", "blob"),
+    [
+        (np.zeros((8, 8), np.uint8), np.zeros((1, 3, 8, 8), np.float32)),  # grey
+        (np.zeros((8, 8, 3), np.uint8), np.zeros((1, 3, 8, 8), np.float16)),  # fp16 blob
+        (np.zeros((9, 8, 3), np.uint8), np.zeros((1, 3, 8, 8), np.float32)),  # does not fit
+    ],
+)
+def test_normalising_refuses_what_it_cannot_fill(image: np.ndarray, blob: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="normalise"):
+        normalise_into_blob(image, blob, swap_rb=True, mean=127.5, std=128.0)
