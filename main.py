@@ -246,6 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--height", type=_size, default=720, help="clip height in pixels (default: 720)")
     bench.add_argument("--preset", default="balanced", help="the engine's preset (default: balanced)")
     bench.add_argument(
+        "--repeat",
+        type=_count,
+        default=1,
+        help="run the loops this many times, interleaved, and report each loop's median run and the "
+        "median speed-up (steadier on a machine whose speed drifts; default: 1)",
+    )
+    bench.add_argument(
         "--set",
         dest="overrides",
         action="append",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import tempfile
 import time
@@ -152,6 +153,7 @@ class BenchResult:
     peak_rss_mb: float
     detections: int = 0
     notes: list[str] = field(default_factory=list)
+    runs_ms_per_frame: list[float] = field(default_factory=list)  # every repeat's ms/frame, in order
 
 
 def _result(
@@ -299,6 +301,15 @@ def prepare_models(
     return BenchSetup(scratch, True, "contract-exact doubles (near-zero model cost)")
 
 
+def _median_run(runs: list[BenchResult]) -> BenchResult:
+    """The run with the median ms/frame (the lower middle of an even count), carrying every run's
+    ms/frame in `runs_ms_per_frame`."""
+    ms = [r.ms_per_frame for r in runs]
+    chosen = runs[ms.index(statistics.median_low(ms))]
+    chosen.runs_ms_per_frame = ms
+    return chosen
+
+
 def _ratio(slower_ms: float, faster_ms: float) -> float:
     return slower_ms / faster_ms if faster_ms > 0 else 0.0
 
@@ -321,6 +332,9 @@ def format_table(results: list[BenchResult], speedups: dict[str, float], header:
         lines.append(f"{r.name}: stages ms [{stages}]")
         for note in r.notes:
             lines.append(f"  {note}")
+        if len(r.runs_ms_per_frame) > 1:
+            runs = ", ".join(f"{v:.2f}" for v in r.runs_ms_per_frame)
+            lines.append(f"  ms/frame of each run: {runs} (the median run is shown)")
         if "drift_p50_first_to_last_third" in r.latency_ms:
             lines.append(
                 f"  latency drift (p50, last third - first third): "
@@ -349,26 +363,36 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
         photo_path = Path(tmp) / "source.png"
         cv2.imwrite(str(photo_path), photo)
         options = ModelOptions(setup.models_dir, setup.allow_unverified, clock=InferenceClock())
-        log("naive loop ...")
-        naive = run_naive(clip, frames, setup.models_dir, photo, settings.detector.size)
-        log("Deep-Live-Cam-style loop ...")
-        dlc = run_dlc(clip, frames, setup.models_dir, photo, settings.detector.size)
-        log(f"FaceCast engine, preset {args.preset} ...")
-        engine = run_engine(clip, frames, settings, options, photo_path)
+        rounds: list[tuple[BenchResult, BenchResult, BenchResult]] = []
+        repeat = getattr(args, "repeat", 1)
+        for r in range(repeat):
+            # Interleaved: a drift in the machine's speed falls on all three loops alike.
+            of = f" ({r + 1}/{repeat})" if repeat > 1 else ""
+            log(f"naive loop{of} ...")
+            naive = run_naive(clip, frames, setup.models_dir, photo, settings.detector.size)
+            log(f"Deep-Live-Cam-style loop{of} ...")
+            dlc = run_dlc(clip, frames, setup.models_dir, photo, settings.detector.size)
+            log(f"FaceCast engine, preset {args.preset}{of} ...")
+            rounds.append((naive, dlc, run_engine(clip, frames, settings, options, photo_path)))
+        naive, dlc, engine = (_median_run([round_[k] for round_ in rounds]) for k in range(3))
         results = [naive, dlc, engine]
         if args.duration > 0:
             live_frames = int(args.duration * 30)
             log(f"FaceCast engine live at 30 fps for {args.duration:.0f} s ...")
             results.append(run_engine(clip, live_frames, settings, options, photo_path, live_fps=30.0))
-    speedup = _ratio(naive.ms_per_frame, engine.ms_per_frame)
-    speedup_dlc = _ratio(dlc.ms_per_frame, engine.ms_per_frame)
+    # Each round's own ratio, then the median: the loops of one round ran minutes apart at most.
+    speedup = statistics.median(_ratio(n.ms_per_frame, e.ms_per_frame) for n, _, e in rounds)
+    speedup_dlc = statistics.median(_ratio(d.ms_per_frame, e.ms_per_frame) for _, d, e in rounds)
     header = (
         f"FaceCast bench: {frames} frames at {args.width}x{args.height}, preset {args.preset}, "
         f"{setup.label}, CPU provider"
     )
+    if len(rounds) > 1:
+        header += f"; each loop's median of {len(rounds)} interleaved runs, speed-ups the median per run"
     if args.json:
         payload = {
             "header": header,
+            "repeats": len(rounds),
             "speedup": speedup,
             "speedup_vs_dlc_style": speedup_dlc,
             "results": [asdict(r) for r in results],

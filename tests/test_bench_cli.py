@@ -64,3 +64,20 @@ def test_every_preset_runs_in_the_table_mode(preset: str) -> None:
     assert "speed-up FaceCast / naive:" in done.stdout
     assert "speed-up FaceCast / Deep-Live-Cam-style:" in done.stdout
     assert f"preset {preset}" in done.stdout
+
+
+def test_repeats_report_each_loops_median_run_and_the_median_speed_up() -> None:
+    done = bench("--json", "--repeat", "3")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["repeats"] == 3 and "median of 3 interleaved runs" in payload["header"]
+    naive, dlc, engine = payload["results"]
+    for result in (naive, dlc, engine):
+        runs = result["runs_ms_per_frame"]
+        assert len(runs) == 3
+        assert result["ms_per_frame"] == sorted(runs)[1]  # the median run is the one reported
+    for key, slower in (("speedup", naive), ("speedup_vs_dlc_style", dlc)):
+        per_run = sorted(
+            a / b for a, b in zip(slower["runs_ms_per_frame"], engine["runs_ms_per_frame"], strict=True)
+        )
+        assert payload[key] == pytest.approx(per_run[1])  # each run's own ratio, then the median
