@@ -21,12 +21,15 @@ class VideoFrame:
     capture_ts: time.perf_counter() when the frame was captured or decoded; the sink measures
         glass-to-glass latency from it.
     pts: position in the media timeline in seconds (video files), or None for live sources.
+    prepared: what the analyser made ahead for this picture on the capture thread (see
+        realtime.stage_api.PreparingAnalyser), or None.
     """
 
     image: ImageBGR
     index: int
     capture_ts: float
     pts: float | None = None
+    prepared: object | None = None
 
     @property
     def device_picture(self) -> object | None:

@@ -426,6 +426,7 @@ class DeviceVideoFrame(VideoFrame):
         self.index = index
         self.capture_ts = capture_ts
         self.pts = pts
+        self.prepared = None
 
     @property
     def image(self) -> ImageBGR:

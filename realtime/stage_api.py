@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from models.types import FloatArray, ImageBGR
 from realtime.settings import Settings
@@ -51,6 +51,19 @@ class FramePlan:
 
 class Analyser(Protocol):
     def analyse(self, image: ImageBGR, timestamp: float, settings: Settings) -> FramePlan: ...
+
+
+@runtime_checkable
+class PreparingAnalyser(Protocol):
+    """An analyser with per-picture work that needs no state (the flow's small grey copy): the
+    engine's capture thread does it with `prepare` while the analysis, the pipeline's one serial
+    stage, works on the frame before, and hands the result to `analyse` with the frame."""
+
+    def prepare(self, image: ImageBGR) -> object | None: ...
+
+    def analyse(
+        self, image: ImageBGR, timestamp: float, settings: Settings, *, prepared: object | None = None
+    ) -> FramePlan: ...
 
 
 class SwapWorker(Protocol):

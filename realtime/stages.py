@@ -154,13 +154,22 @@ class FaceAnalyser:
             # jump to another person in "largest" mode.
             self._selector.max_missed = settings.tracker.max_missed
 
-    def analyse(self, image: ImageBGR, timestamp: float, settings: Settings) -> FramePlan:
+    def prepare(self, image: ImageBGR) -> object | None:
+        """What `analyse` can take ready-made for this picture (the flow's small grey copy), made on
+        another thread while the analysis works on the frame before. Safe to call from any thread."""
+        return self._tracker.prepare(image)
+
+    def analyse(
+        self, image: ImageBGR, timestamp: float, settings: Settings, *, prepared: object | None = None
+    ) -> FramePlan:
+        """The plan for this frame. `prepared`: this analyser's `prepare(image)`, made ahead."""
         if settings is not self._settings:
             self.reconfigure(settings)
         self._timings = {}
         self._current_image = image
         t0 = time.perf_counter()
-        faces = self._tracker.update(image, timestamp)
+        flow_grey = prepared if isinstance(prepared, np.ndarray) else None
+        faces = self._tracker.update(image, timestamp, flow_grey=flow_grey)
         track_ms = _ms(t0) - self._timings.get("detect", 0.0)
         t1 = time.perf_counter()
         cut = self._tracker.cut

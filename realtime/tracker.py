@@ -149,6 +149,38 @@ class _Track:
     seen_kps: FloatArray | None = None
 
 
+def flow_geometry(height: int, width: int, max_side: int) -> tuple[float, tuple[int, int]]:
+    """(scale, (rows, cols)) of the small grey image the flow runs on: longer side <= max_side."""
+    scale = min(1.0, max_side / max(height, width))
+    return scale, (max(1, round(height * scale)), max(1, round(width * scale)))
+
+
+def write_flow_image(image: ImageBGR, out: GreyImage, scratch_bgr: ImageBGR | None = None) -> None:
+    """`image` shrunk to `out`'s size and made grey, into `out`. `scratch_bgr`: an (rows, cols, 3)
+    buffer for the shrunk colour picture (allocated when not given or of another size)."""
+    h, w = out.shape
+    if (h, w) == image.shape[:2]:
+        cv2.cvtColor(image, cv2.COLOR_BGR2GRAY, dst=out)
+        return
+    if scratch_bgr is None or scratch_bgr.shape != (h, w, 3):
+        scratch_bgr = np.empty((h, w, 3), dtype=np.uint8)
+    # Shrink first, then convert; nearest-neighbour shrink (0.08 ms at 720p vs 0.25 linear, 1.8
+    # area): LK's own pyramid smooths what it aliases, and on the astronaut clip at 720p the
+    # landmark error was the same as with a linear shrink (1.17 vs 1.19 px).
+    cv2.resize(image, (w, h), dst=scratch_bgr, interpolation=cv2.INTER_NEAREST)
+    cv2.cvtColor(scratch_bgr, cv2.COLOR_BGR2GRAY, dst=out)
+
+
+def flow_image(image: ImageBGR, max_side: int) -> GreyImage:
+    """A new small grey copy of `image` for the flow (see FaceTracker.prepare). New per frame on
+    purpose: it travels with its frame, which a reused buffer could not (a live camera's frames
+    are dropped and replaced while the analysis still reads an older one)."""
+    _, (h, w) = flow_geometry(int(image.shape[0]), int(image.shape[1]), max_side)
+    out = np.empty((h, w), dtype=np.uint8)
+    write_flow_image(image, out)
+    return out
+
+
 class FaceTracker:
     """Detect every `interval` frames, carry landmarks with optical flow in between.
 
@@ -250,8 +282,11 @@ class FaceTracker:
         self._has_prev = False
         self._since_detection = 0
 
-    def update(self, image_bgr: ImageBGR, timestamp: float) -> list[TrackedFace]:
-        """The faces in this frame. `timestamp` in seconds (capture time), increasing."""
+    def update(
+        self, image_bgr: ImageBGR, timestamp: float, *, flow_grey: GreyImage | None = None
+    ) -> list[TrackedFace]:
+        """The faces in this frame. `timestamp` in seconds (capture time), increasing.
+        `flow_grey`: this frame's `prepare(image_bgr)`, made ahead (else made here)."""
         if image_bgr.ndim != 3 or image_bgr.shape[2] != 3 or image_bgr.dtype != np.uint8:
             got = f"{image_bgr.shape} {image_bgr.dtype}"
             raise ValueError(f"expected an (H, W, 3) uint8 BGR frame, got {got}")
@@ -278,7 +313,7 @@ class FaceTracker:
         self.cut = False
         self._search_left = max(self._search_left - 1, 0)
         if use_flow:
-            self._prepare_grey(image_bgr)
+            self._prepare_grey(image_bgr, flow_grey)
             if self._has_prev and self._tracks:
                 flows = self._flow_all(image_bgr.shape)
                 if self._is_cut(flows):
@@ -513,28 +548,29 @@ class FaceTracker:
 
     # ----------------------------------------------------------------------------- flow
 
-    def _prepare_grey(self, image: ImageBGR) -> None:
-        """Convert the frame into the current small grey buffer (allocated once per frame size)."""
+    def prepare(self, image: ImageBGR) -> GreyImage | None:
+        """The small grey copy `update` flows on, made ahead (the engine's capture thread makes it
+        while the analysis works on the frame before; None with flow off). Reads only settings."""
+        if not self.settings.enabled:
+            return None
+        return flow_image(image, self.flow_max_side)
+
+    def _prepare_grey(self, image: ImageBGR, prepared: GreyImage | None) -> None:
+        """Make the current small grey image: `prepared` when it fits, else converted from the frame
+        into the current buffer (allocated once per frame size)."""
         if image.shape != self._frame_shape:
             h, w = image.shape[:2]
-            self._scale = min(1.0, self.flow_max_side / max(h, w))
-            sw, sh = max(1, round(w * self._scale)), max(1, round(h * self._scale))
+            self._scale, (sh, sw) = flow_geometry(h, w, self.flow_max_side)
             self._small_bgr = np.empty((sh, sw, 3), dtype=np.uint8)
             self._small = [np.empty((sh, sw), dtype=np.uint8), np.empty((sh, sw), dtype=np.uint8)]
             self._frame_shape = image.shape
             self._has_prev = False  # a new frame size: nothing to flow from
             self._cur = 0
         cur = self._small[self._cur]
-        if self._scale == 1.0:
-            cv2.cvtColor(image, cv2.COLOR_BGR2GRAY, dst=cur)
+        if prepared is not None and prepared.shape == cur.shape and prepared.dtype == np.uint8:
+            self._small[self._cur] = prepared  # the frame's own copy: this tracker only reads it
         else:
-            # Shrink first, then convert; nearest-neighbour shrink (0.08 ms at 720p vs 0.25 linear,
-            # 1.8 area): LK's own pyramid smooths what it aliases, and on the astronaut clip at 720p
-            # the landmark error was the same as with a linear shrink (1.17 vs 1.19 px).
-            cv2.resize(
-                image, (cur.shape[1], cur.shape[0]), dst=self._small_bgr, interpolation=cv2.INTER_NEAREST
-            )
-            cv2.cvtColor(self._small_bgr, cv2.COLOR_BGR2GRAY, dst=cur)
+            write_flow_image(image, cur, self._small_bgr)
 
     def _seed_corners(self, box: FloatArray) -> FloatArray:
         """Good-to-track corners in the inner part of the face box (the edges hold background,

@@ -12,7 +12,7 @@ import pytest
 from models.errors import FaceCastError, SinkError, SourceError
 from realtime.engine import Engine, StageSet, passthrough_stages
 from realtime.settings import Settings, SettingsError
-from realtime.stage_api import PassthroughAnalyser
+from realtime.stage_api import FramePlan, PassthroughAnalyser
 from tests.engine_fakes import FakeSource, RecordingSink, SlowWorker
 
 
@@ -753,3 +753,40 @@ def test_a_load_replaced_by_a_newer_choice_does_not_report_its_failure() -> None
         assert reloads and all("keep working" in m for m in reloads)
     finally:
         engine.stop()
+
+
+class _PreparingAnalyser:
+    """Records which thread prepared each picture and what analyse() was handed."""
+
+    def __init__(self, fail_on: int = -1) -> None:
+        self.fail_on = fail_on
+        self.prepared_on: list[str] = []
+        self.received: list[object | None] = []
+
+    def prepare(self, image: np.ndarray) -> object | None:
+        self.prepared_on.append(threading.current_thread().name)
+        if int(image[0, 0, 0]) == self.fail_on:
+            raise RuntimeError("cannot prepare this one")
+        return ("prepared", int(image[0, 0, 0]))
+
+    def analyse(self, image, ts, s, *, prepared=None):  # type: ignore[no-untyped-def]
+        self.received.append(prepared)
+        return FramePlan()
+
+
+def test_the_capture_thread_prepares_each_picture_for_the_analysis() -> None:
+    """The analysis is the pipeline's one serial stage: per-picture work that needs no state (the
+    flow's shrink) is done on the capture thread and travels with the frame."""
+    analyser = _PreparingAnalyser(fail_on=3)
+    source, sink = FakeSource(frames=8), RecordingSink()
+
+    def factory(s: Settings) -> StageSet:
+        return StageSet(analyser, tuple(SlowWorker() for _ in range(s.pipeline.frames_in_flight)), "prep")
+
+    engine = Engine(source, sink, settings(2), factory)
+    engine.start()
+    assert engine.wait(20)
+    assert sink.indices == list(range(8))  # a picture that could not be prepared still went through
+    assert set(analyser.prepared_on) == {"capture"}
+    want = [None if i == 3 else ("prepared", i) for i in range(8)]
+    assert analyser.received == want  # each frame's own, and none for the one that failed

@@ -388,3 +388,25 @@ def test_flow_checks_refuse_a_jump_in_scale_and_a_face_half_its_points_disagree_
     torn = src + np.float32(3.0)
     torn[::2] += np.random.default_rng(1).uniform(-25, 25, (len(src[::2]), 2)).astype(np.float32)
     assert not tracker._check_flow(track, src, torn, good, shape).ok
+
+
+def test_a_flow_image_made_ahead_tracks_exactly_like_one_made_in_update(mtcnn: MTCNN) -> None:
+    """The engine's capture thread makes the flow's grey copy (prepare) while the analysis works
+    on the frame before; the faces must be the same as when update() makes it, and a copy of the
+    wrong size (made for another frame size) is not used."""
+    clip = make_moving_clip(astronaut_bgr(), 12, (640, 480))
+    wrong = np.zeros((10, 10), dtype=np.uint8)
+    own = FaceTracker(mtcnn.detect, TrackerSettings(), interval=4)
+    ahead = FaceTracker(mtcnn.detect, TrackerSettings(), interval=4)
+    for i, frame in enumerate(clip.frames):
+        want = own.update(frame, i / FPS)
+        grey = wrong if i == 5 else ahead.prepare(frame)
+        got = ahead.update(frame, i / FPS, flow_grey=grey)
+        assert [f.track_id for f in got] == [f.track_id for f in want]
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a.kps, b.kps)
+    assert ahead.tracked_frames == own.tracked_frames > 6  # the flow did run on the prepared copies
+    assert ahead.prepare(clip.frames[0]) is not None
+    assert (
+        FaceTracker(mtcnn.detect, TrackerSettings(enabled=False), interval=4).prepare(clip.frames[0]) is None
+    )
