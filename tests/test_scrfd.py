@@ -255,3 +255,17 @@ def test_output_size_mismatch_at_run_time_is_a_contract_error() -> None:
     det = make_detector(build_scrfd([DEFAULT_FACE]), input_size=(320, 320))
     with pytest.raises(ModelContractError, match="stride 8"):
         det.detect(noise_frame(640, 480))
+
+
+def test_an_fp16_input_gets_the_same_blob_in_half_precision() -> None:
+    """fp16 detectors keep numpy's plane-by-plane normalisation (the compiled pass writes float32)."""
+    sig = scrfd_signature(9)
+    half_in = FakeSession([FakeArg("input.1", [1, 3, "h", "w"], "tensor(float16)")], sig.get_outputs())
+    half, full = SCRFD(half_in), SCRFD(sig)
+    assert half.input_dtype == np.float16
+    for w, h in [(1280, 720), (720, 1280)]:  # and a change of frame size: padding laid out again
+        img = noise_frame(w, h, seed=w)
+        got, scale_h = half.preprocess(img)
+        want, scale_f = full.preprocess(img)
+        assert got.dtype == np.float16 and scale_h == scale_f
+        np.testing.assert_array_equal(got, want.astype(np.float16))
