@@ -18,7 +18,7 @@ from realtime.engine import StageSet
 from realtime.face_models import check_models_present
 from realtime.settings import Settings
 from realtime.source_face import SourceIdentity
-from realtime.stage_api import Analyser, FramePlan
+from realtime.stage_api import Analyser, FramePlan, PreparingAnalyser
 
 
 class ActiveFace:
@@ -45,8 +45,19 @@ class ActiveFaceAnalyser:
         self._inner = inner
         self._active = active
 
-    def analyse(self, image: ImageBGR, timestamp: float, settings: Settings) -> FramePlan:
-        plan = self._inner.analyse(image, timestamp, settings)
+    def prepare(self, image: ImageBGR) -> object | None:
+        """The inner analyser's capture-thread work (see realtime.stage_api.PreparingAnalyser)."""
+        inner = self._inner
+        return inner.prepare(image) if isinstance(inner, PreparingAnalyser) else None
+
+    def analyse(
+        self, image: ImageBGR, timestamp: float, settings: Settings, *, prepared: object | None = None
+    ) -> FramePlan:
+        inner = self._inner
+        if prepared is not None and isinstance(inner, PreparingAnalyser):
+            plan = inner.analyse(image, timestamp, settings, prepared=prepared)
+        else:
+            plan = inner.analyse(image, timestamp, settings)
         index = self._active.get()
         if index is None:
             plan.passthrough += len(plan.targets)

@@ -16,9 +16,19 @@ from typing import Any
 import numba
 import numpy as np
 import numpy.typing as npt
+from numba import types as nt
+
+# Argument types of the compiled signatures. Inputs are declared read-only, which accepts writable
+# and read-only arrays alike (a caller's read-only picture must not need a copy); "A" takes any
+# strides (frame views, Fortran order).
+_U8_IMAGE_IN = nt.Array(nt.uint8, 3, "A", readonly=True)
+_U8_IMAGE_C_IN = nt.Array(nt.uint8, 3, "C", readonly=True)
+_U8_IMAGE_OUT = nt.Array(nt.uint8, 3, "A")
+_F32_BLOB_IN = nt.Array(nt.float32, 4, "A", readonly=True)
+_F32_BLOB_OUT = nt.Array(nt.float32, 4, "A")
 
 
-@numba.njit("void(u1[:, :, ::1], u1[:, :, :], i4)", nogil=True, cache=True)
+@numba.njit(nt.void(_U8_IMAGE_C_IN, _U8_IMAGE_OUT, nt.int32), nogil=True, cache=True)
 def _blend_bgra_into(warped: Any, roi: Any, opacity_255: int) -> None:
     h, w = roi.shape[0], roi.shape[1]
     for y in range(h):
@@ -61,7 +71,7 @@ def blend_bgra_into(warped: npt.NDArray[np.uint8], roi: npt.NDArray[np.uint8], o
     _blend_bgra_into(warped, roi, level)
 
 
-@numba.njit("void(u1[:, :, :], f4[:, :, :, :], f4)", nogil=True, cache=True)
+@numba.njit(nt.void(_U8_IMAGE_IN, _F32_BLOB_OUT, nt.float32), nogil=True, cache=True)
 def _bgr_into_rgb_planes(image: Any, blob: Any, scale: float) -> None:
     for y in range(image.shape[0]):
         for x in range(image.shape[1]):
@@ -89,7 +99,7 @@ def bgr_into_rgb_planes(image: npt.NDArray[np.uint8], blob: npt.NDArray[np.float
     _bgr_into_rgb_planes(image, blob, scale)
 
 
-@numba.njit("b1(f4[:, :, :, :], u1[:, :, :], f4)", nogil=True, cache=True)
+@numba.njit(nt.boolean(_F32_BLOB_IN, _U8_IMAGE_OUT, nt.float32), nogil=True, cache=True)
 def _rgb_planes_into_bgr(pred: Any, out: Any, scale: float) -> bool:
     h, w = out.shape[0], out.shape[1]
     for c in range(3):
@@ -127,7 +137,7 @@ def rgb_planes_into_bgr(pred: npt.NDArray[np.float32], out: npt.NDArray[np.uint8
     return bool(_rgb_planes_into_bgr(pred, out, scale))
 
 
-@numba.njit("void(u1[:, :, :], f4[:, :, :, :], b1, f4, f4)", nogil=True, cache=True)
+@numba.njit(nt.void(_U8_IMAGE_IN, _F32_BLOB_OUT, nt.boolean, nt.float32, nt.float32), nogil=True, cache=True)
 def _normalise_into(image: Any, blob: Any, swap_rb: bool, mean: float, scale: float) -> None:
     first, last = (2, 0) if swap_rb else (0, 2)
     for y in range(image.shape[0]):

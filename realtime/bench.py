@@ -303,10 +303,12 @@ def prepare_models(
 
 def _median_run(runs: list[BenchResult]) -> BenchResult:
     """The run with the median ms/frame (the lower middle of an even count), carrying every run's
-    ms/frame in `runs_ms_per_frame`."""
+    ms/frame in `runs_ms_per_frame`. Its peak memory is the first round's: the process's peak
+    only grows, so a later round's row would also hold the loops that ran before it."""
     ms = [r.ms_per_frame for r in runs]
     chosen = runs[ms.index(statistics.median_low(ms))]
     chosen.runs_ms_per_frame = ms
+    chosen.peak_rss_mb = runs[0].peak_rss_mb
     return chosen
 
 
@@ -340,7 +342,10 @@ def format_table(results: list[BenchResult], speedups: dict[str, float], header:
                 f"  latency drift (p50, last third - first third): "
                 f"{r.latency_ms['drift_p50_first_to_last_third']:+.1f} ms"
             )
-    lines.append("peak MB: the bench process's peak resident memory after that row (it only grows).")
+    lines.append(
+        "peak MB: the bench process's peak resident memory after that row (it only grows; with "
+        "--repeat, after the row's first run)."
+    )
     lines.append("")
     for name, ratio in speedups.items():
         lines.append(f"speed-up FaceCast / {name}: {ratio:.1f}x")

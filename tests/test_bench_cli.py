@@ -76,6 +76,8 @@ def test_repeats_report_each_loops_median_run_and_the_median_speed_up() -> None:
         runs = result["runs_ms_per_frame"]
         assert len(runs) == 3
         assert result["ms_per_frame"] == sorted(runs)[1]  # the median run is the one reported
+    # Peak memory as after each loop's first run: it only grows from row to row.
+    assert naive["peak_rss_mb"] <= dlc["peak_rss_mb"] <= engine["peak_rss_mb"]
     for key, slower in (("speedup", naive), ("speedup_vs_dlc_style", dlc)):
         per_run = sorted(
             a / b for a, b in zip(slower["runs_ms_per_frame"], engine["runs_ms_per_frame"], strict=True)

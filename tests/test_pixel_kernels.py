@@ -152,3 +152,31 @@ def test_normalising_matches_numpy_bit_for_bit_and_leaves_the_padding(swap_rb: b
 def test_normalising_refuses_what_it_cannot_fill(image: np.ndarray, blob: np.ndarray) -> None:
     with pytest.raises(ValueError, match="normalise"):
         normalise_into_blob(image, blob, swap_rb=True, mean=127.5, std=128.0)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    b = a.copy()
+    b.flags.writeable = False
+    return b
+
+
+def test_read_only_inputs_are_read_like_writable_ones() -> None:
+    """A caller's read-only picture (a decoder's buffer, a cached photo) must not need a copy."""
+    rng = np.random.default_rng(13)
+    image = rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    warped = rng.integers(0, 256, (16, 16, 4), dtype=np.uint8)
+    pred = rng.uniform(0, 1, (1, 3, 16, 16)).astype(np.float32)
+    for conv in (np.copy, _read_only):
+        roi = image.copy()
+        blend_bgra_into(conv(warped), roi)
+        planes = np.zeros((1, 3, 16, 16), np.float32)
+        bgr_into_rgb_planes(conv(image), planes, 1.0 / 255.0)
+        norm = np.zeros((1, 3, 16, 16), np.float32)
+        normalise_into_blob(conv(image), norm, swap_rb=True, mean=127.5, std=128.0)
+        out = np.zeros((16, 16, 3), np.uint8)
+        assert rgb_planes_into_bgr(conv(pred), out, 255.0)
+        if conv is np.copy:
+            want = (roi, planes, norm, out)
+        else:
+            for got, ref in zip((roi, planes, norm, out), want, strict=True):
+                np.testing.assert_array_equal(got, ref)

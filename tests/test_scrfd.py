@@ -269,3 +269,13 @@ def test_an_fp16_input_gets_the_same_blob_in_half_precision() -> None:
         want, scale_f = full.preprocess(img)
         assert got.dtype == np.float16 and scale_h == scale_f
         np.testing.assert_array_equal(got, want.astype(np.float16))
+
+
+def test_a_read_only_picture_the_detector_size_is_detected_without_a_copy() -> None:
+    """640x480 needs no letterbox resize: the picture itself is normalised, read-only or not."""
+    det = make_detector(build_scrfd([DEFAULT_FACE]))
+    img = noise_frame(640, 480)
+    want = det.preprocess(img)[0].copy()
+    img.flags.writeable = False
+    np.testing.assert_array_equal(det.preprocess(img)[0], want)
+    assert len(det.detect(img)) == 1
