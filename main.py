@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+import platformdirs
+
 from models.errors import FaceCastError, SinkError
 
 log = logging.getLogger("facecast")
@@ -35,6 +37,10 @@ if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays i
 # scipy's) only spin on sched_yield between calls and take cores from the pipeline's threads.
 # Set before anything imports numpy; a user's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# The compiled pixel loops (models/pixel_kernels.py) keep their machine code in the user's cache
+# folder, not next to the code: an install folder may be read-only (a system-wide install), and
+# Numba fails the import when it has nowhere to write. A user's own setting wins.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(platformdirs.user_cache_dir("FaceCast")) / "numba"))
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:

@@ -83,3 +83,18 @@ def test_repeats_report_each_loops_median_run_and_the_median_speed_up() -> None:
             a / b for a, b in zip(slower["runs_ms_per_frame"], engine["runs_ms_per_frame"], strict=True)
         )
         assert payload[key] == pytest.approx(per_run[1])  # each run's own ratio, then the median
+
+
+def test_the_compiled_kernels_cache_in_the_users_cache_folder(tmp_path: Path) -> None:
+    """Not next to the code, which a system-wide install cannot write (Numba then fails the
+    import); a user's own NUMBA_CACHE_DIR wins."""
+    code = "import main, os; print(os.environ['NUMBA_CACHE_DIR'])"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr
+    if sys.platform.startswith("linux"):
+        assert done.stdout.strip() == str(tmp_path / "cache" / "FaceCast" / "numba")
+    own = {**env, "NUMBA_CACHE_DIR": str(tmp_path / "mine")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=own)
+    assert done.stdout.strip() == str(tmp_path / "mine")
