@@ -38,12 +38,6 @@ class MaskSettings:
 Region = Box  # a rectangle of the frame (models.types.Box; the device ops share it)
 
 
-def crop_scale(m: Matrix2x3) -> float:
-    """Crop pixels per frame pixel for a similarity transform."""
-    (a, b, _), (c, d, _) = m.tolist()  # the 2x2 determinant in scalars: np.linalg.det costs 20x
-    return math.sqrt(abs(a * d - b * c))
-
-
 def compose_affine(outer: Matrix2x3, inner: Matrix2x3) -> Matrix2x3:
     """outer ∘ inner: the 2x3 matrix that applies `inner` first, then `outer`."""
     m = np.empty((2, 3), dtype=np.float64)
@@ -87,7 +81,7 @@ def crop_mask_kernels(crop_size: int, m: Matrix2x3, settings: MaskSettings) -> t
     Returns (inset, sigma) as integers in 1/8 crop px so they can key a cache.
     """
     (a, b, _), (c, d, _) = m.tolist()
-    scale = math.sqrt(abs(a * d - b * c))  # crop_scale(m), in the scalars already at hand
+    scale = math.sqrt(abs(a * d - b * c))  # crop px per frame px (the 2x2 determinant's root)
     # |cos| + |sin| of the rotation: how much wider the rotated square's bounding box is.
     face_px = crop_size / max(scale, 1e-9) * (abs(a) / max(scale, 1e-9) + abs(c) / max(scale, 1e-9))
     erode_px = max(int(face_px * settings.erode_ratio), settings.min_erode_px)
