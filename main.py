@@ -22,22 +22,22 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import platformdirs
 
-from models.errors import FaceCastError, SinkError
+from models.errors import FaceCastError
+from realtime.core.errors import SinkError
 
 log = logging.getLogger("facecast")
 
 if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays instant
     from gui.window_sink import WindowSink
-    from realtime.engine import Engine
-    from realtime.run_control import StopSignals
-    from realtime.sinks import FrameSink
-    from realtime.sources import FrameSource
+    from realtime.core.contracts import FrameSink, FrameSource
+    from realtime.core.engine import Engine
+    from realtime.tools.run_control import StopSignals
 
 # Our BLAS work is a handful of tiny matrices per face; OpenBLAS's thread pools (numpy's and
 # scipy's) only spin on sched_yield between calls and take cores from the pipeline's threads.
 # Set before anything imports numpy; a user's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-# The compiled pixel loops (models/pixel_kernels.py) keep their machine code in the user's cache
+# The compiled pixel loops (models/ops/pixel_kernels.py) keep their machine code in the user's cache
 # folder, not next to the code: an install folder may be read-only (a system-wide install), and
 # Numba fails the import when it has nowhere to write. A user's own setting wins.
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(platformdirs.user_cache_dir("FaceCast")) / "numba"))
@@ -289,7 +289,7 @@ def open_output(args: argparse.Namespace, source: FrameSource) -> FrameSink:
         from gui.window_sink import WindowSink
 
         return WindowSink(title="FaceCast")
-    from realtime.sinks import open_sink
+    from realtime.io.sinks import open_sink
 
     width, height = args.width, args.height
     if (width is None) != (height is None):
@@ -331,7 +331,7 @@ def check_display(*, for_gui: bool = False) -> None:
     """A window needs a display that answers: without one Qt aborts the process (after the models
     loaded), blaming a library that is not missing."""
     from models.cli_text import app_command
-    from realtime.display import display_problem
+    from realtime.io.display import display_problem
 
     problem = display_problem()
     if problem is None:
@@ -348,7 +348,7 @@ def check_display(*, for_gui: bool = False) -> None:
 
 
 def _settings_for_run(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from realtime.settings import DEFAULT_PRESET, load_preset, parse_override
+    from realtime.core.settings import DEFAULT_PRESET, load_preset, parse_override
 
     settings = load_preset(args.preset or DEFAULT_PRESET)
     overrides = dict(parse_override(o) for o in args.overrides)
@@ -400,7 +400,7 @@ def _nothing_swapped_note(
 
 def _parse_maps(args: argparse.Namespace) -> list[tuple[Path, Path]]:
     """`--map REF=SOURCE` pairs; exactly one of --source and --map picks who is swapped in."""
-    from models.errors import SourceError
+    from realtime.core.errors import SourceError
 
     if args.source and args.maps:
         raise SourceError(
@@ -428,7 +428,7 @@ def probe_input(source: FrameSource) -> None:
     """Open and close a file or image input once (cheap: one decoded frame), so a missing, empty
     or audio-only file fails now. Cameras and streams are left alone: opening a camera twice
     flashes its light and costs a second, and a stream may take one connection only."""
-    from realtime.sources import CameraSource, FallbackSource
+    from realtime.io.sources import CameraSource, FallbackSource
 
     inner = source.primary if isinstance(source, FallbackSource) else source
     if isinstance(inner, CameraSource):
@@ -441,11 +441,11 @@ def probe_input(source: FrameSource) -> None:
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
-    from realtime.app import ModelOptions, prepare_face_swap, resolve_provider
-    from realtime.engine import Engine, EngineEvent
-    from realtime.nvdec import Decoder, open_input
-    from realtime.run_control import SafeOutput, StopSignals
-    from realtime.sources import FallbackSource, camera_index
+    from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
+    from realtime.core.engine import Engine, EngineEvent
+    from realtime.io.nvdec import Decoder, open_input
+    from realtime.io.sources import FallbackSource, camera_index
+    from realtime.tools.run_control import SafeOutput, StopSignals
 
     check_not_an_input(args)
     if args.output.strip().lower() == "window":
@@ -527,7 +527,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     )
     if unswapped:
         show(unswapped)
-    from realtime.sinks import ImageFileSink
+    from realtime.io.sinks import ImageFileSink
 
     if isinstance(sink, ImageFileSink) and stats.frames_out > 1:
         # A video into a picture: only one frame can be kept, and the user was not told which.
@@ -586,8 +586,8 @@ def _run_window_loop(
 
 
 def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
-    from models import commands
-    from models.store import ModelStore, default_models_dir
+    from models.files import commands
+    from models.files.store import ModelStore, default_models_dir
 
     store = ModelStore(args.models_dir or default_models_dir(), allow_unverified=args.allow_unverified)
     if args.models_command == "list":
@@ -600,18 +600,18 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
-    from realtime.doctor import run_doctor
+    from realtime.tools.doctor import run_doctor
 
     code = run_doctor(out, check_cameras=not args.no_cameras, models_dir=args.models_dir)
     if args.gpu_bench:
-        from realtime.gpu_bench import run_gpu_bench
+        from realtime.tools.gpu_bench import run_gpu_bench
 
         code = max(code, run_gpu_bench(out))
     return code
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
-    from realtime.bench import run_bench_cli
+    from realtime.tools.bench import run_bench_cli
 
     return run_bench_cli(args, out)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from models.errors import FaceCastError
-from realtime.settings import (
+from realtime.core.settings import (
     DEFAULT_PRESET,
     PRESETS_DIR,
     Settings,

@@ -20,17 +20,19 @@ from PyQt6.QtCore import QObject, Qt, QTimer, pyqtSignal
 
 from gui.config import InputConfig, OutputConfig, default_record_path
 from gui.preview import PreviewFeed, TappedSource
-from gui.swap_stages import ActiveFace, GalleryFaceSwap
-from gui.tee_sink import BackgroundSink, FanOutSink, OptionalSink
-from models.errors import FaceCastError, SourceError, VirtualCameraUnavailableError
-from realtime.app import ModelOptions
-from realtime.engine import Engine, EngineEvent, StageFactory, passthrough_stages
-from realtime.metrics import StatsSnapshot
-from realtime.settings import Settings
-from realtime.sinks import FrameSink, VideoFileSink, VirtualCameraSink
-from realtime.source_face import SourceIdentity
-from realtime.sources import CameraSource, FrameSource, VideoFileSource, refuse_stream_url
-from realtime.test_pattern import TestPatternSource
+from models.errors import FaceCastError
+from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
+from realtime.build.wiring import ModelOptions
+from realtime.core.contracts import FrameSink, FrameSource
+from realtime.core.engine import Engine, EngineEvent, StageFactory, passthrough_stages
+from realtime.core.errors import SourceError, VirtualCameraUnavailableError
+from realtime.core.metrics import StatsSnapshot
+from realtime.core.settings import Settings
+from realtime.face.source_face import SourceIdentity
+from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
+from realtime.io.sinks import VideoFileSink, VirtualCameraSink
+from realtime.io.sources import CameraSource, VideoFileSource, refuse_stream_url
+from realtime.io.test_pattern import TestPatternSource
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +78,11 @@ def make_source(config: InputConfig, provider: str = "cpu") -> FrameSource:
         raise SourceError("No video file chosen.", hint="Pick one under Input, or use the test pattern.")
     refuse_stream_url(config.video_path)
     if provider == "auto":
-        from models.session import auto_provider
+        from models.runtime.session import auto_provider
 
         provider = auto_provider()
     if provider in ("cuda", "tensorrt"):
-        from realtime.nvdec import open_input
+        from realtime.io.nvdec import open_input
 
         source, note = open_input(config.video_path, realtime=True, loop=True, decoder="auto")
         log.info("%s: %s", config.video_path, note or "decoding on the CPU")

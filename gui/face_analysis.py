@@ -19,13 +19,14 @@ import numpy as np
 from PyQt6.QtCore import QObject, pyqtSignal
 
 from models.errors import FaceCastError, ModelError, ModelMissingError
-from models.mtcnn import MTCNN
-from models.session import SessionConfig, SessionFactory
+from models.runtime.session import SessionConfig, SessionFactory
 from models.types import Detection, ImageBGR
-from realtime.app import ModelOptions
-from realtime.face_models import AnalysisModels, FaceDetector, check_models_present, load_analysis_models
-from realtime.settings import Settings
-from realtime.source_face import SourceIdentity, load_identity, pick_face, read_image
+from models.wrappers.mtcnn import MTCNN
+from realtime.build.model_loading import check_models_present, load_analysis_models
+from realtime.build.wiring import ModelOptions
+from realtime.core.settings import Settings
+from realtime.face.model_api import AnalysisModels, FaceDetector
+from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
 
 log = logging.getLogger(__name__)
 

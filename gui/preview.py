@@ -22,8 +22,8 @@ from PyQt6.QtWidgets import QSizePolicy, QWidget
 
 from gui.config import ViewMode
 from models.types import ImageBGR
-from realtime.frames import VideoFrame
-from realtime.sources import FrameSource
+from realtime.core.contracts import FrameSource
+from realtime.core.frames import VideoFrame
 
 
 class OriginalTap:

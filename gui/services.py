@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gui.config import default_config_path
-from realtime.app import ModelOptions
-from realtime.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
+from realtime.build.wiring import ModelOptions
+from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
 
 ALLOW_UNVERIFIED_ENV = "FACECAST_ALLOW_UNVERIFIED"
 

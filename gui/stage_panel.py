@@ -28,9 +28,9 @@ from PyQt6.QtWidgets import (
 )
 
 from gui.widgets import ComboBox, DoubleSpinBox, SpinBox
-from models.session import auto_provider
-from realtime.metrics import Summary
-from realtime.settings import PRESETS_DIR, Settings, available_presets
+from models.runtime.session import auto_provider
+from realtime.core.metrics import Summary
+from realtime.core.settings import PRESETS_DIR, Settings, available_presets
 
 Kind = Literal["int", "float", "bool", "choice"]
 

@@ -48,17 +48,9 @@ class LicenceNotAcceptedError(ModelError):
     pass
 
 
-class SourceError(FaceCastError):
-    """An input (camera, video, image, source photo) cannot be used."""
 
 
-class NoFaceError(SourceError):
-    pass
 
 
-class SinkError(FaceCastError):
-    """An output (virtual camera, file, window) cannot be opened or written."""
 
 
-class VirtualCameraUnavailableError(SinkError):
-    pass

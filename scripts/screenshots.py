@@ -2,7 +2,7 @@
 
     xvfb-run -a -s "-screen 0 1600x1000x24" python scripts/screenshots.py
 
-Runs fully offline: the models are the contract-exact test doubles (tests/doubles.py), so the "swap"
+Runs fully offline: the models are the contract-exact test doubles (models/fakes/doubles.py), so the "swap"
 is the doubles' tint over the detected face, not a real face swap; the input is the built-in test
 pattern. Without a display it falls back to Qt's offscreen platform.
 """
@@ -38,9 +38,9 @@ from gui.controller import ModelsState, RunState  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.services import AppServices  # noqa: E402
 from gui.theme import apply_dark_theme  # noqa: E402
-from realtime.app import ModelOptions  # noqa: E402
-from realtime.bench import astronaut_bgr  # noqa: E402
-from tests.doubles import write_all  # noqa: E402
+from models.fakes.doubles import write_all  # noqa: E402
+from realtime.build.wiring import ModelOptions  # noqa: E402
+from realtime.tools.bench import astronaut_bgr  # noqa: E402
 from tests.vcam_recorder import recording_backend  # noqa: E402
 
 WINDOW_SIZE = (1440, 880)

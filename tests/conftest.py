@@ -41,7 +41,7 @@ def vcam_recorder() -> Iterator[RecordingBackendHandle]:
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The model doubles, written once per test module."""
-    from tests.test_gui_helpers import write_models
+    from tests.gui.test_gui_helpers import write_models
 
     return write_models(tmp_path_factory.mktemp("models"))
 
@@ -49,7 +49,7 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def face_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A photo with one face (the astronaut), written once per test module."""
-    from tests.test_gui_helpers import write_face_photo
+    from tests.gui.test_gui_helpers import write_face_photo
 
     return write_face_photo(tmp_path_factory.mktemp("photos") / "astronaut.png")
 

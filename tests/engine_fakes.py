@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.errors import SinkError, SourceError
 from models.types import ImageBGR
-from realtime.frames import VideoFrame
-from realtime.settings import Settings
-from realtime.stage_api import FramePlan
+from realtime.core.contracts import FramePlan
+from realtime.core.errors import SinkError, SourceError
+from realtime.core.frames import VideoFrame
+from realtime.core.settings import Settings
 
 
 def frame_with_index(index: int, size: tuple[int, int] = (64, 48)) -> ImageBGR:

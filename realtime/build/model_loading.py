@@ -1,0 +1,187 @@
+"""Load the face models a worker needs, once, from the store, through one session factory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from models.cli_text import app_command
+from models.errors import ModelError, ModelMissingError
+from models.files.store import ModelStore, download_command
+from models.runtime.session import SessionFactory
+from models.wrappers.enhancers import FaceRestorer, RestorerName, load_restorer
+from models.wrappers.inswapper import InSwapper
+from models.wrappers.maskers import FaceParser, Occluder
+from models.wrappers.mtcnn import MTCNN
+from models.wrappers.router import load_detector, load_recognizer, load_swapper
+from realtime.core.settings import DetectorSettings, Settings
+from realtime.face.model_api import AnalysisModels, FaceDetector, QualityModels, embedding_distance
+
+CATALOGUE_FILE = {
+    "det_10g": "det_10g.onnx",
+    "scrfd_2.5g": "scrfd_2.5g.onnx",
+    "w600k_r50": "w600k_r50.onnx",
+    "inswapper_128": "inswapper_128.onnx",
+    "inswapper_128_fp16": "inswapper_128_fp16.onnx",
+    # enhancer.model values
+    "gpen_256": "GPEN-BFR-256.onnx",
+    "gpen_512": "GPEN-BFR-512.onnx",
+    "gfpgan_1.4": "gfpgan_1.4.onnx",
+    "codeformer": "codeformer.onnx",
+    # mask models
+    "xseg_1": "xseg_1.onnx",
+    "bisenet_resnet_34": "bisenet_resnet_34.onnx",
+}
+OCCLUDER_MODEL = "xseg_1"
+PARSER_MODEL = "bisenet_resnet_34"
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPaths:
+    """Where each model comes from: the store (verified) or a file the user named."""
+
+    store: ModelStore
+    overrides: tuple[tuple[str, Path], ...] = ()  # (catalogue name, user file)
+
+    def path(self, name: str) -> Path:
+        for key, value in self.overrides:
+            if key == name:
+                return self.store.resolve_user_file(value)[0]
+        return self.store.resolve(CATALOGUE_FILE[name])
+
+
+
+
+def load_detector_for(paths: ModelPaths, settings: DetectorSettings, factory: SessionFactory) -> FaceDetector:
+    if settings.model == "mtcnn":
+        return MTCNN(factory=factory)
+    return load_detector(
+        paths.path(settings.model),
+        factory,
+        input_size=(settings.size, settings.size),
+        score_threshold=settings.threshold,
+    )
+
+
+def load_analysis_models(paths: ModelPaths, settings: Settings, factory: SessionFactory) -> AnalysisModels:
+    """Detector + recogniser; a missing/corrupt/wrong model raises ModelError."""
+    detector = load_detector_for(paths, settings.detector, factory)
+    recognizer = load_recognizer(paths.path("w600k_r50"), factory)
+    return AnalysisModels(detector, recognizer, settings.detector.model)
+
+
+def load_swapper_model(paths: ModelPaths, settings: Settings, factory: SessionFactory) -> InSwapper:
+    """One swapper session; each swap worker gets its own."""
+    return load_swapper(paths.path(settings.swap.model), factory)
+
+
+
+
+@dataclass
+class StoreQualityModels:
+    """QualityModels from the store through a session factory. One per worker: each worker owns
+    its sessions and their reused input buffers, like its swapper."""
+
+    paths: ModelPaths
+    factory: SessionFactory
+    _restorers: dict[str, FaceRestorer] = field(default_factory=dict, repr=False)
+    _occluder: Occluder | None = field(default=None, repr=False)
+    _parser: FaceParser | None = field(default=None, repr=False)
+
+    def restorer(self, name: RestorerName) -> FaceRestorer:
+        loaded = self._restorers.get(name)
+        if loaded is None:
+            loaded = self._restorers[name] = load_restorer(name, self.paths.path(name), self.factory)
+        return loaded
+
+    def occluder(self) -> Occluder:
+        if self._occluder is None:
+            self._occluder = Occluder.from_file(self.paths.path(OCCLUDER_MODEL), self.factory)
+        return self._occluder
+
+    def parser(self) -> FaceParser:
+        if self._parser is None:
+            self._parser = FaceParser.from_file(self.paths.path(PARSER_MODEL), self.factory)
+        return self._parser
+
+
+def quality_model_names(settings: Settings) -> list[str]:
+    """The enhancer and mask models (CATALOGUE_FILE keys) that `settings` switch on."""
+    names: list[str] = []
+    if settings.enhancer.model != "none":
+        names.append(settings.enhancer.model)
+    if settings.masks.occlusion:
+        names.append(OCCLUDER_MODEL)
+    if settings.masks.regions:
+        names.append(PARSER_MODEL)
+    return names
+
+
+def check_models_present(paths: ModelPaths, settings: Settings) -> None:
+    """Fail fast (before opening cameras): the store's one-line message for a problem file, or one
+    message naming every missing model (a fresh install would otherwise learn of them one run at a
+    time)."""
+    names = [settings.swap.model, "w600k_r50", *quality_model_names(settings)]
+    if settings.detector.model != "mtcnn":
+        names.insert(0, settings.detector.model)
+    missing: list[tuple[str, ModelMissingError]] = []
+    damaged: list[ModelError] = []  # truncated, wrong hash, unreadable: said beside the missing ones
+    for name in names:
+        try:
+            paths.path(name)
+        except ModelMissingError as err:
+            missing.append((name, err))
+        except ModelError as err:
+            damaged.append(err)
+    if not missing and damaged:
+        raise damaged[0]
+    if len(missing) == 1 and not damaged:
+        raise missing[0][1]
+    if missing:
+        store = paths.store
+        # The catalogue entries that hold the missing files: exactly what `models download` takes
+        # (the settings' names, gpen_256 and the like, are not).
+        entries: list[str] = []
+        files: list[str] = []
+        size: int | None = 0
+        for name, _ in missing:
+            entry = store.entry_for(CATALOGUE_FILE[name])
+            files.append(CATALOGUE_FILE[name])
+            if entry.name not in entries:
+                entries.append(entry.name)
+                # Files that come in an archive (buffalo_l.zip) download as the archive: their own
+                # sizes do not add up to what is fetched, so no figure is better than a wrong one.
+                size = (
+                    None
+                    if size is None or entry.archive or entry.total_size is None
+                    else size + entry.total_size
+                )
+        about = f" (about {size / 1e6:,.0f} MB, verified)" if size else " (verified)"
+        # A damaged file used to be the only thing said: the missing ones came one run at a time.
+        also = "".join(f" Also: {err.user_message()}" for err in damaged)
+        raise ModelMissingError(
+            f"Models not downloaded yet: {', '.join(files)} (folder {store.models_dir}).{also}",
+            hint=f"Run `{download_command(' '.join(entries), store.models_dir)}`{about}, then again; "
+            f"`{app_command('models list')}` shows what each is.",
+        )
+
+
+
+
+__all__ = [
+    "CATALOGUE_FILE",
+    "AnalysisModels",
+    "FaceDetector",
+    "ModelError",
+    "ModelPaths",
+    "QualityModels",
+    "StoreQualityModels",
+    "check_models_present",
+    "embedding_distance",
+    "load_analysis_models",
+    "load_detector_for",
+    "load_swapper_model",
+    "quality_model_names",
+]

@@ -1,0 +1,21 @@
+"""Errors of the engine's inputs and outputs, told to the user in one line."""
+
+from __future__ import annotations
+
+from models.errors import FaceCastError
+
+
+class SourceError(FaceCastError):
+    """An input (camera, video, image, source photo) cannot be used."""
+
+
+class NoFaceError(SourceError):
+    pass
+
+
+class SinkError(FaceCastError):
+    """An output (virtual camera, file, window) cannot be opened or written."""
+
+
+class VirtualCameraUnavailableError(SinkError):
+    pass

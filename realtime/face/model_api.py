@@ -1,0 +1,41 @@
+"""What the face stages need of their models: the detector, the analysis set, the quality models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from models.types import Detection, ImageBGR
+from models.wrappers.arcface import ArcFace
+from models.wrappers.enhancers import FaceRestorer, RestorerName
+from models.wrappers.maskers import FaceParser, Occluder
+
+
+class FaceDetector(Protocol):
+    def detect(self, image_bgr: ImageBGR, max_faces: int = 0) -> list[Detection]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisModels:
+    """What the (single, sequential) analyser runs: detector and recogniser."""
+
+    detector: FaceDetector
+    recognizer: ArcFace
+    detector_name: str
+
+
+class QualityModels(Protocol):
+    """Where a swap worker gets its enhancer and mask models (each loaded once, then cached)."""
+
+    def restorer(self, name: RestorerName) -> FaceRestorer: ...
+
+    def occluder(self) -> Occluder: ...
+
+    def parser(self) -> FaceParser: ...
+
+
+def embedding_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine distance between two L2-normalised embeddings (0 = same, 2 = opposite)."""
+    return float(1.0 - np.dot(a, b))

@@ -1,0 +1,98 @@
+"""The identity to swap in: one or more photos of a person, embeddings averaged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from models.types import Detection, ImageBGR
+from models.wrappers.arcface import ArcFace
+from realtime.core.errors import NoFaceError, SourceError
+from realtime.face.model_api import FaceDetector
+
+MIN_FACE_PX = 40
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePhoto:
+    path: Path
+    detection: Detection
+    faces_found: int
+
+
+@dataclass(frozen=True, slots=True)
+class SourceIdentity:
+    """The averaged, L2-normalised ArcFace embedding of the person to swap in."""
+
+    embedding: npt.NDArray[np.float32]
+    photos: tuple[SourcePhoto, ...]
+    notes: tuple[str, ...] = field(default=())
+
+
+def read_image(path: Path) -> ImageBGR:
+    """cv2.imread that works with non-ASCII paths and says clearly why a file is unusable."""
+    if not path.exists():
+        raise SourceError(f"Source photo {path} does not exist.", hint="Check the path.")
+    if not path.is_file():
+        raise SourceError(f"Source photo {path} is not a file.")
+    try:
+        data = np.fromfile(str(path), dtype=np.uint8)
+    except OSError as exc:
+        raise SourceError(f"Source photo {path} cannot be read: {exc.strerror}.") from exc
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        raise SourceError(
+            f"Source photo {path} is not an image OpenCV can read.",
+            hint="Use a JPEG, PNG, BMP or WebP photo.",
+        )
+    return np.asarray(image, dtype=np.uint8)
+
+
+def pick_face(path: Path, faces: Sequence[Detection], role: str = "source") -> tuple[Detection, str | None]:
+    """The largest face; `role` names the photo in messages ("source", "reference")."""
+    if not faces:
+        raise NoFaceError(
+            f"No face found in {role} photo {path}.",
+            hint="Use a photo where one face is clearly visible, frontal and well lit.",
+        )
+    largest = max(faces, key=lambda d: d.area)
+    w = float(largest.box[2] - largest.box[0])
+    if w < MIN_FACE_PX:
+        raise NoFaceError(
+            f"The face in {role} photo {path} is only {w:.0f} px wide.",
+            hint=f"Use a photo where the face is at least {MIN_FACE_PX} px wide.",
+        )
+    note = None
+    if len(faces) > 1:
+        note = f"{path.name}: {len(faces)} faces found, using the largest."
+    return largest, note
+
+
+def load_identity(
+    paths: Sequence[Path], detector: FaceDetector, recognizer: ArcFace, role: str = "source"
+) -> SourceIdentity:
+    """Detect, align and embed each photo; average the normalised embeddings. `role` names the
+    photos in messages: a reference photo without a face was called a "source photo"."""
+    if not paths:
+        raise SourceError("No source photo given.", hint="Pass --source PHOTO [PHOTO ...].")
+    photos: list[SourcePhoto] = []
+    notes: list[str] = []
+    embeddings: list[npt.NDArray[np.float32]] = []
+    for path in paths:
+        image = read_image(Path(path))
+        faces = detector.detect(image)
+        face, note = pick_face(Path(path), faces, role)
+        if note:
+            notes.append(note)
+        embeddings.append(recognizer.embed(image, face.kps))
+        photos.append(SourcePhoto(Path(path), face, len(faces)))
+    mean = np.mean(np.stack(embeddings), axis=0)
+    norm = float(np.linalg.norm(mean))
+    if norm < 1e-6:
+        raise SourceError("The source photos' faces cancel out; use photos of one person.")
+    return SourceIdentity((mean / norm).astype(np.float32), tuple(photos), tuple(notes))
