@@ -9,10 +9,10 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from models.errors import FaceCastError
-from realtime.core.settings import (
+from realtime.api import (
     DEFAULT_PRESET,
     PRESETS_DIR,
+    FaceCastError,
     Settings,
     SettingsError,
     available_presets,

@@ -25,7 +25,7 @@ from typing import Any, Literal, cast, get_args
 import platformdirs
 import tomli_w
 
-from realtime.core.settings import DEFAULT_PRESET
+from realtime.api import DEFAULT_PRESET
 
 log = logging.getLogger(__name__)
 

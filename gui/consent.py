@@ -5,7 +5,7 @@ from __future__ import annotations
 from PyQt6.QtCore import Qt
 from PyQt6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
-from models.files.catalogue import get_entry
+from realtime.api import get_entry
 
 LICENSED_MODELS = ("inswapper_128", "buffalo_l")
 

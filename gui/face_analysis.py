@@ -18,15 +18,26 @@ import cv2
 import numpy as np
 from PyQt6.QtCore import QObject, pyqtSignal
 
-from models.errors import FaceCastError, ModelError, ModelMissingError
-from models.runtime.session import SessionConfig, SessionFactory
-from models.types import Detection, ImageBGR
-from models.wrappers.mtcnn import MTCNN
-from realtime.build.model_loading import check_models_present, load_analysis_models
-from realtime.build.wiring import ModelOptions
-from realtime.core.settings import Settings
-from realtime.face.model_api import AnalysisModels, FaceDetector
-from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
+from realtime.api import (
+    MTCNN,
+    AnalysisModels,
+    Detection,
+    FaceCastError,
+    FaceDetector,
+    ImageBGR,
+    ModelError,
+    ModelMissingError,
+    ModelOptions,
+    SessionConfig,
+    SessionFactory,
+    Settings,
+    SourceIdentity,
+    check_models_present,
+    load_analysis_models,
+    load_identity,
+    pick_face,
+    read_image,
+)
 
 log = logging.getLogger(__name__)
 

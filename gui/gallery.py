@@ -26,9 +26,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui.face_analysis import THUMB_SIZE, FaceResult, PhotoAnalysisService
-from models.types import ImageBGR
-from realtime.face.source_face import SourceIdentity
-from realtime.io.sources import IMAGE_EXTENSIONS
+from realtime.api import IMAGE_EXTENSIONS, ImageBGR, SourceIdentity
 
 _FILTER = "Images (" + " ".join(f"*{ext}" for ext in sorted(IMAGE_EXTENSIONS)) + ")"
 MODELS_MISSING_NOTE = "Face found — swapping needs the face models (see the message above the preview)."

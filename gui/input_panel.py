@@ -25,7 +25,7 @@ from PyQt6.QtWidgets import (
 from gui.background import run_in_background
 from gui.config import INPUT_FPS_RANGE, InputConfig, InputKind
 from gui.widgets import ComboBox, DoubleSpinBox
-from realtime.io.cameras import CameraInfo, CameraMode
+from realtime.api import CameraInfo, CameraMode
 
 COMMON_SIZES: tuple[tuple[int, int], ...] = ((640, 480), (1280, 720), (1920, 1080))
 VIDEO_FILTER = "Videos (*.mp4 *.mkv *.mov *.avi *.webm *.m4v);;All files (*)"

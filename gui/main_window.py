@@ -41,11 +41,7 @@ from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
 from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
-from models.errors import FaceCastError
-from realtime.build.gallery_stages import ActiveFace
-from realtime.build.model_loading import quality_model_names
-from realtime.core.settings import Settings
-from realtime.io.sinks import virtual_camera_fix
+from realtime.api import ActiveFace, FaceCastError, Settings, quality_model_names, virtual_camera_fix
 
 VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
     ("side_by_side", "Side by side"),

@@ -21,9 +21,7 @@ from PyQt6.QtGui import QColor, QFont, QImage, QPainter, QPaintEvent
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
 from gui.config import ViewMode
-from models.types import ImageBGR
-from realtime.core.contracts import FrameSource
-from realtime.core.frames import VideoFrame
+from realtime.api import FrameSource, ImageBGR, VideoFrame
 
 
 class OriginalTap:

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gui.config import default_config_path
-from realtime.build.wiring import ModelOptions
-from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
+from realtime.api import CameraInfo, CameraMode, ModelOptions, list_cameras, probe_modes
 
 ALLOW_UNVERIFIED_ENV = "FACECAST_ALLOW_UNVERIFIED"
 

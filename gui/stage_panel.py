@@ -28,9 +28,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui.widgets import ComboBox, DoubleSpinBox, SpinBox
-from models.runtime.session import auto_provider
-from realtime.core.metrics import Summary
-from realtime.core.settings import PRESETS_DIR, Settings, available_presets
+from realtime.api import PRESETS_DIR, Settings, Summary, auto_provider, available_presets
 
 Kind = Literal["int", "float", "bool", "choice"]
 

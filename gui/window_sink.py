@@ -15,7 +15,7 @@ from PyQt6.QtCore import QCoreApplication, QObject, Qt, QThread, pyqtSignal
 from PyQt6.QtGui import QCloseEvent, QImage, QPixmap
 from PyQt6.QtWidgets import QLabel, QWidget
 
-from realtime.core.frames import VideoFrame
+from realtime.api import VideoFrame
 
 
 class _FrameWindow(QLabel):

@@ -1,7 +1,7 @@
-"""What the second visual review of the control panel found: the run note cut under the fps figure
-and left up after Stop, old banners left up or counting up across Starts, a models banner that read
-as CLI text and did not follow a detector change, a file name chopped over four lines of a card, a
-layout that broke at the window's minimum size, and an unexplained 'auto' provider."""
+"""The control panel's notes and banners: the run note elided beside the live numbers and gone after
+Stop, one banner per problem across Starts, a models banner that reads as a sentence and follows a
+detector change, long file names elided on a card, a layout that holds at the window's minimum size,
+and an 'auto' provider entry that says what it picks."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What a first-time user met in the control panel: missing models said late and one at a time, a
-long message widening the face cards, Ctrl+C ignored at the consent dialog, a run description under
-the fps figure, and a failed Start's error left up after a Start that worked."""
+"""The control panel names every missing model early and once, keeps long messages from widening the
+face cards, lets Ctrl+C cancel the consent dialog, keeps the run description clear of the fps figure,
+and clears a failed Start's error once a run is running."""
 
 from __future__ import annotations
 

@@ -1,0 +1,95 @@
+"""The engine's public API: everything a client (the control panel, a server) builds a run from.
+
+Clients import from here only, so the layers below can move without touching them; the import
+rules in pyproject.toml hold the GUI to this module.
+"""
+
+from __future__ import annotations
+
+from models.errors import FaceCastError, ModelError, ModelMissingError
+from models.files.catalogue import get_entry
+from models.runtime.session import SessionConfig, SessionFactory, auto_provider
+from models.types import Detection, ImageBGR
+from models.wrappers.mtcnn import MTCNN
+from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
+from realtime.build.model_loading import check_models_present, load_analysis_models, quality_model_names
+from realtime.build.wiring import ModelOptions
+from realtime.core.contracts import FrameSink, FrameSource
+from realtime.core.engine import Engine, EngineEvent, StageFactory, passthrough_stages
+from realtime.core.errors import SourceError, VirtualCameraUnavailableError
+from realtime.core.frames import VideoFrame
+from realtime.core.metrics import StatsSnapshot, Summary
+from realtime.core.settings import (
+    DEFAULT_PRESET,
+    PRESETS_DIR,
+    Settings,
+    SettingsError,
+    available_presets,
+    load_preset,
+    parse_override,
+)
+from realtime.face.model_api import AnalysisModels, FaceDetector
+from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
+from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
+from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
+from realtime.io.sinks import VideoFileSink, VirtualCameraSink, virtual_camera_fix
+from realtime.io.sources import IMAGE_EXTENSIONS, CameraSource, VideoFileSource, refuse_stream_url
+from realtime.io.test_pattern import TestPatternSource
+
+__all__ = [
+    "DEFAULT_PRESET",
+    "IMAGE_EXTENSIONS",
+    "MTCNN",
+    "PRESETS_DIR",
+    "ActiveFace",
+    "AnalysisModels",
+    "BackgroundSink",
+    "CameraInfo",
+    "CameraMode",
+    "CameraSource",
+    "Detection",
+    "Engine",
+    "EngineEvent",
+    "FaceCastError",
+    "FaceDetector",
+    "FanOutSink",
+    "FrameSink",
+    "FrameSource",
+    "GalleryFaceSwap",
+    "ImageBGR",
+    "ModelError",
+    "ModelMissingError",
+    "ModelOptions",
+    "OptionalSink",
+    "SessionConfig",
+    "SessionFactory",
+    "Settings",
+    "SettingsError",
+    "SourceError",
+    "SourceIdentity",
+    "StageFactory",
+    "StatsSnapshot",
+    "Summary",
+    "TestPatternSource",
+    "VideoFileSink",
+    "VideoFileSource",
+    "VideoFrame",
+    "VirtualCameraSink",
+    "VirtualCameraUnavailableError",
+    "auto_provider",
+    "available_presets",
+    "check_models_present",
+    "get_entry",
+    "list_cameras",
+    "load_analysis_models",
+    "load_identity",
+    "load_preset",
+    "parse_override",
+    "passthrough_stages",
+    "pick_face",
+    "probe_modes",
+    "quality_model_names",
+    "read_image",
+    "refuse_stream_url",
+    "virtual_camera_fix",
+]
