@@ -637,7 +637,7 @@ def _check_virtual_camera(platform: str) -> list[Check]:
     try:
         camera = pyvirtualcam.Camera(width=64, height=48, fps=30)
     except RuntimeError as err:
-        from realtime.io.sinks import virtual_camera_fix
+        from realtime.io.vcam_sink import virtual_camera_fix
 
         # pyvirtualcam tries every backend and reports one "'name' backend: why" line each.
         why = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())

@@ -55,17 +55,17 @@ V4L2_ERROR = (
 
 @pytest.fixture(autouse=True)
 def virtual_camera_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    """realtime.io.sinks (another module) provides the fix text; stand in for it only if it is absent."""
+    """realtime.io.vcam_sink (another module) provides the fix text; stand in for it only if it is absent."""
     try:
-        from realtime.io.sinks import virtual_camera_fix  # noqa: F401
+        from realtime.io.vcam_sink import virtual_camera_fix  # noqa: F401
     except ImportError:
-        fake = types.ModuleType("realtime.io.sinks")
+        fake = types.ModuleType("realtime.io.vcam_sink")
 
         def fix(platform: str = sys.platform, error_text: str = "") -> str:
             return "sudo modprobe v4l2loopback devices=1 exclusive_caps=1 card_label=FaceCast"
 
         fake.virtual_camera_fix = fix  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "realtime.io.sinks", fake)
+        monkeypatch.setitem(sys.modules, "realtime.io.vcam_sink", fake)
 
 
 @pytest.fixture
