@@ -21,6 +21,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from models.runtime import providers as providers_mod
 from models.runtime import session as session_mod
 from realtime.tools import doctor
 from realtime.tools.doctor import (
@@ -76,7 +77,7 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def cuda_13_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """An onnxruntime built for CUDA 13, whatever is installed (for logs that do not say)."""
-    monkeypatch.setattr(session_mod, "_ort_build_cuda_version", lambda: "13.0")
+    monkeypatch.setattr(providers_mod, "_ort_build_cuda_version", lambda: "13.0")
 
 
 def _check(report: DoctorReport, name: str) -> Check:
