@@ -23,14 +23,14 @@ from gui.preview import PreviewFeed, TappedSource
 from models.errors import FaceCastError
 from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.build.wiring import ModelOptions
-from realtime.core.contracts import FrameSink, FrameSource
+from realtime.core.contracts import FrameSource
 from realtime.core.engine import Engine, EngineEvent, StageFactory, passthrough_stages
 from realtime.core.errors import SourceError, VirtualCameraUnavailableError
 from realtime.core.metrics import StatsSnapshot
 from realtime.core.settings import Settings
 from realtime.face.source_face import SourceIdentity
-from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
-from realtime.io.sinks import VideoFileSink, VirtualCameraSink
+from realtime.io.fan_out import FanOutSink
+from realtime.io.outputs import OutputRequest, open_outputs
 from realtime.io.sources import CameraSource, VideoFileSource, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
 
@@ -111,17 +111,28 @@ def make_sink(
     (camera, test pattern, video in real time) delivers frames at its own rate, and a second clock
     in the virtual camera would hold each frame up to one frame period (measured: +19-33 ms p50 at
     30 fps). A recording that fails (a full disk) stops alone: `on_recording_failed` is told."""
-    sinks: list[FrameSink] = []
+    requests: list[OutputRequest] = []
     if config.record:
         path = Path(config.record_path) if config.record_path else default_record_path()
-        recorder = VideoFileSink(free_path(path))
-        sinks.append(BackgroundSink(recorder, on_recording_failed or _log_failure))
-    if config.vcam:
-        vcam = VirtualCameraSink(
-            config.vcam_width, config.vcam_height, config.vcam_fps, backend=vcam_backend, pace=False
+        requests.append(
+            OutputRequest(
+                str(free_path(path)), file_kind="video", on_failed=on_recording_failed or _log_failure
+            )
         )
-        sinks.append(OptionalSink(vcam, on_vcam_unavailable, on_vcam_lost or _log_failure))
-    return FanOutSink(sinks)
+    if config.vcam:
+        requests.append(
+            OutputRequest(
+                "vcam",
+                width=config.vcam_width,
+                height=config.vcam_height,
+                fps=config.vcam_fps,
+                vcam_backend=vcam_backend,
+                pace=False,
+                on_unavailable=on_vcam_unavailable,
+                on_lost=on_vcam_lost or _log_failure,
+            )
+        )
+    return open_outputs(requests)
 
 
 def _log_failure(error: FaceCastError) -> None:

@@ -6,7 +6,8 @@ the CPU (GPU_API_NOTES.md §3-4). The factory therefore captures that output whi
 created, checks `session.get_providers()` afterwards, and records a visible fallback message naming
 the provider, the reason and the fix in `factory.fallbacks`.
 
-GPU specifics handled here:
+GPU specifics handled here (with cuda_libraries.py; providers.py names the providers and explains
+a failure, output_capture.py captures what ORT prints):
 - CUDA/cuDNN from pip are preloaded with `onnxruntime.preload_dlls()` once per process, and pip's
   TensorRT 10 libraries (site-packages/tensorrt_libs) are loaded before the first TensorRT session.
 - TensorRT engines are cached per model SHA-256 + GPU + TensorRT + ORT version (models/runtime/trt_cache.py),
@@ -18,19 +19,14 @@ GPU specifics handled here:
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import functools
 import logging
-import os
-import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TextIO, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 import onnxruntime as ort
@@ -38,69 +34,63 @@ import onnxruntime as ort
 from models.cli_text import app_command, shown_path
 from models.errors import ModelContractError, ModelError, ModelMissingError
 from models.runtime import trt_cache
+from models.runtime.cuda_libraries import preload_cuda_libraries, prepare_gpu_libraries
+from models.runtime.output_capture import OutputCapture, run_with_heartbeat
+from models.runtime.providers import (
+    CPU,
+    CUDA,
+    DIRECTML,
+    MIN_DRIVER,
+    ORT_PROVIDER,
+    PROVIDER_LABEL,
+    TENSORRT,
+    ProviderName,
+    auto_provider,
+    explain_provider_failure,
+    nvidia_driver_present,
+    provider_label,
+    required_cuda,
+)
+
+# Names other modules import from here, defined in the modules this one is built from.
+__all__ = [
+    "CPU",
+    "CUDA",
+    "DIRECTML",
+    "MIN_DRIVER",
+    "ORT_PROVIDER",
+    "PROVIDER_LABEL",
+    "TENSORRT",
+    "ArenaExtendStrategy",
+    "ConvAlgoSearch",
+    "InferenceClock",
+    "OutputCapture",
+    "ProgressCallback",
+    "ProviderEntry",
+    "ProviderName",
+    "SessionConfig",
+    "SessionFactory",
+    "TimedSession",
+    "auto_provider",
+    "build_by_running",
+    "explain_provider_failure",
+    "nvidia_driver_present",
+    "open_falling_back",
+    "open_wrapped",
+    "preload_cuda_libraries",
+    "prepare_gpu_libraries",
+    "provider_label",
+    "required_cuda",
+    "run_with_heartbeat",
+    "warmup_feeds",
+]
 
 log = logging.getLogger(__name__)
 
-ProviderName = Literal["cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"]
 ConvAlgoSearch = Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"]
 ArenaExtendStrategy = Literal["kNextPowerOfTwo", "kSameAsRequested"]
 ProgressCallback = Callable[[str], None]
 ProviderEntry = str | tuple[str, dict[str, Any]]
-
-ORT_PROVIDER = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-    "coreml": "CoreMLExecutionProvider",
-    "directml": "DmlExecutionProvider",
-    "openvino": "OpenVINOExecutionProvider",
-}
-CPU, CUDA, TENSORRT = ORT_PROVIDER["cpu"], ORT_PROVIDER["cuda"], ORT_PROVIDER["tensorrt"]
-DIRECTML = ORT_PROVIDER["directml"]
-# Short names for reports ("CUDA provider not usable", "TensorRT did not load"); see provider_label().
-PROVIDER_LABEL = {
-    CPU: "CPU",
-    CUDA: "CUDA",
-    TENSORRT: "TensorRT",
-    ORT_PROVIDER["coreml"]: "CoreML",
-    DIRECTML: "DirectML",
-    ORT_PROVIDER["openvino"]: "OpenVINO",
-    "ROCMExecutionProvider": "ROCm",
-    "MIGraphXExecutionProvider": "MIGraphX",
-}
-# What to install when the onnxruntime package in use was built without a provider.
-_BUILD_HINT = {
-    CUDA: 'pip install "onnxruntime-gpu[cuda,cudnn]" (Linux x86_64 / Windows x64)',
-    TENSORRT: 'pip install "onnxruntime-gpu[cuda,cudnn]" "tensorrt-cu13-libs==10.*"',
-    ORT_PROVIDER["coreml"]: "use the standard onnxruntime package on macOS",
-    DIRECTML: "pip install onnxruntime-directml (Windows)",
-    ORT_PROVIDER["openvino"]: "pip install onnxruntime-openvino",
-}
-# onnxruntime's TensorRT provider links libnvinfer.so.10; PyPI's `tensorrt` is now 11, so pin 10.
-_TENSORRT_MAJOR = 10
-# When ORT's log does not say ("Require cuDNN 9.* and CUDA 13.*" normally does): the cuDNN major the
-# CUDA 12/13 builds of ORT link against, and the CUDA major of a build that does not say either.
-_DEFAULT_CUDNN_MAJOR = 9
-_DEFAULT_CUDA_MAJOR = 13
-# Oldest NVIDIA driver branch per CUDA major (CUDA release notes, "minimum required driver").
-MIN_DRIVER = {12: 525, 13: 580}
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_ORT_LOG_LINE = re.compile(r"\[[VIWEF]:onnxruntime:")
-_MISSING_LIBRARY = (
-    re.compile(r"([\w.+-]+\.so(?:\.\d+)*): cannot open shared object file"),  # dlopen
-    re.compile(r"depends on \"(?:[^\"]*[\\/])?([^\"\\/]+)\" which is missing"),  # ORT on Windows
-    re.compile(r"Failed to load ([\w.+-]+\.(?:so[\w.]*|dll|dylib))"),  # preload_dlls
-)
-# Libraries that come with CUDA/cuDNN (not the driver): missing one means "install CUDA/cuDNN".
-_CUDA_LIBRARY = re.compile(
-    r"cublas|cudart|cudnn|curand|cufft|cusparse|cusolver|nvrtc|nvjitlink|cupti", re.IGNORECASE
-)
-_TENSORRT_LIBRARY = re.compile(r"nvinfer|nvonnxparser", re.IGNORECASE)
-# No GPU, or no driver at all (libcuda is the driver's library).
-_NO_DEVICE = re.compile(r"no CUDA-capable device|cudaErrorNoDevice|libcuda\.so\.1|nvcuda\.dll")
-# The CUDA runtime reports a missing driver as "insufficient" too (error 35).
-_OLD_DRIVER = re.compile(r"driver version is insufficient|cudaErrorInsufficientDriver")
 
 
 @dataclass(frozen=True, slots=True)
@@ -566,14 +556,6 @@ def open_falling_back(
             print(f"EP Error {err} when using {failed if isinstance(failed, str) else failed[0]}", flush=True)
 
 
-def provider_label(provider: str) -> str:
-    """The short name of an ORT provider for messages: 'CUDA' for CUDAExecutionProvider."""
-    return PROVIDER_LABEL.get(provider, provider.removesuffix("ExecutionProvider"))
-
-
-# ------------------------------------------------------------------------------ failure explanation
-
-
 def _download_again(model: Path | bytes) -> str:
     """How to replace a damaged model file: its catalogue entry and folder, when it has them."""
     from models.files.catalogue import entry_for_file
@@ -588,367 +570,6 @@ def _download_again(model: Path | bytes) -> str:
     if entry is not None and isinstance(model, Path):
         return f"Delete it and run `{download_command(entry.name, model.parent)}`."
     return f"Download it again (`{app_command('models download NAME')}`; `models list` shows the names)."
-
-
-def auto_provider(available: Sequence[str] | None = None, driver: bool | None = None) -> ProviderName:
-    """What `pipeline.provider = "auto"` runs on here: CUDA where onnxruntime-gpu and the NVIDIA
-    driver are both present, DirectML where onnxruntime-directml is (Windows), else the CPU.
-    TensorRT is never picked by itself (its first start builds engines for minutes), nor CoreML
-    or OpenVINO (not measured with these models): those are asked for by name."""
-    have = ort.get_available_providers() if available is None else list(available)
-    if CUDA in have and (nvidia_driver_present() if driver is None else driver):
-        return "cuda"
-    if DIRECTML in have:
-        return "directml"
-    return "cpu"
-
-
-def nvidia_driver_present() -> bool:
-    """Whether the NVIDIA driver's CUDA library loads (no driver: no CUDA or TensorRT, whatever
-    else is installed)."""
-    if sys.platform == "darwin":
-        return False
-    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
-    try:
-        ctypes.CDLL(name)
-    except OSError:
-        return False
-    return True
-
-
-def explain_provider_failure(
-    provider: str,
-    text: str,
-    available: Sequence[str] = (),
-    *,
-    with_cuda: bool = True,
-    active: Sequence[str] = (),
-    pip: str = "pip",
-    ort_version: str = "",
-) -> tuple[str, str]:
-    """(reason, fix) for an ORT provider that did not load, from what ORT printed while it tried.
-
-    The one explanation for both the session factory's fallback notes and the doctor's report (which
-    prefixes "<label> provider not usable: "). `text` is everything captured: ORT's C++ log, its
-    Python "EP Error" prints, prepare_gpu_libraries()' notes, an exception. `fix` is a command or
-    step, or '' when there is nothing more specific than the reason.
-
-    available: ort.get_available_providers(); a provider missing there is not in this build at all.
-    with_cuda=False leaves the CUDA part out of a TensorRT explanation (when the CUDA provider's own
-    failure is reported next to it, saying it twice only buries the TensorRT part).
-    active: the session's get_providers(), to name what it fell back to when ORT said nothing.
-    pip / ort_version: how fixes spell pip (the doctor: "<this python> -m pip") and the
-    onnxruntime-gpu version they install (default: the one running).
-    """
-    label = provider_label(provider)
-    if available and provider not in available:
-        return f"this onnxruntime package has no {label} provider", _BUILD_HINT.get(provider, "")
-    text = _ANSI.sub("", text)
-    missing = _missing_libraries(text)
-    if provider in (CUDA, TENSORRT):
-        cuda_major, cudnn_major = required_cuda(text)
-        driver = _driver_text(cuda_major)
-        if _NO_DEVICE.search(text):
-            return "no NVIDIA GPU or driver found", f"install the NVIDIA driver ({driver})"
-        if _OLD_DRIVER.search(text):
-            return (
-                f"the NVIDIA driver is missing or too old for CUDA {cuda_major}",
-                f"install or update the NVIDIA driver ({driver})",
-            )
-        cuda_lib = next((lib for lib in missing if _CUDA_LIBRARY.search(lib)), None)
-        cuda_missing = cuda_lib is not None or "Require cuDNN" in text
-        cuda_reason = f"needs CUDA {cuda_major}.x and cuDNN {cudnn_major}.x" + (
-            f" (missing {cuda_lib})" if cuda_lib else ""
-        )
-        cuda_fix = (
-            f'{pip} install "onnxruntime-gpu[cuda,cudnn]=={ort_version or ort.__version__}" or install '
-            f"CUDA {cuda_major}.x + cuDNN {cudnn_major}.x and an NVIDIA driver ({driver})"
-        )
-        trt_fix = f'{pip} install "tensorrt-cu{cuda_major}-libs=={_TENSORRT_MAJOR}.*"'
-        trt_lib = next((lib for lib in missing if _TENSORRT_LIBRARY.search(lib)), None)
-        if provider == TENSORRT and (trt_lib is not None or "install TensorRT" in text):
-            reason = f"TensorRT {_TENSORRT_MAJOR} libraries not found" + (
-                f" (missing {trt_lib})" if trt_lib else ""
-            )
-            path_var = "PATH" if sys.platform == "win32" else "LD_LIBRARY_PATH"
-            fix = f"{trt_fix} (if it is still not found, add site-packages/tensorrt_libs to {path_var})"
-            if cuda_missing and with_cuda:
-                return f"{reason}; {cuda_reason}", f"{cuda_fix}; then for TensorRT: {fix}"
-            return reason, fix
-        if cuda_missing:
-            if provider == TENSORRT and with_cuda:
-                cuda_fix += f"; then for TensorRT: {trt_fix}"
-            return cuda_reason, cuda_fix
-    if missing:
-        return f"missing {missing[0]}", ""
-    first = _first_error_line(text)
-    if first:
-        return first, ""
-    fell_back_to = active[0] if active else "another provider"
-    return f"the session fell back to {fell_back_to} (ORT logged no reason)", ""
-
-
-def required_cuda(text: str = "") -> tuple[int, int]:
-    """(CUDA major, cuDNN major) that this ORT build needs: from its log, else its build info."""
-    match = re.search(r"Require cuDNN (\d+)\.\* and CUDA (\d+)\.\*", text)
-    if match:
-        return int(match.group(2)), int(match.group(1))
-    major = _ort_build_cuda_version().split(".")[0]
-    return (int(major) if major.isdigit() else _DEFAULT_CUDA_MAJOR), _DEFAULT_CUDNN_MAJOR
-
-
-def _driver_text(cuda_major: int) -> str:
-    """The NVIDIA driver a CUDA major needs, for a fix: 'R580+' (or 'for CUDA 14' if unknown)."""
-    branch = MIN_DRIVER.get(cuda_major)
-    return f"R{branch}+" if branch else f"for CUDA {cuda_major}"
-
-
-def _ort_build_cuda_version() -> str:
-    """The CUDA version this onnxruntime was built with ('13.0'), '' for a CPU-only build."""
-    try:
-        from onnxruntime.capi import build_and_package_info
-    except ImportError:
-        return ""
-    return str(getattr(build_and_package_info, "cuda_version", "") or "")
-
-
-def _missing_libraries(text: str) -> list[str]:
-    """Every shared library ORT or preload_dlls could not load ('libcublasLt.so.13'), in the order
-    the text names them."""
-    hits = sorted((m.start(), m.group(1)) for pattern in _MISSING_LIBRARY for m in pattern.finditer(text))
-    return [name for _, name in hits]
-
-
-def _first_error_line(text: str) -> str:
-    """The most telling line of an ORT log: its first error record (without the timestamp and
-    source location), else the "EP Error" it printed, else the last line naming an error."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        if "[E:" in line:
-            return re.sub(r"^.*?\[E:[^\]]*\]\s*", "", line)
-    for line in lines:
-        if line.startswith("EP Error"):
-            return line
-    return next((line for line in reversed(lines) if "error" in line.lower()), "")
-
-
-# ----------------------------------------------------------------------------------- CUDA runtime
-
-
-def prepare_gpu_libraries(provider: str) -> str:
-    """Load what a session of this ORT provider needs and ORT does not find by itself, as every
-    FaceCast session does (the doctor's probes too): pip's CUDA/cuDNN for CUDA and TensorRT
-    (preload_cuda_libraries), pip's TensorRT 10 for TensorRT (trt_cache.load_tensorrt_libs).
-
-    Returns what the loaders said ('' for other providers), for explain_provider_failure.
-    """
-    notes = ""
-    if provider in (CUDA, TENSORRT):
-        notes += preload_cuda_libraries()
-    if provider == TENSORRT:
-        notes += trt_cache.load_tensorrt_libs() + "\n"
-    return notes
-
-
-@functools.cache
-def preload_cuda_libraries() -> str:
-    """onnxruntime.preload_dlls() once per process, before the first CUDA session; returns what it
-    printed (it names each CUDA/cuDNN library it could not load), for the fallback explanation.
-
-    Cached, so the flag lives in the cache rather than in a module global. Two threads racing here
-    at most preload twice, which is harmless (loading a loaded library is a no-op).
-    """
-    preload = getattr(ort, "preload_dlls", None)
-    if preload is None:  # ORT < 1.21
-        return ""
-    failure = ""
-    with OutputCapture() as capture:
-        try:
-            capture.run(preload)
-        except Exception as err:
-            # It raises for a bad `directory`; with the default search it only prints. Either way the
-            # session creation that follows reports the provider as not loaded, with this text.
-            failure = f"preload_dlls failed: {type(err).__name__}: {err}\n"
-    return capture.text() + failure
-
-
-T = TypeVar("T")
-
-
-def run_with_heartbeat(work: Callable[[], T], beat: Callable[[float], None], interval_s: float) -> T:
-    """Run `work` on a thread and call beat(elapsed_s) every `interval_s` until it finishes.
-
-    ORT's session creation releases no progress information, so a heartbeat is all a user can get
-    during a multi-minute TensorRT build. The thread is a daemon: Ctrl-C still ends the process.
-    """
-    result: list[T] = []
-    error: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(work())
-        except BaseException as exc:  # re-raised on the caller's thread below
-            error.append(exc)
-
-    worker = threading.Thread(target=target, name="session-build", daemon=True)
-    t0 = time.perf_counter()
-    worker.start()
-    while True:
-        worker.join(interval_s)
-        if not worker.is_alive():
-            break
-        beat(time.perf_counter() - t0)
-    if error:
-        raise error[0]
-    return result[0]
-
-
-# ---------------------------------------------------------------------------------- output capture
-
-
-@functools.cache
-def _capture_lock() -> threading.RLock:
-    # stdout/stderr and fd 2 are process-wide: one capture at a time (cached = created once).
-    return threading.RLock()
-
-
-class _ThreadTee:
-    """Stands in for sys.stdout/sys.stderr: writes from the watched threads are captured, the rest
-    pass through, so a heartbeat printed by another thread during a capture is still seen."""
-
-    def __init__(self, target: TextIO | None, sink: list[str], threads: set[int]) -> None:
-        self._target = target
-        self._sink = sink
-        self._threads = threads
-
-    def write(self, text: str) -> int:
-        if threading.get_ident() in self._threads:
-            self._sink.append(text)
-            return len(text)
-        return self._target.write(text) if self._target is not None else len(text)
-
-    def flush(self) -> None:
-        if self._target is not None:
-            self._target.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._target, name)
-
-
-class OutputCapture:
-    """Collects what ONNX Runtime prints while a session is created (see run()); the session factory
-    and the doctor's provider probes both use it.
-
-    Two channels: Python-level output ("EP Error ... Falling back" and preload_dlls' "Failed to load"
-    prints, and warnings, which Python writes to sys.stderr) from the threads given to run(), and ORT's
-    C++ logger on file descriptor 2. fd 2 is process-wide, so a reader thread forwards every line that
-    is not an ORT log record to the real stderr at once: only ORT's own lines are withheld (they are
-    summarised in factory.fallbacks or the doctor's report instead). text() is complete once the
-    `with` block has ended.
-    """
-
-    def __init__(self) -> None:
-        self._python: list[str] = []
-        self._native: list[str] = []
-        self._threads: set[int] = set()
-        self._saved_streams: tuple[Any, Any] = (None, None)
-        self._tees: tuple[_ThreadTee, _ThreadTee] | None = None
-        self._saved_fd: int | None = None
-        self._reader: threading.Thread | None = None
-        self._read_fd: int | None = None
-        self._stack = contextlib.ExitStack()
-
-    def run(self, work: Callable[[], T]) -> T:
-        """Run `work` on the calling thread with its Python-level output captured."""
-        ident = threading.get_ident()
-        self._threads.add(ident)
-        try:
-            return work()
-        finally:
-            self._threads.discard(ident)
-
-    def text(self) -> str:
-        return "".join(self._python) + "".join(self._native)
-
-    def __enter__(self) -> OutputCapture:
-        self._stack.enter_context(_capture_lock())
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-        self._saved_streams = (sys.stdout, sys.stderr)
-        out = _ThreadTee(sys.stdout, self._python, self._threads)
-        err = _ThreadTee(sys.stderr, self._python, self._threads)
-        self._tees = (out, err)
-        sys.stdout, sys.stderr = cast(TextIO, out), cast(TextIO, err)
-        try:
-            self._start_fd_capture()
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self._stop_fd_capture()
-            assert self._tees is not None
-            if sys.stdout is self._tees[0]:
-                sys.stdout = self._saved_streams[0]
-            if sys.stderr is self._tees[1]:
-                sys.stderr = self._saved_streams[1]
-        finally:
-            self._stack.close()
-
-    def _start_fd_capture(self) -> None:
-        try:
-            saved = os.dup(2)
-        except OSError as err:
-            # No fd 2 at all (pythonw on Windows): only Python-level output can be captured.
-            log.debug("stderr has no file descriptor to capture (%s)", err)
-            return
-        try:
-            read_fd, write_fd = os.pipe()
-        except OSError as err:
-            os.close(saved)
-            log.debug("no pipe for capturing stderr (%s)", err)
-            return
-        os.dup2(write_fd, 2)
-        os.close(write_fd)
-        self._saved_fd, self._read_fd = saved, read_fd
-        self._reader = threading.Thread(target=self._pump, name="ort-log-capture", daemon=True)
-        self._reader.start()
-
-    def _stop_fd_capture(self) -> None:
-        if self._saved_fd is None:
-            return
-        # Restoring fd 2 closes the pipe's last write end, so the reader sees EOF and ends.
-        os.dup2(self._saved_fd, 2)
-        if self._reader is not None:
-            self._reader.join(timeout=5.0)
-            if self._reader.is_alive():
-                log.warning("the ONNX Runtime log reader did not finish; some log lines may be lost")
-        if self._read_fd is not None:
-            os.close(self._read_fd)
-        os.close(self._saved_fd)
-        self._saved_fd = self._read_fd = None
-
-    def _pump(self) -> None:
-        assert self._read_fd is not None and self._saved_fd is not None
-        pending = b""
-        while chunk := os.read(self._read_fd, 65536):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                self._route(line + b"\n")
-        if pending:
-            self._route(pending)
-
-    def _route(self, raw: bytes) -> None:
-        line = raw.decode("utf-8", errors="replace")
-        self._native.append(line)
-        bare = _ANSI.sub("", line).strip()
-        if bare and not _ORT_LOG_LINE.search(bare):
-            assert self._saved_fd is not None
-            os.write(self._saved_fd, raw)
 
 
 Wrapped = TypeVar("Wrapped")

@@ -1,13 +1,13 @@
 """NVENC file output: frames encoded to H.264/HEVC by the GPU's encoder, muxed with PyAV.
 
 The engine's output frames are BGR on the host (the compositor runs on the CPU today), so the sink
-converts each to NV12 on the host (OpenCV, BT.601 like realtime/io/sinks.py) and hands it to NVENC with
+converts each to NV12 on the host (OpenCV, BT.601 like realtime/io/file_sinks.py) and hands it to NVENC with
 `usecpuinputbuffer=True`; the encoder uploads it. NVENC returns Annex B packets that PyAV muxes into
 the container without re-encoding (`add_mux_stream`); the MP4 muxer builds the avcC box from the
 first keyframe's SPS/PPS.
 
 When NVENC cannot start (no driver, no free encoder session, unsupported size), the sink says why
-(`fallback_reason`, a log warning) and writes the same file with realtime.io.sinks.VideoFileSink.
+(`fallback_reason`, a log warning) and writes the same file with realtime.io.file_sinks.VideoFileSink.
 
 Nothing here has run on a GPU yet: see docs/GPU.md, "Not verified on a GPU".
 """
@@ -31,20 +31,10 @@ from models.types import ImageBGR
 from realtime.core.contracts import FrameSink
 from realtime.core.errors import SinkError
 from realtime.core.frames import VideoFrame
+from realtime.io.file_sinks import VideoFileSink, _fraction
+from realtime.io.frame_fit import DEFAULT_FPS, _even
 from realtime.io.nvdec import nvc_errors, nvdec_available
-from realtime.io.sinks import (
-    DEFAULT_FPS,
-    IMAGE_EXTENSIONS,
-    VideoFileSink,
-    _even,
-    _fraction,
-    _partial_path,
-    _prepare_target,
-    _reason,
-    _remove,
-    _write_error,
-    open_sink,
-)
+from realtime.io.partial_files import _partial_path, _prepare_target, _reason, _remove, _write_error
 
 log = logging.getLogger(__name__)
 
@@ -279,13 +269,10 @@ def _first_line(err: BaseException) -> str:
 
 
 def open_gpu_sink(spec: str, *, gpu_id: int = 0, **sink_options: Any) -> tuple[FrameSink, str]:
-    """NvencFileSink for .mp4/.mkv/.mov outputs when PyNvVideoCodec imports, else open_sink()'s sink;
-    and a sentence saying which and why (the NVENC sink still falls back at open() if it must)."""
-    path = Path(spec)
-    suffix = path.suffix.lower()
-    if suffix not in NVENC_CONTAINERS or suffix in IMAGE_EXTENSIONS:
-        return open_sink(spec, **sink_options), "not a video file NVENC writes (.mp4, .mkv, .mov)"
-    ok, why = nvenc_available()
-    if not ok:
-        return open_sink(spec, **sink_options), f"encoding on the CPU: NVENC not available ({why})"
-    return NvencFileSink(path, gpu_id=gpu_id), f"encoding with NVENC on GPU {gpu_id} ({why})"
+    """NvencFileSink for .mp4/.mkv/.mov outputs when PyNvVideoCodec imports, else the CPU's sink;
+    and a sentence saying which and why (the NVENC sink still falls back at open() if it must).
+    The output router's choice (realtime.io.outputs) with encoder="nvenc"."""
+    from realtime.io.outputs import OutputRequest, route_output, split_request_options
+
+    request = OutputRequest(spec, encoder="nvenc", gpu_id=gpu_id, **split_request_options(sink_options))
+    return route_output(request)

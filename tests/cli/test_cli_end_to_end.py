@@ -17,6 +17,7 @@ import pytest
 
 import main
 from models.fakes.doubles import write_all
+from realtime.tools import cli_run
 from realtime.tools.bench import astronaut_bgr, make_clip_with_faces
 from tests.fixtures_media import write_video
 from tests.paths import REPO_ROOT
@@ -349,16 +350,16 @@ def clip_with_a_face(folder: Path) -> Path:
 
 
 def test_faces_found_but_all_passed_through_are_told_apart_from_no_face() -> None:
-    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=12, seen=12)
+    note = cli_run._nothing_swapped_note(frames=30, swapped=0, passed_through=12, seen=12)
     assert note is not None and "detector.threshold" in note and "no face was found" not in note
-    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=0, seen=30, target="reference")
+    note = cli_run._nothing_swapped_note(frames=30, swapped=0, passed_through=0, seen=30, target="reference")
     assert note is not None and "none matched the reference photo" in note
-    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=5, seen=30, target="reference")
+    note = cli_run._nothing_swapped_note(frames=30, swapped=0, passed_through=5, seen=30, target="reference")
     assert note is not None and "detector.threshold" in note  # below the threshold: never compared
-    note = main._nothing_swapped_note(frames=30, swapped=0, passed_through=0, seen=0, detector="mtcnn")
+    note = cli_run._nothing_swapped_note(frames=30, swapped=0, passed_through=0, seen=0, detector="mtcnn")
     assert note is not None and "--detector det_10g" in note  # not the detector already in use
-    assert main._nothing_swapped_note(frames=30, swapped=3, passed_through=12, seen=15) is None
-    assert main._nothing_swapped_note(frames=0, swapped=0, passed_through=0, seen=0) is None
+    assert cli_run._nothing_swapped_note(frames=30, swapped=3, passed_through=12, seen=15) is None
+    assert cli_run._nothing_swapped_note(frames=0, swapped=0, passed_through=0, seen=0) is None
 
 
 def test_a_reference_that_matches_nobody_is_said_as_such(

@@ -25,6 +25,7 @@ import pytest
 from onnx import helper
 from onnxruntime.capi.onnxruntime_inference_collection import check_and_normalize_provider_args
 
+from models.runtime import providers as providers_mod
 from models.runtime import session as session_mod
 from models.runtime import trt_cache
 from models.runtime.session import (
@@ -161,7 +162,9 @@ def fake_ort(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
     monkeypatch.setattr(trt_cache, "gpu_identity", lambda device_id=0: GPU)
     monkeypatch.setattr(trt_cache, "tensorrt_version", lambda: "10.13.2.6")
     monkeypatch.setattr(trt_cache, "load_tensorrt_libs", lambda: "")
+    # Looked up by the factory (session) and by auto_provider (providers).
     monkeypatch.setattr(session_mod, "nvidia_driver_present", lambda: script.driver)
+    monkeypatch.setattr(providers_mod, "nvidia_driver_present", lambda: script.driver)
     session_mod.preload_cuda_libraries.cache_clear()
     yield script
     session_mod.preload_cuda_libraries.cache_clear()

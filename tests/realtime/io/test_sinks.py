@@ -18,7 +18,7 @@ import pyvirtualcam.camera
 
 from realtime.core.errors import SinkError, VirtualCameraUnavailableError
 from realtime.core.frames import VideoFrame
-from realtime.io import sinks
+from realtime.io import file_sinks
 from realtime.io.sinks import (
     ImageFileSink,
     NullSink,
@@ -320,7 +320,7 @@ def test_disk_full_while_writing_reports_it_and_removes_the_partial_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_open = av.open
-    monkeypatch.setattr(sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw)))
+    monkeypatch.setattr(file_sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw)))
     out = tmp_path / "long.mp4"
     sink = VideoFileSink(out)
     sink.open(96, 64, 25.0)
@@ -337,7 +337,9 @@ def test_disk_full_while_writing_reports_it_and_removes_the_partial_file(
 def test_disk_full_keeps_what_was_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A full disk used to delete a whole recording (an hour of a stream) on purpose."""
     real_open = av.open
-    monkeypatch.setattr(sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw), room=60))
+    monkeypatch.setattr(
+        file_sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw), room=60)
+    )
     out = tmp_path / "long.mp4"
     sink = VideoFileSink(out)
     sink.open(96, 64, 25.0)
@@ -359,7 +361,7 @@ def test_a_full_disk_at_the_final_flush_is_said(tmp_path: Path, monkeypatch: pyt
     sink.open(96, 64, 25.0)
     for i in range(10):
         sink.send(numbered(i))
-    monkeypatch.setattr(sinks, "_disk_full", lambda folder: True)
+    monkeypatch.setattr(file_sinks, "_disk_full", lambda folder: True)
     with pytest.raises(SinkError, match="is full: the last seconds of the recording may be cut"):
         sink.close()
     assert out.is_file()  # kept: what is there plays
@@ -369,14 +371,16 @@ def test_a_recording_said_to_be_kept_in_the_partial_file_is_not_deleted_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_open, real_replace = av.open, os.replace
-    monkeypatch.setattr(sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw), room=30))
+    monkeypatch.setattr(
+        file_sinks.av, "open", lambda *a, **kw: _DiskFullContainer(real_open(*a, **kw), room=30)
+    )
 
     def no_rename(src: Any, dst: Any) -> None:
         if str(src).endswith(".partial.mp4"):
             raise OSError(errno.ENOSPC, "No space left on device")
         real_replace(src, dst)
 
-    monkeypatch.setattr(sinks.os, "replace", no_rename)
+    monkeypatch.setattr(file_sinks.os, "replace", no_rename)
     sink = VideoFileSink(tmp_path / "long.mp4")
     sink.open(96, 64, 25.0)
     with pytest.raises(SinkError, match="kept") as info:
@@ -500,6 +504,50 @@ def test_open_sink_routes_by_spec(tmp_path: Path) -> None:
         open_sink("window")
 
 
+# ------------------------------------------------------------------ the output router
+
+
+def test_the_router_builds_the_window_with_the_callers_factory() -> None:
+    from realtime.io.outputs import open_output
+
+    window = NullSink()
+    assert open_output("window", window=lambda: window) is window
+
+
+def test_the_router_wraps_as_asked(tmp_path: Path) -> None:
+    from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
+    from realtime.io.outputs import OutputRequest, open_outputs
+
+    sink = open_outputs(
+        [
+            OutputRequest(str(tmp_path / "take.png"), file_kind="video", on_failed=lambda err: None),
+            OutputRequest("vcam", pace=False, on_unavailable=lambda err: None),
+        ]
+    )
+    assert isinstance(sink, FanOutSink)
+    recorder, vcam = sink.sinks
+    # A recording is a video whatever its name says; it runs on its own thread.
+    assert isinstance(recorder, BackgroundSink) and isinstance(recorder.sink, VideoFileSink)
+    assert isinstance(vcam, OptionalSink) and isinstance(vcam.sink, VirtualCameraSink)
+    assert vcam.sink.pace is False
+
+
+def test_the_router_passes_file_options_to_the_video_sink(tmp_path: Path) -> None:
+    from realtime.io.outputs import open_output
+
+    sink = open_output(str(tmp_path / "a.mp4"), crf=28, preset="ultrafast")
+    assert isinstance(sink, VideoFileSink) and (sink.crf, sink.preset) == (28, "ultrafast")
+
+
+def test_the_router_says_why_nvenc_is_not_used(tmp_path: Path) -> None:
+    from realtime.io.outputs import OutputRequest, route_output
+
+    sink, note = route_output(OutputRequest(str(tmp_path / "a.avi"), encoder="nvenc"))
+    assert isinstance(sink, VideoFileSink) and "not a video file NVENC writes" in note
+    sink, note = route_output(OutputRequest(str(tmp_path / "a.avi")))
+    assert isinstance(sink, VideoFileSink) and note == ""
+
+
 # ------------------------------------------------------------------ pacing: one clock, the camera's
 
 
@@ -536,8 +584,8 @@ def test_the_cli_virtual_camera_paces_only_sources_that_do_not(
 ) -> None:
     import argparse
 
-    from main import open_output
     from realtime.io.sources import open_source
+    from realtime.tools.cli_run import sink_for_args
 
     clip = tmp_path / "clip.mp4"
     sink_for_clip = VideoFileSink(clip)
@@ -547,7 +595,7 @@ def test_the_cli_virtual_camera_paces_only_sources_that_do_not(
     sink_for_clip.close()
     source = open_source(str(clip), realtime=realtime, loop=False)
     args = argparse.Namespace(output="vcam", width=None, height=None, fps=None)
-    sink = open_output(args, source)
+    sink = sink_for_args(args, source)
     assert isinstance(sink, VirtualCameraSink) and sink.pace is paced
 
 

@@ -21,8 +21,9 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from models.runtime import providers as providers_mod
 from models.runtime import session as session_mod
-from realtime.tools import doctor
+from realtime.tools import doctor, doctor_probes
 from realtime.tools.doctor import (
     CPU,
     CUDA,
@@ -55,28 +56,28 @@ V4L2_ERROR = (
 
 @pytest.fixture(autouse=True)
 def virtual_camera_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    """realtime.io.sinks (another module) provides the fix text; stand in for it only if it is absent."""
+    """realtime.io.vcam_sink (another module) provides the fix text; stand in for it only if it is absent."""
     try:
-        from realtime.io.sinks import virtual_camera_fix  # noqa: F401
+        from realtime.io.vcam_sink import virtual_camera_fix  # noqa: F401
     except ImportError:
-        fake = types.ModuleType("realtime.io.sinks")
+        fake = types.ModuleType("realtime.io.vcam_sink")
 
         def fix(platform: str = sys.platform, error_text: str = "") -> str:
             return "sudo modprobe v4l2loopback devices=1 exclusive_caps=1 card_label=FaceCast"
 
         fake.virtual_camera_fix = fix  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "realtime.io.sinks", fake)
+        monkeypatch.setitem(sys.modules, "realtime.io.vcam_sink", fake)
 
 
 @pytest.fixture
 def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor, "query_gpu", lambda: NO_GPU)
+    monkeypatch.setattr(doctor_probes, "query_gpu", lambda: NO_GPU)
 
 
 @pytest.fixture
 def cuda_13_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """An onnxruntime built for CUDA 13, whatever is installed (for logs that do not say)."""
-    monkeypatch.setattr(session_mod, "_ort_build_cuda_version", lambda: "13.0")
+    monkeypatch.setattr(providers_mod, "_ort_build_cuda_version", lambda: "13.0")
 
 
 def _check(report: DoctorReport, name: str) -> Check:
@@ -253,7 +254,8 @@ def test_silent_cuda_fallback_in_the_report(fake_cuda: list[str], no_gpu: None) 
 def test_cuda_fallback_on_a_gpu_machine_is_a_warning(
     fake_cuda: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(doctor, "query_gpu", lambda: GpuInfo(True, ("NVIDIA H200, 580.65.06, 143771 MiB",)))
+    h200 = GpuInfo(True, ("NVIDIA H200, 580.65.06, 143771 MiB",))
+    monkeypatch.setattr(doctor_probes, "query_gpu", lambda: h200)
 
     report = collect_report(check_cameras=False, check_vcam=False)
 
@@ -357,7 +359,7 @@ def test_both_onnxruntime_builds_installed_fails_with_the_fix(monkeypatch: pytes
     assert check.status == "fail" and check.essential
     assert "both onnxruntime 1.31.1 and onnxruntime-gpu" in check.detail
     assert "pip uninstall -y onnxruntime onnxruntime-gpu && " in check.fix
-    assert f"pip install {doctor._expected_ort_distribution()}==1.31.1" in check.fix
+    assert f"pip install {doctor_probes._expected_ort_distribution()}==1.31.1" in check.fix
     assert "--no-deps" in check.fix
     assert report.exit_code == 1
     assert "cannot run until these are fixed: onnxruntime install" in format_report(report)
@@ -413,7 +415,7 @@ def test_pynvvideocodec_runtime_error_with_a_gpu_is_a_warning_with_the_docker_hi
     _raise_on_import(
         tmp_path, monkeypatch, "PyNvVideoCodec", 'raise RuntimeError("Driver version is too old")\n'
     )
-    check = doctor._check_pynvvideocodec(GpuInfo(True, ("NVIDIA H200, 580.65.06, 143771 MiB",)))[0]
+    check = doctor_probes._check_pynvvideocodec(GpuInfo(True, ("NVIDIA H200, 580.65.06, 143771 MiB",)))[0]
     assert check.status == "warn"
     assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility,video" in check.fix
 
@@ -460,36 +462,36 @@ def test_working_virtual_camera_is_opened_and_closed(monkeypatch: pytest.MonkeyP
 
 
 def test_nvidia_smi_output_is_parsed_and_an_old_driver_warned(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(doctor_probes.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
 
     def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         assert argv[1:] == ["--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
         return subprocess.CompletedProcess(argv, 0, "NVIDIA GeForce RTX 3060, 550.54.14, 12288 MiB\n", "")
 
-    gpu = doctor.query_gpu(run)
+    gpu = doctor_probes.query_gpu(run)
 
     assert gpu == GpuInfo(True, ("NVIDIA GeForce RTX 3060, 550.54.14, 12288 MiB",))
-    [check] = doctor._gpu_checks(gpu)
+    [check] = doctor_probes._gpu_checks(gpu)
     assert check.status == "warn" and "older than R580" in check.detail
 
 
 def test_failing_nvidia_smi_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(doctor_probes.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
 
     def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(
             argv, 9, "", "Failed to initialize NVML: Driver/library version mismatch\n"
         )
 
-    [check] = doctor._gpu_checks(doctor.query_gpu(run))
+    [check] = doctor_probes._gpu_checks(doctor_probes.query_gpu(run))
 
     assert check.status == "warn"
     assert check.detail == "nvidia-smi failed: Failed to initialize NVML: Driver/library version mismatch"
 
 
 def test_no_nvidia_smi_is_info(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
-    assert doctor._gpu_checks(doctor.query_gpu()) == (
+    monkeypatch.setattr(doctor_probes.shutil, "which", lambda name: None)
+    assert doctor_probes._gpu_checks(doctor_probes.query_gpu()) == (
         Check("NVIDIA GPU", "info", "no NVIDIA GPU/driver found"),
     )
 

@@ -1,0 +1,50 @@
+"""`main.py models`, `doctor` and `bench`: each command's work, behind the entry point's dispatch."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+
+def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
+    if args.models_command == "doubles":
+        return write_doubles(args, out)
+    from models.files import commands
+    from models.files.store import ModelStore, default_models_dir
+
+    store = ModelStore(args.models_dir or default_models_dir(), allow_unverified=args.allow_unverified)
+    if args.models_command == "list":
+        return commands.list_models(store, out)
+    if args.models_command == "verify":
+        return commands.verify_models(store, out)
+    if args.models_command == "path":
+        return commands.print_models_path(store, out)
+    return commands.download_models(store, args.names, args.yes, out, sys.stdin)
+
+
+def write_doubles(args: argparse.Namespace, out: TextIO) -> int:
+    """The contract-exact doubles of every catalogue model, written into `args.dir` under the
+    catalogue's file names (what `python -m models.fakes.doubles DIR` writes)."""
+    from models.fakes.doubles import write_all
+
+    for name, path in write_all(args.dir).items():
+        print(f"{name}: {path} ({path.stat().st_size:,} bytes)", file=out)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.tools.doctor import run_doctor
+
+    code = run_doctor(out, check_cameras=not args.no_cameras, models_dir=args.models_dir)
+    if args.gpu_bench:
+        from realtime.tools.gpu_bench import run_gpu_bench
+
+        code = max(code, run_gpu_bench(out))
+    return code
+
+
+def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.tools.bench import run_bench_cli
+
+    return run_bench_cli(args, out)

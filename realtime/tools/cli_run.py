@@ -1,0 +1,314 @@
+"""`main.py run`: one source, the face swap, one output, until the input ends or a signal stops it.
+
+The preview window is the GUI layer's (main.py hands it in as a WindowOutput): this layer does not
+import the GUI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+from realtime.core.errors import SinkError
+
+if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays instant
+    from realtime.core.contracts import FrameSink, FrameSource
+    from realtime.core.engine import Engine
+    from realtime.core.settings import Settings
+    from realtime.tools.run_control import StopSignals
+
+
+class WindowOutput(Protocol):
+    """The preview window behind `--output window`, provided by the GUI layer."""
+
+    def make_sink(self) -> FrameSink:
+        """The window's sink, built before the engine opens it."""
+        ...
+
+    def prepare(self, sink: FrameSink) -> None:
+        """Create the window on the GUI thread, before the engine opens the sink."""
+        ...
+
+    def run_loop(
+        self,
+        engine: Engine,
+        sink: FrameSink,
+        show_stats: bool,
+        show: Callable[[str], None],
+        signals: StopSignals,
+    ) -> None:
+        """Run the GUI's event loop until the window closes, the engine ends or a signal asks to stop."""
+        ...
+
+
+def sink_for_args(
+    args: argparse.Namespace, source: FrameSource, window: WindowOutput | None = None
+) -> FrameSink:
+    """The sink `--output` names. A virtual camera paces itself only for sources that do not: a
+    camera (or a video played in real time) already delivers frames at its rate, and a second clock
+    in the sink would hold each frame up to one frame period (measured: +19-33 ms p50 at 30 fps)."""
+    from realtime.io.outputs import open_output
+
+    width, height = args.width, args.height
+    if (width is None) != (height is None):
+        # One side given: the other follows the source's shape (640 alone gave a 640x720 camera).
+        src_w, src_h = source.size
+        if width is None:
+            width = max(16, round(height * src_w / max(src_h, 1) / 2) * 2)
+        else:
+            height = max(16, round(width * src_h / max(src_w, 1) / 2) * 2)
+    return open_output(
+        args.output,
+        width=width,
+        height=height,
+        fps=args.fps,
+        vcam_backend=getattr(args, "vcam_backend", None),
+        vcam_device=getattr(args, "vcam_device", None),
+        pace=not source.is_live,
+        window=None if window is None else window.make_sink,
+    )
+
+
+def check_not_an_input(args: argparse.Namespace) -> None:
+    """Refuse an --output file that is one of the run's own inputs: it would be overwritten."""
+    name = args.output.strip()
+    if name.lower() in ("vcam", "window", "null") or name.isdigit():
+        return
+    output = Path(name).expanduser().resolve()
+    inputs = [("--input", args.input), ("--reference", args.reference)]
+    inputs += [("--source", p) for p in args.source or []]
+    inputs += [("--map", part) for m in args.maps for part in str(m).split("=", 1)]
+    for flag, given in inputs:
+        if given is not None and Path(str(given)).expanduser().resolve() == output:
+            raise SinkError(
+                f"--output {name} is the {flag} file: writing there would destroy it.",
+                hint="Choose another output file name.",
+            )
+
+
+def check_display(*, for_gui: bool = False) -> None:
+    """A window needs a display that answers: without one Qt aborts the process (after the models
+    loaded), blaming a library that is not missing."""
+    from models.cli_text import app_command
+    from realtime.io.display import display_problem
+
+    problem = display_problem()
+    if problem is None:
+        return
+    other = (
+        f"`{app_command('run --source PHOTO --input CAMERA|VIDEO --output vcam|FILE')}` works without one"
+        if for_gui
+        else "use --output vcam or a video file instead of a window"
+    )
+    raise SinkError(
+        f"No display to open a window on: {problem}.",
+        hint=f"Run it in a desktop session (over SSH: ssh -X), or {other}.",
+    )
+
+
+def _settings_for_run(args: argparse.Namespace) -> Settings:
+    from realtime.core.settings import DEFAULT_PRESET, load_preset, parse_override
+
+    settings = load_preset(args.preset or DEFAULT_PRESET)
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.provider:
+        overrides["pipeline.provider"] = args.provider
+    if args.detector:
+        overrides["detector.model"] = args.detector
+    if args.swapper:
+        overrides["swap.model"] = args.swapper
+    if args.reference:
+        overrides["swap.target"] = "reference"
+    if args.maps:
+        overrides["swap.target"] = "mapped"
+    if args.label:
+        overrides["composite.disclosure_label"] = True
+    return settings.with_overrides(overrides)
+
+
+def _nothing_swapped_note(
+    frames: int,
+    swapped: int,
+    passed_through: int,
+    seen: int,
+    target: str = "largest",
+    detector: str = "det_10g",
+) -> str | None:
+    """Why a run that finished swapped nothing (its output is the input, unchanged)."""
+    if frames == 0 or swapped > 0:
+        return None
+    if seen == 0:
+        other = "mtcnn" if detector != "mtcnn" else "det_10g"
+        return (
+            f"note: nothing was swapped: no face was found in any of the {frames} frames "
+            f"(small, turned-away or half-hidden faces are missed); try --detector {other} or a closer shot"
+        )
+    if passed_through > 0:
+        return (
+            "note: nothing was swapped: the faces found were left as they were (detector score below "
+            "detector.threshold, or tracking not trusted); try --set detector.threshold=0.4"
+        )
+    if target in ("reference", "mapped"):
+        return (
+            "note: nothing was swapped: faces were found but none matched the reference photo "
+            "(swap.reference_threshold); try a clearer, front-on reference photo or "
+            "--set swap.reference_threshold=0.7"
+        )
+    return "note: nothing was swapped although faces were found"
+
+
+def _parse_maps(args: argparse.Namespace) -> list[tuple[Path, Path]]:
+    """`--map REF=SOURCE` pairs; exactly one of --source and --map picks who is swapped in."""
+    from realtime.core.errors import SourceError
+
+    if args.source and args.maps:
+        raise SourceError(
+            "--source and --map cannot be combined.",
+            hint="With --map each mapping names its own source photo: --map REF_PHOTO=SOURCE_PHOTO.",
+        )
+    if args.maps and args.reference:
+        raise SourceError(
+            "--reference and --map cannot be combined.", hint="--map already names who to find."
+        )
+    if not args.source and not args.maps:
+        raise SourceError(
+            "No source photo given.", hint="Pass --source PHOTO or --map REF_PHOTO=SOURCE_PHOTO."
+        )
+    pairs: list[tuple[Path, Path]] = []
+    for text in args.maps:
+        ref, sep, src = text.partition("=")
+        if not sep or not ref.strip() or not src.strip():
+            raise SourceError(f"--map {text!r} must look like REF_PHOTO=SOURCE_PHOTO.")
+        pairs.append((Path(ref.strip()), Path(src.strip())))
+    return pairs
+
+
+def probe_input(source: FrameSource) -> None:
+    """Open and close a file or image input once (cheap: one decoded frame), so a missing, empty
+    or audio-only file fails now. Cameras and streams are left alone: opening a camera twice
+    flashes its light and costs a second, and a stream may take one connection only."""
+    from realtime.io.sources import CameraSource, FallbackSource
+
+    inner = source.primary if isinstance(source, FallbackSource) else source
+    if isinstance(inner, CameraSource):
+        inner.check_present()  # Linux: is there a /dev/videoN at all (nothing is opened)
+        return
+    if not isinstance(getattr(inner, "path", None), Path):  # files and images have a path
+        return
+    source.open()
+    source.close()
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None = None) -> int:
+    """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
+    from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
+    from realtime.core.engine import Engine, EngineEvent
+    from realtime.io.nvdec import Decoder, open_input
+    from realtime.io.sources import FallbackSource, camera_index
+    from realtime.tools.run_control import SafeOutput, StopSignals
+
+    check_not_an_input(args)
+    if args.output.strip().lower() == "window":
+        check_display()
+    mappings = _parse_maps(args)
+    settings = resolve_provider(_settings_for_run(args))
+    live_output = args.output.strip().lower() in ("vcam", "window")
+    realtime = args.realtime if args.realtime is not None else live_output
+    # The input is checked before the models load (seconds, or minutes for a first TensorRT build):
+    # a typo in --input must not wait for them.
+    # NVDEC pays off only where the models run on the GPU too (else its frames come back to the host).
+    gpu = settings.pipeline.provider in ("cuda", "tensorrt")
+    decoder: Decoder = args.decoder if gpu or args.decoder == "nvdec" else "cpu"
+    source, decoding = open_input(
+        args.input, realtime=realtime, loop=args.loop, width=args.width, height=args.height, fps=args.fps,
+        decoder=decoder,
+    )  # fmt: skip
+    probe_input(source)
+    if decoding:
+        print(f"note: {decoding}", file=out)
+    if isinstance(source, FallbackSource) and source.fell_back:
+        print(f"warning: {source.fell_back}; decoding on the CPU instead", file=out)
+    options = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
+    stages = prepare_face_swap(args.source or [], settings, options, args.reference, mappings)
+    for note in stages.identity.notes:
+        print(f"note: {note}", file=out)
+    for note in stages.fallbacks:
+        print(f"warning: {note}", file=out)
+    sink = sink_for_args(args, source, window)
+
+    show, complain = SafeOutput(out), SafeOutput(sys.stderr)
+    said: set[str] = set()
+
+    def on_event(event: EngineEvent) -> None:
+        if event.kind in ("error", "warning"):
+            said.add(event.message)
+            complain(f"{event.kind}: {event.message}")
+        elif event.kind == "info":
+            complain(f"note: {event.message}")
+
+    engine = Engine(source, sink, settings, stages, on_event=on_event)
+    in_window = window is not None and args.output.strip().lower() == "window"
+    if window is not None and in_window:
+        window.prepare(sink)  # on the GUI thread, before the engine opens the sink
+    # Signals only ask the run to stop (see run_control): the loops below poll for the request.
+    with StopSignals(show) as signals:
+        try:
+            engine.start()
+            show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
+            if window is not None and in_window:
+                window.run_loop(engine, sink, args.stats, show, signals)
+            else:
+                _wait_with_stats(engine, args.stats, show, signals)
+        finally:
+            if signals.requested:
+                show("stopping ...")
+            engine.stop()  # finalises the output (the wait above only watched the run end)
+            if not engine.finish_output(0.5):
+                # A write still running (a slow disk): exiting now would leave the recording unfinished.
+                show("finishing the output ...")
+                if not engine.finish_output(OUTPUT_FINISH_S):
+                    show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
+    stats = engine.stats()
+    show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
+    unswapped = _nothing_swapped_note(
+        stats.frames_out,
+        stats.faces_swapped,
+        stats.faces_passthrough,
+        stats.faces_seen,
+        settings.swap.target,
+        settings.detector.model,
+    )
+    if unswapped:
+        show(unswapped)
+    from realtime.io.sinks import ImageFileSink
+
+    if isinstance(sink, ImageFileSink) and stats.frames_out > 1:
+        # A video into a picture: only one frame can be kept, and the user was not told which.
+        show(f"note: {args.output} holds the last of the {stats.frames_out} frames (an image keeps one)")
+    to_file = not live_output and args.output.strip().lower() != "null"
+    if signals.requested and to_file and not args.loop and camera_index(str(args.input)) is None:
+        show(f"note: stopped before the input ended: {args.output} holds its first {stats.frames_out} frames")
+    if engine.error is not None:
+        if engine.error.user_message() in said:
+            return engine.error.exit_code  # already said while running: once is enough
+        raise engine.error
+    return 0
+
+
+OUTPUT_FINISH_S = 30.0  # how long `run` waits for a recording still being written when it stops
+
+
+def _wait_with_stats(
+    engine: Engine, show_stats: bool, show: Callable[[str], None], signals: StopSignals
+) -> None:
+    """Until the input ends, an error ends the run, or a signal asks to stop. Only watches: the
+    caller's engine.stop() closes the output, after signals have stopped being able to cut it."""
+    last = time.monotonic()
+    while not engine.ended(0.0) and not signals.wait(0.1):
+        if show_stats and time.monotonic() - last >= 1.0:
+            last = time.monotonic()
+            show(engine.stats().format_line())
