@@ -28,7 +28,6 @@ import numpy as np
 import numpy.typing as npt
 
 from models.types import ImageBGR
-from realtime.core.contracts import FrameSink
 from realtime.core.errors import SinkError
 from realtime.core.frames import VideoFrame
 from realtime.io.file_sinks import VideoFileSink, _fraction
@@ -267,12 +266,3 @@ def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
 
-
-def open_gpu_sink(spec: str, *, gpu_id: int = 0, **sink_options: Any) -> tuple[FrameSink, str]:
-    """NvencFileSink for .mp4/.mkv/.mov outputs when PyNvVideoCodec imports, else the CPU's sink;
-    and a sentence saying which and why (the NVENC sink still falls back at open() if it must).
-    The output router's choice (realtime.io.outputs) with encoder="nvenc"."""
-    from realtime.io.outputs import OutputRequest, route_output, split_request_options
-
-    request = OutputRequest(spec, encoder="nvenc", gpu_id=gpu_id, **split_request_options(sink_options))
-    return route_output(request)

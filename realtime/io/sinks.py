@@ -7,9 +7,6 @@ the rest of the code imports from here, and the null sink.
 
 from __future__ import annotations
 
-from typing import Any
-
-from realtime.core.contracts import FrameSink
 from realtime.core.frames import VideoFrame
 from realtime.io.file_sinks import IMAGE_EXTENSIONS, ImageFileSink, VideoFileSink, codec_available
 from realtime.io.frame_fit import DEFAULT_FPS, letterbox_into
@@ -35,7 +32,6 @@ __all__ = [
     "VirtualCameraSink",
     "codec_available",
     "letterbox_into",
-    "open_sink",
     "virtual_camera_fix",
 ]
 
@@ -64,29 +60,3 @@ class NullSink:
     def abort(self) -> None:
         """Nothing to discard."""
 
-
-def open_sink(
-    spec: str,
-    *,
-    width: int | None = None,
-    height: int | None = None,
-    fps: float | None = None,
-    vcam_backend: str | None = None,
-    vcam_device: str | None = None,
-    pace: bool = True,
-    **file_options: Any,
-) -> FrameSink:
-    """The sink a command-line output names, encoded on the CPU; the caller calls open().
-    `file_options` go to VideoFileSink. See realtime.io.outputs.open_output for the options."""
-    from realtime.io.outputs import open_output  # the router builds on this module's sinks
-
-    return open_output(
-        spec,
-        width=width,
-        height=height,
-        fps=fps,
-        vcam_backend=vcam_backend,
-        vcam_device=vcam_device,
-        pace=pace,
-        **file_options,
-    )

@@ -40,6 +40,7 @@ from realtime.io.nvdec import (
     open_gpu_source,
     stream_open_args,
 )
+from realtime.io.outputs import OutputRequest, route_output
 from realtime.io.sinks import VideoFileSink
 from realtime.io.sources import CameraSource, ImageSource, VideoFileSource
 from tests.fixtures_media import read_frame_number, synthetic_frame
@@ -887,13 +888,13 @@ def test_nvenc_keeps_fractional_frame_rates(fake_nvc: FakeNvc, tmp_path: Path) -
         sink.abort()
 
 
-def test_open_gpu_sink_routes(fake_nvc: FakeNvc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sink, reason = nvenc.open_gpu_sink(str(tmp_path / "a.mp4"))
+def test_the_output_router_picks_nvenc_for_mp4_when_it_imports(fake_nvc: FakeNvc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sink, reason = route_output(OutputRequest(str(tmp_path / "a.mp4"), encoder="nvenc"))
     assert isinstance(sink, nvenc.NvencFileSink) and "NVENC" in reason
-    sink, reason = nvenc.open_gpu_sink(str(tmp_path / "a.avi"))
+    sink, reason = route_output(OutputRequest(str(tmp_path / "a.avi"), encoder="nvenc"))
     assert isinstance(sink, VideoFileSink)
     monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)
-    sink, reason = nvenc.open_gpu_sink(str(tmp_path / "a.mp4"))
+    sink, reason = route_output(OutputRequest(str(tmp_path / "a.mp4"), encoder="nvenc"))
     assert isinstance(sink, VideoFileSink) and "NVENC not available" in reason
 
 

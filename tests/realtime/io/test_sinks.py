@@ -19,13 +19,13 @@ import pyvirtualcam.camera
 from realtime.core.errors import SinkError, VirtualCameraUnavailableError
 from realtime.core.frames import VideoFrame
 from realtime.io import file_sinks
+from realtime.io.outputs import open_output
 from realtime.io.sinks import (
     ImageFileSink,
     NullSink,
     VideoFileSink,
     VirtualCameraSink,
     letterbox_into,
-    open_sink,
     virtual_camera_fix,
 )
 from realtime.io.sources import VideoFileSource
@@ -495,13 +495,13 @@ def test_null_sink_counts_frames() -> None:
     assert sink.frames_sent == 4
 
 
-def test_open_sink_routes_by_spec(tmp_path: Path) -> None:
-    assert isinstance(open_sink("vcam"), VirtualCameraSink)
-    assert isinstance(open_sink("null"), NullSink)
-    assert isinstance(open_sink(str(tmp_path / "a.PNG")), ImageFileSink)
-    assert isinstance(open_sink(str(tmp_path / "a.mkv")), VideoFileSink)
+def test_the_output_router_picks_the_sink_by_spec(tmp_path: Path) -> None:
+    assert isinstance(open_output("vcam"), VirtualCameraSink)
+    assert isinstance(open_output("null"), NullSink)
+    assert isinstance(open_output(str(tmp_path / "a.PNG")), ImageFileSink)
+    assert isinstance(open_output(str(tmp_path / "a.mkv")), VideoFileSink)
     with pytest.raises(SinkError, match="window"):
-        open_sink("window")
+        open_output("window")
 
 
 # ------------------------------------------------------------------ the output router
