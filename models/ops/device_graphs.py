@@ -25,7 +25,7 @@ Pixel convention (the one OpenCV uses): pixel i has its centre at coordinate i. 
 with align_corners=0, whose denormalisation is x = ((g+1)*W - 1)/2, so the graph normalises a
 frame coordinate x as g = (2x+1)/W - 1; the two cancel exactly.
 
-Kernel rules obeyed (GPU_API_NOTES.md §5) and asserted by `device_graph_problems`: GridSample only
+Kernel rules obeyed (GPU_API_NOTES.md §5) and asserted by models.ops.graph_rules: GridSample only
 in float32 with mode 'bilinear' at opset <= 19; no AffineGrid; no Pad; uint8 only at the graph
 edge through Cast (TensorRT); Slice/Resize parameters are initializers; every input that a CUDA
 kernel reads on the host (Reshape shape, Range bounds, Clip limits, ...) comes from initializers or
