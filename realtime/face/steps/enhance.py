@@ -21,18 +21,28 @@ restorer still runs on about 1 in `every_n` frames overall.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import OrderedDict
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
+from models.errors import ModelOutputError
 from models.ops.align import Matrix2x3, invert_affine, similarity_transform, warp_paste_crop
 from models.types import FloatArray, ImageBGR
 from models.wrappers.enhancers import FaceRestorer, ffhq_template
 from realtime.face.steps.compositor import MaskArray, compose_affine
+
+if TYPE_CHECKING:
+    from realtime.face.backend import FaceBackend
+    from realtime.face.chain import FaceJob, FrameJob
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,4 +172,45 @@ class FaceEnhanceStage:
         return entry.delta
 
 
-__all__ = ["EnhancedFace", "FaceEnhanceStage"]
+class EnhanceStep:
+    """The frame's enhance stage (if any, at a blend above 0) on the swapped face; its output
+    becomes the crop to paste. Reports "enhance", or "enhance.reuse" when a kept correction was
+    used. A broken restoration (NaN from an fp16 overflow) is neither pasted nor kept for reuse:
+    that face gets the plain swap, and the problem is logged once."""
+
+    name = "enhance"
+
+    def __init__(self) -> None:
+        self._said: set[str] = set()
+
+    def run(self, backend: FaceBackend, face: FaceJob, frame: FrameJob) -> None:
+        stage = frame.enhancer
+        settings = frame.settings
+        if stage is None or settings.enhancer.blend <= 0.0:  # blend 0: the plain swap
+            return
+        t0 = time.perf_counter()
+        target = face.target
+        key = (target.track_id, target.identity) if target.track_id >= 0 else None
+        if key is not None:
+            frame.keys.append(key)
+        try:
+            crop, ran = backend.enhance(
+                stage,
+                face.crop,
+                target.kps,
+                opacity=settings.composite.opacity * target.weight,
+                blend=settings.enhancer.blend,
+                every_n=settings.enhancer.every_n,
+                key=key,
+            )
+        except ModelOutputError as exc:
+            text = exc.user_message()
+            if text not in self._said:
+                self._said.add(text)
+                log.warning("%s The plain swap is used where that happens.", text)
+            return
+        face.crop = crop
+        frame.add_ms("enhance" if ran else "enhance.reuse", t0)
+
+
+__all__ = ["EnhanceStep", "EnhancedFace", "FaceEnhanceStage"]

@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -33,6 +34,10 @@ from models.types import ImageBGR
 from models.wrappers.maskers import FaceParser, Occluder
 from realtime.core.settings import MasksSettings
 from realtime.face.steps.compositor import MaskArray, scale_crop_matrix
+
+if TYPE_CHECKING:
+    from realtime.face.backend import FaceBackend
+    from realtime.face.chain import FaceJob, FrameJob
 
 # FaceFusion resizes the xseg and BiSeNet masks to the 128 px swap crop, blurs them there with
 # sigma 5, then keeps only the confident half (clip to [0.5, 1], rescale) (facefusion/
@@ -277,6 +282,31 @@ class FaceMasks:
         return soften(self._part, SOFTEN_SIGMA * self.crop_size / SOFTEN_AT, out=self._part)
 
 
+class MaskStep:
+    """The face's paste mask from the feathered box and the masks switched on (both backends:
+    the mask models read the host frame, which still holds the original picture)."""
+
+    name = "masks"
+
+    def __init__(self, masks: FaceMasks) -> None:
+        self.masks = masks
+
+    def run(self, backend: FaceBackend, face: FaceJob, frame: FrameJob) -> None:
+        crop = face.crop
+        box = frame.compositor.crop_mask(self.masks.crop_size, crop.m)
+        built = self.masks.build(
+            frame.image,
+            crop.m,
+            face.target.kps,
+            box,
+            frame.masks,
+            frame.timings,
+            want_skin=frame.settings.composite.colour_match,
+        )
+        crop.mask = built.alpha
+        face.skin = built.skin
+
+
 def region_argmax_max(logits: MaskArray, out: MaskArray | None = None) -> MaskArray:
     """The largest logit per pixel (what the argmax label's logit is), over the class axis 0."""
     return np.asarray(np.max(logits, axis=0, out=out), dtype=np.float32)
@@ -305,6 +335,7 @@ def classes_mask(
 __all__ = [
     "FaceMask",
     "FaceMasks",
+    "MaskStep",
     "MouthFrame",
     "classes_mask",
     "combine_min",

@@ -356,7 +356,7 @@ def test_turning_tracking_off_and_on_again_does_not_resume_from_stale_positions(
 
 def _flow_case() -> tuple[FaceTracker, object, np.ndarray]:
     from realtime.face.one_euro import OneEuroFilter
-    from realtime.face.tracker import _Track
+    from realtime.face.tracking.state import Track as _Track
 
     tracker = FaceTracker(ScriptedDetector([[]]), TrackerSettings(), interval=5)
     tracker._scale = 1.0
@@ -378,16 +378,19 @@ def test_flow_checks_refuse_a_jump_in_scale_and_a_face_half_its_points_disagree_
     """Removing the inlier-ratio and scale-step checks passed every other tracker test: a flow
     that zooms the face 1.5x in one frame, or that half its points contradict, must not be trusted
     (the tracker re-detects instead of pasting a stretched or drifting swap)."""
-    tracker, track, src = _flow_case()
-    good = np.ones(len(src), dtype=bool)
+    from realtime.face.tracking.flow import FlowChecks, check_flow
+
+    _, track, src = _flow_case()
+    good = [True] * len(src)
     shape = (480, 640, 3)
-    assert tracker._check_flow(track, src, src + np.float32(3.0), good, shape).ok  # a plain move is fine
+    moved = src + np.float32(3.0)
+    assert check_flow(track, src, moved, good, shape, 1.0, FlowChecks()).ok  # a plain move is fine
     centre = src.mean(axis=0)
     zoomed = (src - centre) * np.float32(1.5) + centre
-    assert not tracker._check_flow(track, src, zoomed, good, shape).ok
+    assert not check_flow(track, src, zoomed, good, shape, 1.0, FlowChecks()).ok
     torn = src + np.float32(3.0)
     torn[::2] += np.random.default_rng(1).uniform(-25, 25, (len(src[::2]), 2)).astype(np.float32)
-    assert not tracker._check_flow(track, src, torn, good, shape).ok
+    assert not check_flow(track, src, torn, good, shape, 1.0, FlowChecks()).ok
 
 
 def test_a_flow_image_made_ahead_tracks_exactly_like_one_made_in_update(mtcnn: MTCNN) -> None:

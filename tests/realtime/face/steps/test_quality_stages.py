@@ -31,9 +31,9 @@ from realtime.face.steps.compositor import (
     colour_transfer,
     compose_affine,
     paste_region,
-    unsharp_mask,
 )
 from realtime.face.steps.enhance import FaceEnhanceStage
+from realtime.face.steps.sharpen import unsharp_mask
 from realtime.tools.bench import astronaut_bgr
 from tests.real_faces import astronaut_face
 

@@ -1,0 +1,262 @@
+"""The analysis stage of a frame: detect, track, smooth and choose the target faces.
+
+Analysis needs frames in order and carries state from one frame to the next, so one analyser sees
+every frame (the swap workers, realtime.face.swap_worker, run several frames at once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from models.ops.align import plausible_landmarks
+from models.types import Detection, ImageBGR
+from models.wrappers.scrfd import SCRFD
+from realtime.core.contracts import FramePlan, SwapTarget
+from realtime.core.settings import Settings, SettingsError
+from realtime.face.model_api import AnalysisModels, FaceDetector
+from realtime.face.targets import IdentityMapSelector, TargetSelector
+from realtime.face.tracker import FaceTracker, TrackedFace
+
+
+class FaceAnalyser:
+    """Detect every K frames, track and smooth in between, choose the target faces."""
+
+    def __init__(
+        self,
+        models: AnalysisModels,
+        settings: Settings,
+        reference_embedding: npt.NDArray[np.float32] | None = None,
+        mapped_references: Sequence[npt.NDArray[np.float32]] = (),
+    ) -> None:
+        """mapped_references: for swap.target "mapped", the embedding of each `--map` reference
+        photo; the face matching reference k (0-based) is swapped with identity k + 1."""
+        self._models = models
+        self._reference = reference_embedding
+        self._mapped = tuple(mapped_references)
+        self._settings = settings
+        self._detector: FaceDetector = models.detector
+        if isinstance(self._detector, SCRFD):  # shared models may carry another run's live threshold
+            self._detector.score_threshold = settings.detector.threshold
+        self._tracker = self._new_tracker(settings)
+        self._selector = self._new_selector(settings)
+        self._embeddings: dict[int, npt.NDArray[np.float32]] = {}
+        # Selection weight and identity of each track chosen now or fading out after it was chosen:
+        # a change of target fades over tracker.fade_frames instead of popping.
+        self._selection: dict[int, _Chosen] = {}
+        self._timings: dict[str, float] = {}
+        self._current_image: ImageBGR = np.zeros((1, 1, 3), dtype=np.uint8)
+
+    def _new_tracker(self, settings: Settings) -> FaceTracker:
+        return FaceTracker.from_settings(self._timed_detect, settings)
+
+    def _new_selector(self, settings: Settings) -> TargetSelector | IdentityMapSelector:
+        if settings.swap.target == "mapped":
+            if not self._mapped:
+                raise SettingsError(
+                    "Setting 'swap.target' is 'mapped' but no identity mapping was given.",
+                    hint="Pass --map REF_PHOTO=SOURCE_PHOTO (repeatable).",
+                )
+            return IdentityMapSelector(
+                self._mapped, settings.swap.reference_threshold, max_missed=settings.tracker.max_missed
+            )
+        if settings.swap.target == "reference" and self._reference is None:
+            raise SettingsError(
+                "Setting 'swap.target' is 'reference' but no reference photo was given.",
+                hint="Pass --reference PHOTO (a photo of the person whose face is swapped).",
+            )
+        return TargetSelector(
+            settings.swap.target,
+            reference_embedding=self._reference,
+            threshold=settings.swap.reference_threshold,
+            max_missed=settings.tracker.max_missed,
+        )
+
+    def _timed_detect(self, image: ImageBGR) -> list[Detection]:
+        t0 = time.perf_counter()
+        faces = self._detector.detect(image, max_faces=self._settings.detector.max_faces)
+        self._timings["detect"] = _ms(t0)
+        return faces
+
+    def _embed(self, face: TrackedFace) -> npt.NDArray[np.float32]:
+        cached = self._embeddings.get(face.track_id)
+        if cached is None or face.detected:
+            image = self._current_image
+            cached = self._models.recognizer.embed(image, face.raw_kps)
+            self._embeddings[face.track_id] = cached
+        return cached
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Apply a live settings change that needs no model reload."""
+        old = self._settings
+        self._settings = settings
+        if old.tracker != settings.tracker or old.detector.interval != settings.detector.interval:
+            # Keeps the tracks (ids, smoothing state): a slider move must not re-lock the target.
+            self._tracker.reconfigure(settings.tracker, settings.detector.interval)
+        if old.detector.threshold != settings.detector.threshold:
+            # Live, like the sliders: a reload would reset every track (the swap blinks, and in
+            # "largest" mode the target may jump to another face).
+            self._tracker.score_threshold = settings.detector.threshold
+            if isinstance(self._detector, SCRFD):
+                self._detector.score_threshold = settings.detector.threshold
+        if old.swap.target != settings.swap.target:
+            self._selector = self._new_selector(settings)  # a new way of choosing: choose again
+            return
+        # Everything else in place, keeping the lock: rebuilding the selector for a threshold
+        # slider or a swap-model change moved the swap to whoever was largest at that moment.
+        if old.swap.reference_threshold != settings.swap.reference_threshold:
+            self._selector.threshold = settings.swap.reference_threshold
+        if old.tracker.max_missed != settings.tracker.max_missed:
+            # A selector giving a face up after fewer lost frames than the tracker keeps it could
+            # jump to another person in "largest" mode.
+            self._selector.max_missed = settings.tracker.max_missed
+
+    def prepare(self, image: ImageBGR) -> object | None:
+        """What `analyse` can take ready-made for this picture (the flow's small grey copy), made on
+        another thread while the analysis works on the frame before. Safe to call from any thread."""
+        return self._tracker.prepare(image)
+
+    def analyse(
+        self, image: ImageBGR, timestamp: float, settings: Settings, *, prepared: object | None = None
+    ) -> FramePlan:
+        """The plan for this frame. `prepared`: this analyser's `prepare(image)`, made ahead."""
+        if settings is not self._settings:
+            self.reconfigure(settings)
+        self._timings = {}
+        self._current_image = image
+        t0 = time.perf_counter()
+        flow_grey = prepared if isinstance(prepared, np.ndarray) else None
+        faces = self._tracker.update(image, timestamp, flow_grey=flow_grey)
+        track_ms = _ms(t0) - self._timings.get("detect", 0.0)
+        t1 = time.perf_counter()
+        cut = self._tracker.cut
+        if cut:
+            # A new shot: the locked target is gone with the old tracks; waiting for it to be
+            # found again near where it was (regain) left the new shot unswapped for a second.
+            self._selector.new_shot()
+            self._selection = {}
+        if isinstance(self._selector, IdentityMapSelector):
+            chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed)]
+        else:
+            chosen = [(face, 0) for face in self._selector.select(faces, self._embed)]
+        live_ids = {f.track_id for f in faces}
+        for stale in [k for k in self._embeddings if k not in live_ids]:
+            del self._embeddings[stale]
+        plan = FramePlan(timings=dict(self._timings))
+        plan.timings["track"] = track_ms
+        plan.timings["select"] = _ms(t1)
+        plan.faces = len(faces)
+        fade = settings.tracker.fade_frames
+        planned: set[int] = set()
+        for face, selected in self._fade_selection(chosen, faces, fade, fresh=cut):
+            planned.add(face.track_id)
+            weight = face.swap_weight * selected.weight
+            # Landmarks no similarity can align pass through (the worker would skip them): counted
+            # as passed through, not as swapped.
+            if weight > 0.0 and plausible_landmarks(face.kps):
+                plan.targets.append(
+                    SwapTarget(
+                        face.kps,
+                        weight,
+                        face.track_id,
+                        selected.identity,
+                        previous_identity=selected.previous,
+                        mix=selected.mix,
+                    )
+                )
+            elif weight > 0.0 or face.lost_frames == 0:
+                # (A face faded out because the detector lost it is not left alone on purpose.)
+                plan.passthrough += 1
+        # Faces the tracker itself passes through (below the detector threshold, tracking not
+        # trusted) count as passed through whether or not they were chosen: "largest" no longer
+        # chooses them, and the count is how a user learns why a face was left alone.
+        # (A face the detector lost, fading as it leaves the picture, is not one of them.)
+        plan.passthrough += sum(
+            1 for f in faces if f.track_id not in planned and f.swap_weight == 0.0 and f.lost_frames == 0
+        )
+        return plan
+
+    def _fade_selection(
+        self,
+        chosen: Sequence[tuple[TrackedFace, int]],
+        faces: Sequence[TrackedFace],
+        fade_frames: int,
+        *,
+        fresh: bool = False,
+    ) -> list[tuple[TrackedFace, _Chosen]]:
+        """The chosen faces with their selection weight, ramping up, plus the faces chosen before
+        and no longer, ramping down while still in view (the reference face turned out to be
+        someone else, the locked target handed over to another). A face given another identity
+        (mapped mode) cross-fades into it over the same number of frames. `fresh`: a scene cut, where a
+        choice takes effect at once."""
+        step = 1.0 if fade_frames <= 0 else 1.0 / fade_frames
+        present = {face.track_id: face for face in faces}
+        picked = {face.track_id: (face, identity) for face, identity in chosen}
+        out: list[tuple[TrackedFace, _Chosen]] = []
+        state: dict[int, _Chosen] = {}
+        for track_id, (face, identity) in picked.items():
+            before = self._selection.get(track_id)
+            if before is None:
+                # A face chosen since its track began needs no second fade-in: the tracker fades it in.
+                weight = 1.0 if fresh or face.swap_weight < 1.0 else step
+                now = _Chosen(weight, identity)
+            else:
+                now = before.step_to(identity, step)
+            state[track_id] = now
+            out.append((face, now))
+        for track_id, before in self._selection.items():
+            if track_id in picked or track_id not in present:
+                continue
+            leaving = before.fade_out(step)
+            if leaving.weight > 0.0:
+                state[track_id] = leaving
+                out.append((present[track_id], leaving))
+        self._selection = state
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """A chosen face's selection weight (0..1) and identity; `previous`/`mix` while it cross-fades
+    from another identity (`mix`: the new identity's share)."""
+
+    weight: float
+    identity: int
+    previous: int | None = None
+    mix: float = 1.0
+
+    def step_to(self, identity: int, step: float) -> _Chosen:
+        weight = _settled(self.weight + step)
+        if identity != self.identity:
+            if self.previous is not None and identity == self.previous:
+                # Changed back mid-fade: the cross-fade runs backwards from where it is.
+                mix = _settled(1.0 - self.mix + step)
+                return _Chosen(weight, identity, None if mix == 1.0 else self.identity, mix)
+            # A new cross-fade starts from whichever identity shows most now.
+            shown = self.identity if self.previous is None or self.mix >= 0.5 else self.previous
+            mix = _settled(step)
+            return _Chosen(weight, identity, None if mix == 1.0 else shown, mix)
+        if self.previous is None:
+            return _Chosen(weight, identity)
+        mix = _settled(self.mix + step)
+        return _Chosen(weight, identity, None if mix == 1.0 else self.previous, mix)
+
+    def fade_out(self, step: float) -> _Chosen:
+        return _Chosen(self.weight - step, self.identity, self.previous, self.mix)
+
+
+def _settled(share: float) -> float:
+    """A share that a running sum of 1/fade_frames brought to 1 (0.9999999999999999 for 6, 7, 10
+    ... frames: the fade took a frame more, swapping twice for nothing), capped at 1."""
+    return 1.0 if share >= 1.0 - 1e-9 else share
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+__all__ = ["FaceAnalyser"]
