@@ -92,7 +92,7 @@ def sample_box(m: Matrix2x3, size: int, height: int, width: int) -> Box:
 
 def paste_box(m: Matrix2x3, size: int, height: int, width: int) -> Box:
     """The part of the frame a pasted size x size crop can touch: the same rule as
-    realtime.face.steps.compositor.paste_region (the warped corners' bounding box, 1-2 px margin).
+    realtime.face.host.compositor.paste_region (the warped corners' bounding box, 1-2 px margin).
     May be empty."""
     inv = invert_affine(checked_affine(m))
     s = float(size)

@@ -311,7 +311,7 @@ def build_paste_blend(size: int, *, signed: bool = False) -> onnx.ModelProto:
     """region uint8 [h,w,3] + crop float32 [1,3,S,S] (RGB, [0,1]) + mask float32 [S,S] + theta_inv
     float32 [2,3] (crop->region) -> blended uint8 [h,w,3].
 
-    Same steps as realtime.face.steps.compositor's OpenCV path: the crop is quantised like InSwapper._decode
+    Same steps as realtime.face.host.compositor's OpenCV path: the crop is quantised like InSwapper._decode
     (RGB->BGR, x255, clip, truncate), crop and mask are warped together (one GridSample over 4
     channels), then region + alpha*(warped - region), rounded half-to-even like cv2.blendLinear.
     signed=True takes a restorer's output instead (RGB in [-1, 1]) and quantises it like

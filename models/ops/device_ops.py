@@ -299,7 +299,7 @@ class DeviceOps:
         limit: Box | None = None,
     ) -> None:
         """Blend the swapped crop ([1,3,S,S] RGB in [0,1], aligned by `m`: frame->crop) into `frame`
-        in place, through the crop-space `mask` (realtime.face.steps.compositor's Compositor.crop_mask).
+        in place, through the crop-space `mask` (realtime.face.host.compositor's Compositor.crop_mask).
         signed: the crop is a restorer's output, RGB in [-1, 1]. limit: a part of the frame the
         mask is known to be zero beyond (the restorer's crop is larger than the face it pastes).
 

@@ -57,7 +57,7 @@ def decode_signed_crop(crop: npt.NDArray[Any]) -> ImageBGR:
 def paste_blend_cv2(
     region: ImageBGR, crop: npt.NDArray[Any], mask: FloatArray, theta_inv: Matrix2x3, *, signed: bool = False
 ) -> ImageBGR:
-    """What the paste_blend graph computes, as realtime.face.steps.compositor.Compositor.paste does."""
+    """What the paste_blend graph computes, as realtime.face.host.compositor.Compositor.paste does."""
     h, w = region.shape[:2]
     m = checked_affine(theta_inv)
     face = decode_signed_crop(crop) if signed else decode_crop(crop)

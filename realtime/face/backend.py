@@ -26,8 +26,8 @@ import numpy.typing as npt
 from models.ops.align import Matrix2x3, warp_paste_crop
 from models.types import ImageBGR
 from models.wrappers.inswapper import InSwapper
-from realtime.face.steps.compositor import Compositor, MaskArray, Region, paste_region
-from realtime.face.steps.enhance import FaceEnhanceStage
+from realtime.face.host.compositor import Compositor, MaskArray, Region, paste_region
+from realtime.face.host.enhancer import FaceEnhanceStage
 
 
 @dataclass(slots=True)

@@ -19,10 +19,10 @@ from models.types import ImageBGR
 from realtime.core.contracts import SwapTarget
 from realtime.core.settings import MasksSettings, Settings
 from realtime.face.backend import FaceBackend, FaceCrop
-from realtime.face.steps.compositor import Compositor, MaskArray
+from realtime.face.host.compositor import Compositor, MaskArray
 
 if TYPE_CHECKING:
-    from realtime.face.steps.enhance import FaceEnhanceStage
+    from realtime.face.host.enhancer import FaceEnhanceStage
 
 
 @dataclass(slots=True)

@@ -57,8 +57,8 @@ from models.types import ImageBGR
 from models.wrappers.enhancers import FaceRestorer, ffhq_template
 from models.wrappers.inswapper import SOURCE_NAME, TARGET_NAME, InSwapper
 from realtime.face.backend import FaceCrop
-from realtime.face.steps.compositor import Compositor, MaskArray, compose_affine, paste_region
-from realtime.face.steps.enhance import FaceEnhanceStage
+from realtime.face.host.compositor import Compositor, MaskArray, compose_affine, paste_region
+from realtime.face.host.enhancer import FaceEnhanceStage
 
 _THETA_BYTES = 2 * 3 * 4  # one float32 2x3 matrix
 log = logging.getLogger(__name__)

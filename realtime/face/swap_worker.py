@@ -28,11 +28,12 @@ from realtime.core.settings import MasksSettings, Settings
 from realtime.face.backend import FaceBackend, HostBackend
 from realtime.face.chain import FaceJob, FaceStep, FrameJob, run_chain
 from realtime.face.device_backend import DeviceBackend
+from realtime.face.host.compositor import Compositor, MaskSettings
+from realtime.face.host.enhancer import FaceEnhanceStage
 from realtime.face.model_api import QualityModels
 from realtime.face.source_face import SourceIdentity
 from realtime.face.steps.colour import ColourStep
-from realtime.face.steps.compositor import Compositor, MaskSettings
-from realtime.face.steps.enhance import EnhanceStep, FaceEnhanceStage
+from realtime.face.steps.enhance import EnhanceStep
 from realtime.face.steps.masks import FaceMasks, MaskStep
 from realtime.face.steps.paste import PasteStep
 from realtime.face.steps.sharpen import SharpenStep

@@ -49,7 +49,7 @@ from models.ops.align import FFHQ_TEMPLATE_512, arcface_template, similarity_tra
 from models.runtime import trt_cache
 from models.runtime.session import CPU, CUDA, TENSORRT, ProviderName, SessionConfig, SessionFactory
 from realtime.face.device_path import Copies
-from realtime.face.steps.compositor import Compositor
+from realtime.face.host.compositor import Compositor
 from realtime.io.nvenc import bgr_to_nv12
 
 DEFAULT_BUDGET_S = 280.0

@@ -3,7 +3,7 @@
 Every mask lives in the swap crop's aligned space (the 128 px ArcFace crop), so the one warp the
 compositor already does takes the combined mask into the frame; nothing is computed at frame size.
 
-* box: the feathered square (realtime.face.steps.compositor; always on, cached per kernel size);
+* box: the feathered square (realtime.face.host.compositor; always on, cached per kernel size);
 * occlusion: xseg on the TARGET face (the frame, not the swap): hands, hair, a microphone in
   front of the face keep their own pixels;
 * regions: BiSeNet's labels on the target face; only the classes in `masks.region_classes` count;
@@ -33,7 +33,7 @@ from models.ops.align import Matrix2x3, arcface_template, transform_points, warp
 from models.types import ImageBGR
 from models.wrappers.maskers import FaceParser, Occluder
 from realtime.core.settings import MasksSettings
-from realtime.face.steps.compositor import MaskArray, scale_crop_matrix
+from realtime.face.host.compositor import MaskArray, scale_crop_matrix
 
 if TYPE_CHECKING:
     from realtime.face.backend import FaceBackend

@@ -12,7 +12,7 @@ Tolerances (uint8 levels, 0..255):
   the frame edge, where the image steps to black): <= 8.5 (= 0.5 + 2 * 255/64).
 * nv12_to_bgr vs cv2.cvtColor(COLOR_YUV2BGR_NV12): <= 1, and equal on >= 99.9 % of pixels (a
   difference only where OpenCV's fixed point lands exactly on a rounding tie).
-* paste_blend vs realtime.face.steps.compositor.Compositor.paste: <= 2 (observed 1: OpenCV rounds the
+* paste_blend vs realtime.face.host.compositor.Compositor.paste: <= 2 (observed 1: OpenCV rounds the
   warped crop to uint8 before blending, the graph does not), and identical outside the region.
 """
 
@@ -55,7 +55,7 @@ from models.ops.device_ops import (
     warp_crop_cv2,
 )
 from models.runtime.session import SessionConfig, SessionFactory
-from realtime.face.steps.compositor import Compositor, paste_region
+from realtime.face.host.compositor import Compositor, paste_region
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu", intra_op_threads=2))
 FEW = settings(max_examples=25, deadline=None, derandomize=True)

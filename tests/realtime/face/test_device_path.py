@@ -29,9 +29,9 @@ from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.engine import Engine, StageSet
 from realtime.core.frames import VideoFrame
 from realtime.core.settings import Settings, load_preset
+from realtime.face.host.compositor import Compositor, paste_region
 from realtime.face.source_face import SourceIdentity
 from realtime.face.stages import FaceSwapWorker
-from realtime.face.steps.compositor import Compositor, paste_region
 from tests.engine_fakes import FakeSource, RecordingSink
 from tests.models.ops.test_device_ops import PASTE_TOL, bgr_to_nv12, smooth_frame
 

@@ -25,9 +25,9 @@ from models.wrappers.inswapper import InSwapper
 from realtime.build.model_loading import ModelPaths, StoreQualityModels
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings
+from realtime.face.host.compositor import paste_region
 from realtime.face.source_face import SourceIdentity
 from realtime.face.stages import FaceSwapWorker
-from realtime.face.steps.compositor import paste_region
 from tests.real_faces import astronaut_face
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))

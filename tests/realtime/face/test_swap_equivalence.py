@@ -7,7 +7,7 @@ Where the two may differ, and why (everything else must match):
   With insightface's template widened to float64 the swapped crops are identical.
 * Paste: insightface warps the crop and a white mask over the WHOLE frame, erodes it by
   max(size//10, 10), blurs it with max(size//20, 5)*2+1 (size from the visible mask's bounding box)
-  and blends with truncation. realtime.face.steps.compositor builds the feathered mask in crop space (same
+  and blends with truncation. realtime.face.host.compositor builds the feathered mask in crop space (same
   kernel sizes, scaled into the crop), warps only into the face's region and blends with rounding.
   So: outside the region both leave the frame untouched; in the face's core (beyond the feather)
   the two agree within 3 levels (warp offsets + truncation vs rounding); in the feather band the
@@ -137,7 +137,7 @@ def zones(frame_shape: tuple[int, ...], m: np.ndarray) -> tuple[np.ndarray, np.n
 
 @pytest.mark.parametrize("pose", POSES)
 def test_pasted_frame_close_to_insightface(pose, frame, ours, ref, source) -> None:  # type: ignore[no-untyped-def]
-    compositor = pytest.importorskip("realtime.face.steps.compositor")
+    compositor = pytest.importorskip("realtime.face.host.compositor")
     kps = pose_kps(*pose)
     fake, m = our_swap(ours, frame, kps, source.normed_embedding)
     before = frame.copy()
@@ -166,7 +166,7 @@ def test_pasted_frame_close_to_insightface(pose, frame, ours, ref, source) -> No
 
 def test_paste_would_catch_a_channel_or_offset_error(frame, ours, ref, source) -> None:  # type: ignore[no-untyped-def]
     # The tolerances above must be tight enough to fail on real mistakes.
-    compositor = pytest.importorskip("realtime.face.steps.compositor")
+    compositor = pytest.importorskip("realtime.face.host.compositor")
     kps = pose_kps(*POSES[0])
     fake, m = our_swap(ours, frame, kps, source.normed_embedding)
     expected = ref_get(ref, frame, kps, source, paste_back=True)

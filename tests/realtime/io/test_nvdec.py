@@ -888,7 +888,9 @@ def test_nvenc_keeps_fractional_frame_rates(fake_nvc: FakeNvc, tmp_path: Path) -
         sink.abort()
 
 
-def test_the_output_router_picks_nvenc_for_mp4_when_it_imports(fake_nvc: FakeNvc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_output_router_picks_nvenc_for_mp4_when_it_imports(
+    fake_nvc: FakeNvc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sink, reason = route_output(OutputRequest(str(tmp_path / "a.mp4"), encoder="nvenc"))
     assert isinstance(sink, nvenc.NvencFileSink) and "NVENC" in reason
     sink, reason = route_output(OutputRequest(str(tmp_path / "a.avi"), encoder="nvenc"))

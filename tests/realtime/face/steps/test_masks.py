@@ -23,9 +23,9 @@ from models.wrappers.inswapper import InSwapper
 from models.wrappers.maskers import IMAGENET_MEAN, IMAGENET_STD, FaceParser, Occluder
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import DEFAULT_REGION_CLASSES, MasksSettings, Settings
+from realtime.face.host.compositor import Compositor, scale_crop_matrix
 from realtime.face.source_face import SourceIdentity
 from realtime.face.stages import FaceSwapWorker
-from realtime.face.steps.compositor import Compositor, scale_crop_matrix
 from realtime.face.steps.masks import (
     MOUTH_DOWN,
     MOUTH_HALF_WIDTH,

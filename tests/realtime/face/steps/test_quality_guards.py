@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.ops.align import arcface_template, estimate_norm, plausible_landmarks
-from realtime.face.steps.compositor import Compositor, MaskSettings, colour_transfer
+from realtime.face.host.colour import colour_transfer
+from realtime.face.host.compositor import Compositor, MaskSettings
 from realtime.face.steps.masks import soften
 
 

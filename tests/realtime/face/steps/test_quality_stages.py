@@ -24,15 +24,11 @@ from models.wrappers.inswapper import InSwapper
 from realtime.build.model_loading import ModelPaths, StoreQualityModels, check_models_present
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError, available_presets, load_preset
+from realtime.face.host.colour import colour_transfer
+from realtime.face.host.compositor import Compositor, compose_affine, paste_region
+from realtime.face.host.enhancer import FaceEnhanceStage
 from realtime.face.source_face import SourceIdentity
 from realtime.face.stages import FaceSwapWorker, StageUnavailableError
-from realtime.face.steps.compositor import (
-    Compositor,
-    colour_transfer,
-    compose_affine,
-    paste_region,
-)
-from realtime.face.steps.enhance import FaceEnhanceStage
 from realtime.face.steps.sharpen import unsharp_mask
 from realtime.tools.bench import astronaut_bgr
 from tests.real_faces import astronaut_face

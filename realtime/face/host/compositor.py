@@ -21,7 +21,7 @@ import numpy.typing as npt
 from models.ops.align import Matrix2x3, invert_affine, warp_paste_crop
 from models.ops.pixel_kernels import blend_bgra_into
 from models.types import Box, ImageBGR
-from realtime.face.steps.colour import colour_transfer
+from realtime.face.host.colour import colour_transfer
 
 MaskArray = npt.NDArray[np.float32]
 

@@ -13,8 +13,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from models.ops.align import Matrix2x3, invert_affine
-from realtime.face.steps import compositor as comp
-from realtime.face.steps.compositor import Compositor, paste_region
+from realtime.face.host import compositor as comp
+from realtime.face.host.compositor import Compositor, paste_region
 
 FRAME_W, FRAME_H = 320, 240
 
