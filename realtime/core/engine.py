@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from models.errors import FaceCastError
@@ -36,6 +37,7 @@ from realtime.core.contracts import (
     SwapWorker,
 )
 from realtime.core.errors import SinkError, SourceError
+from realtime.core.flow import InFlightPermits, LatestSlot, ReorderBuffer
 from realtime.core.frames import VideoFrame, conform_picture, fit_processing_size
 from realtime.core.metrics import Metrics, StatsSnapshot
 from realtime.core.overlay import draw_disclosure_label
@@ -158,33 +160,29 @@ class _Job:
     plan: FramePlan
 
 
-@dataclass
 class _Pipes:
-    """All hand-off state, guarded by one lock. Each kind of waiter has its own condition on that
-    lock, so a hand-off wakes only the thread that can act on it (one shared condition woke every
-    thread on every change: ~30 context switches per frame, a fifth of the CPU on 2 cores)."""
+    """All hand-off state, guarded by one lock: the slot in front of the analyser, the permits
+    that bound the frames between capture and sink, the jobs waiting for a worker, and the
+    reorder buffer in front of the sink. Each kind of waiter has its own condition on that lock,
+    so a hand-off wakes only the thread that can act on it (one shared condition woke every thread
+    on every change: ~30 context switches per frame, a fifth of the CPU on 2 cores)."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    slot: VideoFrame | None = None
-    source_done: bool = False
-    jobs: list[_Job] = field(default_factory=list)  # analysed, waiting for a worker (<= permits)
-    done: dict[int, VideoFrame] = field(default_factory=dict)  # swapped, waiting for the sink
-    in_flight: int = 0
-    next_seq: int = 0  # next sequence number the analyser hands out
-    analysed_all: bool = False
-    # The analyser waits for a frame in the slot and room in flight (capture, sink wake it).
-    analyser_wake: threading.Condition = field(init=False)
-    # The capture thread waits for the slot to empty (files and clips only; the analyser wakes it).
-    capture_wake: threading.Condition = field(init=False)
-    # Workers wait for an analysed job (the analyser wakes one).
-    worker_wake: threading.Condition = field(init=False)
-    # The sink waits for the next frame in order (workers wake it).
-    sink_wake: threading.Condition = field(init=False)
-
-    def __post_init__(self) -> None:
+    def __init__(self, limit: Callable[[], int]) -> None:
+        self.lock = threading.Lock()
+        self.slot: LatestSlot[VideoFrame] = LatestSlot()
+        self.permits = InFlightPermits(limit)
+        self.jobs: deque[_Job] = deque()  # analysed, waiting for a worker (<= permits)
+        self.done: ReorderBuffer[VideoFrame] = ReorderBuffer()  # swapped, waiting for the sink
+        self.source_done = False
+        self.next_seq = 0  # next sequence number the analyser hands out
+        self.analysed_all = False
+        # The analyser waits for a frame in the slot and a free permit (capture, sink wake it).
         self.analyser_wake = threading.Condition(self.lock)
+        # The capture thread waits for the slot to empty (files and clips only; the analyser wakes it).
         self.capture_wake = threading.Condition(self.lock)
+        # Workers wait for an analysed job (the analyser wakes one).
         self.worker_wake = threading.Condition(self.lock)
+        # The sink waits for the next frame in order (workers wake it).
         self.sink_wake = threading.Condition(self.lock)
 
     def wake_everyone(self) -> None:
@@ -216,7 +214,8 @@ class Engine:
         self._background = load_in_background
         self._stop = threading.Event()
         self._finished = threading.Event()
-        self._pipes = _Pipes()
+        self._live = False  # the source's is_live, read once it is open
+        self._pipes = _Pipes(lambda: permits(self._settings, self._live))
         self._stages: StageSet | None = None
         # The settings the running stages were built with (None: passthrough, built for nothing).
         self._built_with: Settings | None = None
@@ -259,6 +258,7 @@ class Engine:
             # it gives up.
             self._source.notify = self._source_news
         self._source.open()
+        self._live = self._source.is_live
         try:
             w, h = self._source.size
             self._sink.open(w, h, self._source.fps)
@@ -544,13 +544,14 @@ class Engine:
                 self.metrics.frame_in(frame.capture_ts)
                 with pipes.lock:
                     if live:
-                        if pipes.slot is not None:
+                        if pipes.slot.offer(frame) is not None:
                             self.metrics.frame_dropped()
-                        pipes.slot = frame
                     else:
-                        while pipes.slot is not None and not self._stop.is_set():
+                        while pipes.slot.full and not self._stop.is_set():
                             pipes.capture_wake.wait(POLL_S)
-                        pipes.slot = frame
+                        if self._stop.is_set():
+                            break
+                        pipes.slot.put(frame)
                     pipes.analyser_wake.notify()
         finally:
             with pipes.lock:
@@ -564,20 +565,17 @@ class Engine:
         while not self._stop.is_set():
             with pipes.lock:
                 while not self._stop.is_set():
-                    limit = permits(self._settings, live)
-                    if pipes.slot is not None and pipes.in_flight < limit:
+                    if pipes.slot.full and pipes.permits.try_acquire():
                         break
-                    if pipes.slot is None and pipes.source_done:
+                    if not pipes.slot.full and pipes.source_done:
                         pipes.analysed_all = True
                         pipes.wake_everyone()
                         return
                     pipes.analyser_wake.wait(POLL_S)
                 if self._stop.is_set():
                     return
-                frame = pipes.slot
+                frame = pipes.slot.take()
                 assert frame is not None
-                pipes.slot = None
-                pipes.in_flight += 1
                 seq = pipes.next_seq
                 pipes.next_seq += 1
                 pipes.capture_wake.notify()
@@ -640,7 +638,7 @@ class Engine:
                     pipes.worker_wake.wait(POLL_S)
                 if self._stop.is_set():
                     return
-                job = pipes.jobs.pop(0)
+                job = pipes.jobs.popleft()
             stages, settings = self._stages_and_settings()
             workers = stages.workers
             worker = workers[index % len(workers)]
@@ -658,7 +656,7 @@ class Engine:
             self.metrics.stages(timings.items())
             self.metrics.stage("worker", (time.perf_counter() - t0) * 1000.0)
             with pipes.lock:
-                pipes.done[job.seq] = job.frame
+                pipes.done.add(job.seq, job.frame)
                 pipes.sink_wake.notify()
 
     def _sink_loop(self) -> None:
@@ -679,17 +677,16 @@ class Engine:
 
     def _send_frames(self) -> None:
         pipes = self._pipes
-        expect = 0
         while not self._stop.is_set():
             with pipes.lock:
-                while expect not in pipes.done and not self._stop.is_set():
-                    if pipes.analysed_all and expect >= pipes.next_seq:
+                while not pipes.done.ready and not self._stop.is_set():
+                    if pipes.analysed_all and pipes.done.next_index >= pipes.next_seq:
                         return
                     pipes.sink_wake.wait(POLL_S)
                 if self._stop.is_set():
                     return
-                frame = pipes.done.pop(expect)
-            expect += 1
+                frame = pipes.done.pop_next()
+                assert frame is not None
             t0 = time.perf_counter()
             if self._settings.composite.disclosure_label:
                 draw_disclosure_label(frame.image)
@@ -699,7 +696,7 @@ class Engine:
             self.metrics.frame_out(frame.capture_ts, sent)
             self._show_preview(frame)
             with pipes.lock:
-                pipes.in_flight -= 1
+                pipes.permits.release()
                 pipes.analyser_wake.notify()
 
     def _show_preview(self, frame: VideoFrame) -> None:
