@@ -20,175 +20,50 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Literal
 
 from models.errors import FaceCastError
-from realtime.core.contracts import (
-    Analyser,
-    FramePlan,
-    FrameSink,
-    FrameSource,
-    PassthroughAnalyser,
-    PassthroughWorker,
-    PreparingAnalyser,
-    SwapWorker,
-)
-from realtime.core.errors import SinkError, SourceError
-from realtime.core.flow import InFlightPermits, LatestSlot, ReorderBuffer
+from realtime.core.contracts import FramePlan, FrameSink, FrameSource, PreparingAnalyser
+from realtime.core.errors import SinkError
+from realtime.core.events import EngineEvent, EventKind
+from realtime.core.failures import OncePerReason, as_failure, output_failure, source_failure
 from realtime.core.frames import VideoFrame, conform_picture, fit_processing_size
 from realtime.core.metrics import Metrics, StatsSnapshot
 from realtime.core.overlay import draw_disclosure_label
+from realtime.core.pipes import Job, Pipes, permits
+from realtime.core.reload import (
+    ANALYSIS_FIELDS,
+    MODEL_FIELDS,
+    analysis_differs,
+    for_loaded_models,
+    load_wanted,
+    needs_reload,
+)
 from realtime.core.settings import Settings
+from realtime.core.stage_set import StageFactory, StageSet, passthrough_stages
+
+# Where the rest of the code imports them from.
+__all__ = [
+    "ANALYSIS_FIELDS",
+    "MODEL_FIELDS",
+    "Engine",
+    "EngineEvent",
+    "EventKind",
+    "StageFactory",
+    "StageSet",
+    "analysis_differs",
+    "for_loaded_models",
+    "needs_reload",
+    "passthrough_stages",
+    "permits",
+]
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often blocked threads re-check the stop flag
 REPEAT_REPORT_S = 10.0  # a per-frame failure with the same reason is reported again after this
-
-EventKind = Literal["started", "models_loading", "models_ready", "info", "error", "warning", "finished"]
-
-
-@dataclass(frozen=True, slots=True)
-class EngineEvent:
-    kind: EventKind
-    message: str = ""
-    error: FaceCastError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StageSet:
-    """What a (re)load produces: one analyser and one worker per frame in flight."""
-
-    analyser: Analyser
-    workers: tuple[SwapWorker, ...]
-    label: str = "passthrough"
-
-
-StageFactory = Callable[[Settings], StageSet]
-
-
-def passthrough_stages(settings: Settings) -> StageSet:
-    n = settings.pipeline.frames_in_flight
-    return StageSet(PassthroughAnalyser(), tuple(PassthroughWorker() for _ in range(n)), "passthrough")
-
-
-# The settings the loaded models are built for: a change to any of them loads new stages in the
-# background. Everything else (thresholds, smoothing, blending, ...) applies at the next frame.
-MODEL_FIELDS: tuple[tuple[str, str], ...] = (
-    ("detector", "model"),
-    ("detector", "size"),
-    ("swap", "model"),
-    ("enhancer", "model"),
-    ("masks", "occlusion"),
-    ("masks", "regions"),
-    ("pipeline", "provider"),
-    ("pipeline", "fp16"),
-    ("pipeline", "frames_in_flight"),
-)
-
-
-# The model fields the analysis (detection, tracking, target choice) is built on. A reload that
-# changes none of them keeps the running analyser, with its tracks.
-ANALYSIS_FIELDS: tuple[tuple[str, str], ...] = (
-    ("detector", "model"),
-    ("detector", "size"),
-    ("pipeline", "provider"),
-    ("pipeline", "fp16"),
-)
-
-
-def _differ(old: Settings, new: Settings, fields: tuple[tuple[str, str], ...]) -> bool:
-    old, new = _concrete_provider(old), _concrete_provider(new)
-    return any(
-        getattr(getattr(old, section), key) != getattr(getattr(new, section), key) for section, key in fields
-    )
-
-
-def _concrete_provider(settings: Settings) -> Settings:
-    """`auto` as what it runs on here: switching between `auto` and the provider it picks (the
-    control panel's list) reloaded every model for nothing."""
-    if settings.pipeline.provider != "auto":
-        return settings
-    from models.runtime.session import auto_provider
-
-    return replace(settings, pipeline=replace(settings.pipeline, provider=auto_provider()))
-
-
-def needs_reload(old: Settings, new: Settings) -> bool:
-    """Changes that need new model sessions (loaded in the background). MTCNN has no input size:
-    a detector.size change under it reloaded every model for nothing."""
-    if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
-        new = replace(new, detector=replace(new.detector, size=old.detector.size))
-    return _differ(old, new, MODEL_FIELDS)
-
-
-def analysis_differs(old: Settings, new: Settings) -> bool:
-    """Whether the analysis models (detector, recogniser) differ; MTCNN's size is no difference."""
-    if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
-        new = replace(new, detector=replace(new.detector, size=old.detector.size))
-    return _differ(old, new, ANALYSIS_FIELDS)
-
-
-def for_loaded_models(latest: Settings, built: Settings) -> Settings:
-    """`latest`, but with the model fields as `built` has them: what running stages may be handed
-    while a reload is pending (or after one failed). Handing them new model settings made the old
-    workers load those models inline, on every worker, freezing the output for the whole load."""
-    if not needs_reload(built, latest):
-        return latest
-    sections: dict[str, Any] = {}
-    for section, key in MODEL_FIELDS:
-        value = getattr(getattr(built, section), key)
-        current = sections.get(section, getattr(latest, section))
-        if getattr(current, key) != value:
-            sections[section] = replace(current, **{key: value})
-    return replace(latest, **sections)
-
-
-def permits(settings: Settings, live: bool) -> int:
-    """How many frames may be between capture and sink at once."""
-    pipeline = settings.pipeline
-    return pipeline.frames_in_flight + (0 if live else pipeline.read_ahead)
-
-
-@dataclass
-class _Job:
-    seq: int
-    frame: VideoFrame
-    plan: FramePlan
-
-
-class _Pipes:
-    """All hand-off state, guarded by one lock: the slot in front of the analyser, the permits
-    that bound the frames between capture and sink, the jobs waiting for a worker, and the
-    reorder buffer in front of the sink. Each kind of waiter has its own condition on that lock,
-    so a hand-off wakes only the thread that can act on it (one shared condition woke every thread
-    on every change: ~30 context switches per frame, a fifth of the CPU on 2 cores)."""
-
-    def __init__(self, limit: Callable[[], int]) -> None:
-        self.lock = threading.Lock()
-        self.slot: LatestSlot[VideoFrame] = LatestSlot()
-        self.permits = InFlightPermits(limit)
-        self.jobs: deque[_Job] = deque()  # analysed, waiting for a worker (<= permits)
-        self.done: ReorderBuffer[VideoFrame] = ReorderBuffer()  # swapped, waiting for the sink
-        self.source_done = False
-        self.next_seq = 0  # next sequence number the analyser hands out
-        self.analysed_all = False
-        # The analyser waits for a frame in the slot and a free permit (capture, sink wake it).
-        self.analyser_wake = threading.Condition(self.lock)
-        # The capture thread waits for the slot to empty (files and clips only; the analyser wakes it).
-        self.capture_wake = threading.Condition(self.lock)
-        # Workers wait for an analysed job (the analyser wakes one).
-        self.worker_wake = threading.Condition(self.lock)
-        # The sink waits for the next frame in order (workers wake it).
-        self.sink_wake = threading.Condition(self.lock)
-
-    def wake_everyone(self) -> None:
-        """Call with the lock held: stop, failure, end of input."""
-        for cond in (self.analyser_wake, self.capture_wake, self.worker_wake, self.sink_wake):
-            cond.notify_all()
 
 
 class Engine:
@@ -215,7 +90,7 @@ class Engine:
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._live = False  # the source's is_live, read once it is open
-        self._pipes = _Pipes(lambda: permits(self._settings, self._live))
+        self._pipes = Pipes(lambda: permits(self._settings, self._live))
         self._stages: StageSet | None = None
         # The settings the running stages were built with (None: passthrough, built for nothing).
         self._built_with: Settings | None = None
@@ -233,7 +108,7 @@ class Engine:
         self.error: FaceCastError | None = None
         self._sink_failed = False  # the sink raised a SinkError: abort it, not finalise it
         self._lock = threading.Lock()
-        self._reported: dict[str, float] = {}  # per-frame failure message -> when last reported
+        self._reported = OncePerReason(REPEAT_REPORT_S)  # per-frame failures already told
         # Who releases the source and the sink (see _close): guarded by _io_lock.
         self._io_lock = threading.Lock()
         self._capture_running = False
@@ -347,30 +222,12 @@ class Engine:
             settings = settings.with_overrides({"pipeline.frames_in_flight": old.pipeline.frames_in_flight})
         self._settings = settings
         with self._lock:
-            # Against what runs, is being loaded or has just loaded, not against the last request:
-            # choosing again a model whose load failed tries it again -- but not at every slider
-            # move right after the failure (each one retried the load and said it failed again).
             pending = self._pending_stages[1] if self._pending_stages is not None else None
-            another_on_its_way = self._load_request or self._loading or pending
-            base = another_on_its_way or self._built_with
-            failed = self._failed
-            # Back to the failed choice while another loads is a choice, not a slider move: without
-            # it the other model ran while the settings (and the window) named the failed one.
-            retrying_too_soon = (
-                failed is not None
-                and another_on_its_way is None
-                and time.monotonic() - failed[1] < self.load_retry_s
-                and not needs_reload(failed[0], settings)
-            )
+            on_its_way = self._load_request or self._loading or pending
+            built, failed = self._built_with, self._failed
         if stopped:
             return  # the run is over: nothing to load for
-        # Nothing built and nothing loading after a failed first load: any choice loads (passthrough
-        # until then). Compared with `old` it stayed in passthrough, the failed choice never retried.
-        if base is not None:
-            wanted = needs_reload(base, settings)
-        else:
-            wanted = failed is not None or needs_reload(old, settings)
-        if wanted and not retrying_too_soon:
+        if load_wanted(settings, old, on_its_way, built, failed, time.monotonic(), self.load_retry_s):
             self._load_async(settings)
 
     def subscribe_preview(self, callback: Callable[[VideoFrame], None]) -> None:
@@ -458,11 +315,6 @@ class Engine:
             stages = self._swap_in_pending()
             return stages, self._frame_settings()
 
-    def _current_stages(self) -> StageSet:
-        """The stage set to use for the next frame; a finished reload swaps in atomically here."""
-        with self._lock:
-            return self._swap_in_pending()
-
     def _swap_in_pending(self) -> StageSet:
         """(Under self._lock.) A finished reload becomes the running stage set."""
         if self._pending_stages is not None:
@@ -497,7 +349,7 @@ class Engine:
             try:
                 fn(*args)
             except Exception as exc:
-                self._fail(_as_failure(exc))
+                self._fail(as_failure(exc))
 
         return run
 
@@ -530,7 +382,7 @@ class Engine:
                     if self._stop.is_set():
                         break  # stopped meanwhile: a failure after "finished" is no news to anyone
                     # A camera that vanished: report it, then finish cleanly with what we have.
-                    failure = exc if isinstance(exc, FaceCastError) else _source_failure(exc)
+                    failure = exc if isinstance(exc, FaceCastError) else source_failure(exc)
                     if self.error is None:
                         self.error = failure
                     self.metrics.error()
@@ -595,7 +447,7 @@ class Engine:
                 plan = FramePlan()
             self.metrics.stages(plan.timings.items())
             with pipes.lock:
-                pipes.jobs.append(_Job(seq, frame, plan))
+                pipes.jobs.append(Job(seq, frame, plan))
                 pipes.worker_wake.notify()
 
     def _prepare(self, frame: VideoFrame) -> None:
@@ -664,7 +516,7 @@ class Engine:
         try:
             self._send_frames()
         except Exception as exc:
-            failure = _as_failure(exc)
+            failure = as_failure(exc)
             # The output itself failed: it is discarded, whatever error ended the run first (an
             # input failing while its last frames were written out).
             self._sink_failed = isinstance(exc, SinkError)
@@ -714,15 +566,8 @@ class Engine:
         self.metrics.error()
         text = exc.user_message() if isinstance(exc, FaceCastError) else f"{type(exc).__name__}: {exc}"
         message = f"{stage} failed, frames pass through unswapped: {text}"
-        now = time.monotonic()
-        with self._lock:
-            last = self._reported.get(message)
-            if last is not None and now - last < REPEAT_REPORT_S:
-                return
-            if len(self._reported) >= 64:
-                # Messages that vary per frame (a number in the text) must not grow this for hours.
-                self._reported = {m: t for m, t in self._reported.items() if now - t < REPEAT_REPORT_S}
-            self._reported[message] = now
+        if not self._reported.first_in_a_while(message, time.monotonic()):
+            return
         log.warning("%s (frame %d)", message, index, exc_info=not isinstance(exc, FaceCastError))
         self._emit(EngineEvent("warning", message))
 
@@ -766,7 +611,7 @@ class Engine:
         try:
             self._close_sink()
         except Exception as exc:
-            failure = exc if isinstance(exc, FaceCastError) else _output_failure(self._sink.description, exc)
+            failure = exc if isinstance(exc, FaceCastError) else output_failure(self._sink.description, exc)
             if self.error is None:
                 self.error = failure
             self._emit(EngineEvent("error", failure.user_message(), failure))
@@ -805,26 +650,3 @@ class Engine:
         except Exception:
             # A listener's bug (a closed stderr pipe, a deleted Qt object) must not stop the video.
             log.exception("an engine event listener raised on %s", event.kind)
-
-
-def _as_failure(exc: Exception) -> FaceCastError:
-    """An exception that ends the run, as the error the user is told: ours as they are, anything
-    else (a bug) logged with its traceback and named as internal."""
-    if isinstance(exc, FaceCastError):
-        return exc
-    log.exception("engine thread %s crashed", threading.current_thread().name)
-    return FaceCastError(f"Internal error in {threading.current_thread().name}: {exc}")
-
-
-def _source_failure(exc: Exception) -> SourceError:
-    """A source's unexpected exception (a driver's OSError, a custom source's bug) as the input
-    failing: the frames in flight are finished and the output kept, as for a camera unplugged."""
-    log.error("the input failed", exc_info=exc)
-    return SourceError(f"The input failed: {type(exc).__name__}: {exc}")
-
-
-def _output_failure(description: str, exc: Exception) -> SinkError:
-    """The output's unexpected exception while it was finished (a full disk as an OSError): named
-    as the output failing, not as an internal error of whichever thread stopped the run."""
-    log.error("finishing the output failed", exc_info=exc)
-    return SinkError(f"Finishing {description} failed: {type(exc).__name__}: {exc}")
