@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Literal
 
 from models.errors import FaceCastError
-from realtime.core.contracts import FramePlan, FrameSink, FrameSource, PreparingAnalyser
+from realtime.core.contracts import BasicSource, FramePlan, FrameSink, FrameSource, PreparingAnalyser
 from realtime.core.errors import SinkError
 from realtime.core.events import EngineEvent, EventKind
 from realtime.core.failures import OncePerReason, as_failure, output_failure, source_failure
@@ -42,6 +42,7 @@ from realtime.core.reload import (
     needs_reload,
 )
 from realtime.core.settings import Settings
+from realtime.core.source_base import complete_source
 from realtime.core.stage_set import StageFactory, StageSet, passthrough_stages
 
 # Where the rest of the code imports them from.
@@ -71,7 +72,7 @@ class Engine:
 
     def __init__(
         self,
-        source: FrameSource,
+        source: BasicSource,
         sink: FrameSink,
         settings: Settings,
         stage_factory: StageFactory = passthrough_stages,
@@ -80,7 +81,7 @@ class Engine:
         on_event: Callable[[EngineEvent], None] | None = None,
         load_in_background: bool = False,
     ) -> None:
-        self._source = source
+        self._source: FrameSource = complete_source(source)
         self._sink = sink
         self._settings = settings.validate()
         self._factory = stage_factory
@@ -128,10 +129,9 @@ class Engine:
 
     def start(self) -> None:
         """Open the source and sink, load models (or start in passthrough), start the threads."""
-        if hasattr(self._source, "notify"):
-            # A camera looking for itself after an unplug says so while it looks, not only when
-            # it gives up.
-            self._source.notify = self._source_news
+        # A camera looking for itself after an unplug says so while it looks, not only when it
+        # gives up.
+        self._source.notify = self._source_news
         self._source.open()
         self._live = self._source.is_live
         try:
@@ -180,9 +180,7 @@ class Engine:
         self._stop.set()
         # A capture thread waiting in the source (a camera looking for itself, a paced frame)
         # stops waiting now, not after the join below has timed out.
-        interrupt = getattr(self._source, "interrupt", None)
-        if callable(interrupt):
-            interrupt()
+        self._source.interrupt()
         with self._pipes.lock:
             self._pipes.wake_everyone()
         self._join(timeout)
@@ -594,9 +592,7 @@ class Engine:
             # Still inside read(): a source that can be told to stop waiting (a camera looking for
             # itself after an unplug, a paced file asleep until its next frame) stops now, instead
             # of reopening the device behind a run that has ended.
-            interrupt = getattr(self._source, "interrupt", None)
-            if callable(interrupt):
-                interrupt()
+            self._source.interrupt()
         try:
             if close_source:
                 self._source.close()

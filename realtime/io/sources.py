@@ -29,6 +29,7 @@ from models.types import ImageBGR
 from realtime.core.contracts import FrameSource, Notify
 from realtime.core.errors import SourceError
 from realtime.core.frames import VideoFrame, to_bgr8
+from realtime.core.source_base import SourceBase, SourceWrapper
 from realtime.io.cameras import (
     camera_access_hint,
     camera_lock,
@@ -50,9 +51,7 @@ DEFAULT_FPS = 30.0
 PROBE_INDICES = range(10)
 
 
-
-
-class KnownFormat:
+class KnownFormat(SourceBase):
     """`size` and `fps` of a source, read from what open() found (0 before it)."""
 
     _size: tuple[int, int] = (0, 0)
@@ -764,68 +763,26 @@ class ImageSource(KnownFormat):
 # ------------------------------------------------------------------------------------------- fallback
 
 
-class FallbackSource:
+class FallbackSource(SourceWrapper):
     """`primary` (NVDEC) unless it fails to open; then the source `fallback()` makes (the CPU
     decoder), for this and every later open. Everything else is the open source's."""
 
     def __init__(self, primary: FrameSource, fallback: Callable[[], FrameSource]) -> None:
-        self.primary = self._primary = primary
+        super().__init__(primary)
+        self.primary = primary
         self._make_fallback = fallback
-        self._active: FrameSource = primary
-        self._notify: Notify | None = None
         self.fell_back = ""  # why the primary was given up ('' while it is in use)
 
     def open(self) -> None:
-        if self._active is self._primary:
+        if self.inner is self.primary:
             try:
-                self._primary.open()
+                self.primary.open()
                 return
             except SourceError as err:
                 self.fell_back = err.user_message()
                 log.warning("%s; decoding on the CPU instead.", self.fell_back)
-                self._active = self._make_fallback()
-                self._forward_notify()
-        self._active.open()
-
-    def read(self) -> VideoFrame | None:
-        return self._active.read()
-
-    def close(self) -> None:
-        self._active.close()
-
-    def interrupt(self) -> None:
-        interrupt = getattr(self._active, "interrupt", None)
-        if callable(interrupt):
-            interrupt()
-
-    @property
-    def notify(self) -> Notify | None:
-        return self._notify
-
-    @notify.setter
-    def notify(self, value: Notify | None) -> None:
-        self._notify = value
-        self._forward_notify()
-
-    def _forward_notify(self) -> None:
-        if hasattr(self._active, "notify"):
-            self._active.notify = self._notify
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self._active.size
-
-    @property
-    def fps(self) -> float:
-        return self._active.fps
-
-    @property
-    def is_live(self) -> bool:
-        return self._active.is_live
-
-    @property
-    def description(self) -> str:
-        return self._active.description
+                self._use(self._make_fallback())
+        self.inner.open()
 
 
 # --------------------------------------------------------------------------------------------- router

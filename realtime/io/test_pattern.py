@@ -147,7 +147,7 @@ class TestPatternSource(KnownFormat):
             self._face = np.asarray(resized, dtype=np.uint8)
             self._alpha = _soft_ellipse(target_w, target_h)
             self._inverse_alpha = np.float32(1.0) - self._alpha
-        self._pacer.reset()
+        self._pacer.rearm()
         self._next_index = 0
 
     def read(self) -> VideoFrame | None:
@@ -163,6 +163,10 @@ class TestPatternSource(KnownFormat):
             self._pacer.wait_until(media_time)
         image = self._render(background, index, media_time)
         return VideoFrame(image, index, time.perf_counter(), media_time)
+
+    def interrupt(self) -> None:
+        """From another thread: end a paced wait at once (the run is stopping)."""
+        self._pacer.interrupt()
 
     def close(self) -> None:
         self._background = None
