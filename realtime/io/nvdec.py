@@ -15,7 +15,8 @@ with ctypes, so neither torch nor CuPy is required.
   (/dev/videoN via V4L2, DirectShow), read as compressed packets with PyAV and fed to NVDEC in low
   latency mode.
 - open_gpu_source: the NVDEC source where it can work, else realtime.io.sources.open_source, plus a
-  sentence saying which and why.
+  sentence saying which and why; open_input: that with the decoder asked for (the NVDEC side of
+  the input router, realtime.io.inputs.open_input).
 
 Nothing in this module has run on a GPU yet: see docs/GPU.md, "Not verified on a GPU".
 """
@@ -33,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import av
 import av.bitstream
@@ -46,6 +47,7 @@ from models.types import ImageBGR
 from realtime.core.contracts import FrameSource
 from realtime.core.errors import SourceError
 from realtime.core.frames import VideoFrame
+from realtime.io.inputs import Decoder
 from realtime.io.sources import (
     DEFAULT_FPS,
     GAP_S,
@@ -982,9 +984,6 @@ def open_gpu_source(
         )
     source = NvdecFileSource(path, gpu_id, realtime=bool(realtime), loop=loop, driver=driver)
     return source, f"decoding {codec} with NVDEC on GPU {gpu_id} ({why})"
-
-
-Decoder = Literal["auto", "cpu", "nvdec"]
 
 
 def open_input(
