@@ -41,7 +41,7 @@ from realtime.core.reload import (
     load_wanted,
     needs_reload,
 )
-from realtime.core.settings import Settings
+from realtime.core.settings import Provider, Settings
 from realtime.core.source_base import complete_source
 from realtime.core.stage_set import StageFactory, StageSet, passthrough_stages
 
@@ -102,7 +102,8 @@ class Engine:
         self._loading: Settings | None = None  # what the loader is building now
         self._failed: tuple[Settings, float] | None = None  # the last load that failed, and when
         self.load_retry_s = 5.0  # a failed model choice is tried again only after this long
-        self._frame_settings_cache: tuple[Settings, Settings | None, Settings] | None = None
+        self._frame_settings_cache: tuple[Settings, Settings | None, Provider | None, Settings] | None = None
+        self._auto_provider: Provider | None = None  # what "auto" runs on, as the stage sets say
         self._threads: list[threading.Thread] = []
         self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_output)
         self._preview: list[Callable[[VideoFrame], None]] = []
@@ -148,6 +149,7 @@ class Engine:
             try:
                 self._stages = self._factory(self._settings)
                 self._built_with = self._settings
+                self._learn_auto(self._stages)
             except BaseException:
                 self._source.close()
                 self._sink.abort()
@@ -222,10 +224,10 @@ class Engine:
         with self._lock:
             pending = self._pending_stages[1] if self._pending_stages is not None else None
             on_its_way = self._load_request or self._loading or pending
-            built, failed = self._built_with, self._failed
+            built, failed, auto = self._built_with, self._failed, self._auto_provider
         if stopped:
             return  # the run is over: nothing to load for
-        if load_wanted(settings, old, on_its_way, built, failed, time.monotonic(), self.load_retry_s):
+        if load_wanted(settings, old, on_its_way, built, failed, time.monotonic(), self.load_retry_s, auto):
             self._load_async(settings)
 
     def subscribe_preview(self, callback: Callable[[VideoFrame], None]) -> None:
@@ -300,6 +302,7 @@ class Engine:
             with self._lock:
                 self._loading = None
                 self._failed = None
+                self._learn_auto(stages)
                 if self._load_request is not None or self._stop.is_set():
                     continue  # a newer request replaces this load (or the run ended): drop it
                 self._pending_stages = (stages, settings)
@@ -317,8 +320,8 @@ class Engine:
         """(Under self._lock.) A finished reload becomes the running stage set."""
         if self._pending_stages is not None:
             stages, built = self._pending_stages
-            old, old_built = self._stages, self._built_with
-            if old is not None and old_built is not None and not analysis_differs(old_built, built):
+            old, old_built, auto = self._stages, self._built_with, self._auto_provider
+            if old is not None and old_built is not None and not analysis_differs(old_built, built, auto):
                 # Only worker models changed (swapper, enhancer, masks): keep the running analyser
                 # and its tracks. A new one restarted every face at weight 0 (the swap blinked)
                 # and chose the target again (in "largest" mode, possibly another person).
@@ -332,13 +335,18 @@ class Engine:
         """The settings for the running stages this frame: the newest, but with the model fields
         they were built for (see for_loaded_models). Cached: the same object while nothing changes,
         which is what lets stages spot a change by identity."""
-        latest, built = self._settings, self._built_with
+        latest, built, auto = self._settings, self._built_with, self._auto_provider
         cached = self._frame_settings_cache
-        if cached is not None and cached[0] is latest and cached[1] is built:
-            return cached[2]
-        result = latest if built is None else for_loaded_models(latest, built)
-        self._frame_settings_cache = (latest, built, result)
+        if cached is not None and cached[0] is latest and cached[1] is built and cached[2] == auto:
+            return cached[3]
+        result = latest if built is None else for_loaded_models(latest, built, auto)
+        self._frame_settings_cache = (latest, built, auto, result)
         return result
+
+    def _learn_auto(self, stages: StageSet) -> None:
+        """(Under self._lock, or before the threads start.) What "auto" runs on, from a new stage set."""
+        if stages.auto_provider is not None:
+            self._auto_provider = stages.auto_provider
 
     # ---- threads ---------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from realtime.core.settings import Settings
+from realtime.core.settings import Provider, Settings
 
 # The settings the loaded models are built for: a change to any of them loads new stages in the
 # background. Everything else (thresholds, smoothing, blending, ...) applies at the next frame.
@@ -32,43 +32,44 @@ ANALYSIS_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _differ(old: Settings, new: Settings, fields: tuple[tuple[str, str], ...]) -> bool:
-    old, new = _concrete_provider(old), _concrete_provider(new)
+def _differ(
+    old: Settings, new: Settings, fields: tuple[tuple[str, str], ...], auto_provider: Provider | None
+) -> bool:
+    old, new = _as_run(old, auto_provider), _as_run(new, auto_provider)
     return any(
         getattr(getattr(old, section), key) != getattr(getattr(new, section), key) for section, key in fields
     )
 
 
-def _concrete_provider(settings: Settings) -> Settings:
-    """`auto` as what it runs on here: switching between `auto` and the provider it picks (the
-    control panel's list) reloaded every model for nothing."""
-    if settings.pipeline.provider != "auto":
+def _as_run(settings: Settings, auto_provider: Provider | None) -> Settings:
+    """`auto` as what it runs on here (`auto_provider`, where known): switching between `auto` and
+    the provider it picks (the control panel's list) reloaded every model for nothing."""
+    if settings.pipeline.provider != "auto" or auto_provider is None:
         return settings
-    from models.runtime.session import auto_provider
-
-    return replace(settings, pipeline=replace(settings.pipeline, provider=auto_provider()))
+    return replace(settings, pipeline=replace(settings.pipeline, provider=auto_provider))
 
 
-def needs_reload(old: Settings, new: Settings) -> bool:
+def needs_reload(old: Settings, new: Settings, auto_provider: Provider | None = None) -> bool:
     """Changes that need new model sessions (loaded in the background). MTCNN has no input size:
-    a detector.size change under it reloaded every model for nothing."""
+    a detector.size change under it reloaded every model for nothing. `auto_provider`: what the
+    provider "auto" runs on here (None: not known, "auto" is compared as written)."""
     if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
         new = replace(new, detector=replace(new.detector, size=old.detector.size))
-    return _differ(old, new, MODEL_FIELDS)
+    return _differ(old, new, MODEL_FIELDS, auto_provider)
 
 
-def analysis_differs(old: Settings, new: Settings) -> bool:
+def analysis_differs(old: Settings, new: Settings, auto_provider: Provider | None = None) -> bool:
     """Whether the analysis models (detector, recogniser) differ; MTCNN's size is no difference."""
     if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
         new = replace(new, detector=replace(new.detector, size=old.detector.size))
-    return _differ(old, new, ANALYSIS_FIELDS)
+    return _differ(old, new, ANALYSIS_FIELDS, auto_provider)
 
 
-def for_loaded_models(latest: Settings, built: Settings) -> Settings:
+def for_loaded_models(latest: Settings, built: Settings, auto_provider: Provider | None = None) -> Settings:
     """`latest`, but with the model fields as `built` has them: what running stages may be handed
     while a reload is pending (or after one failed). Handing them new model settings made the old
     workers load those models inline, on every worker, freezing the output for the whole load."""
-    if not needs_reload(built, latest):
+    if not needs_reload(built, latest, auto_provider):
         return latest
     sections: dict[str, Any] = {}
     for section, key in MODEL_FIELDS:
@@ -87,6 +88,7 @@ def load_wanted(
     failed: tuple[Settings, float] | None,
     now: float,
     retry_s: float,
+    auto_provider: Provider | None = None,
 ) -> bool:
     """Whether settings changed from `old` to `new` start a model load. Compared with what runs
     (`built`), is being loaded or has just loaded (`on_its_way`), not with the last request:
@@ -99,13 +101,13 @@ def load_wanted(
         failed is not None
         and on_its_way is None
         and now - failed[1] < retry_s
-        and not needs_reload(failed[0], new)
+        and not needs_reload(failed[0], new, auto_provider)
     )
     if retrying_too_soon:
         return False
     base = on_its_way or built
     if base is not None:
-        return needs_reload(base, new)
+        return needs_reload(base, new, auto_provider)
     # Nothing built and nothing loading after a failed first load: any choice loads (passthrough
     # until then). Compared with `old` it stayed in passthrough, the failed choice never retried.
-    return failed is not None or needs_reload(old, new)
+    return failed is not None or needs_reload(old, new, auto_provider)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from realtime.core.contracts import Analyser, PassthroughAnalyser, PassthroughWorker, SwapWorker
-from realtime.core.settings import Settings
+from realtime.core.settings import Provider, Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +16,9 @@ class StageSet:
     analyser: Analyser
     workers: tuple[SwapWorker, ...]
     label: str = "passthrough"
+    # What the provider "auto" runs on where these stages were built (None: not known). The
+    # builder resolves it, so the engine needs nothing from the model runtime to compare settings.
+    auto_provider: Provider | None = None
 
 
 StageFactory = Callable[[Settings], StageSet]
