@@ -3,7 +3,7 @@
 It scrolls a colour gradient with a bar strip, sweeps a one-revolution-per-second clock hand (so
 lag and stutter are visible at a glance), stamps the frame number, and moves skimage's astronaut
 (a real, detectable face) around the picture so the face swap has something to act on.
-Frames are paced like a camera from one absolute start time (realtime.io.sources.Pacer).
+Frames are paced like a camera from one absolute start time (realtime.io.source_parts.Pacer).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from models.types import ImageBGR
 from realtime.core.frames import VideoFrame
-from realtime.io.sources import KnownFormat, Pacer
+from realtime.io.source_parts import KnownFormat, Pacer
 
 log = logging.getLogger(__name__)
 
