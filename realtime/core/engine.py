@@ -13,6 +13,7 @@ Threads and hand-offs (nothing unbounded anywhere):
   live source's (a camera delivers at its rate), else the virtual camera's frame clock (callers
   build it with pace=not source.is_live; two clocks held each frame up to a frame period).
 Control (stop, new settings) never waits behind video: it is read by every thread each frame.
+The slot, the permits and the reorder buffer are realtime.core.flow's policies.
 """
 
 from __future__ import annotations
@@ -27,39 +28,27 @@ from typing import Literal
 from models.errors import FaceCastError
 from realtime.core.contracts import BasicSource, FramePlan, FrameSink, FrameSource, PreparingAnalyser
 from realtime.core.errors import SinkError
-from realtime.core.events import EngineEvent, EventKind
+from realtime.core.events import EngineEvent
 from realtime.core.failures import OncePerReason, as_failure, output_failure, source_failure
 from realtime.core.frames import VideoFrame, conform_picture, fit_processing_size
 from realtime.core.metrics import Metrics, StatsSnapshot
 from realtime.core.overlay import draw_disclosure_label
 from realtime.core.pipes import Job, Pipes, permits
-from realtime.core.reload import (
-    ANALYSIS_FIELDS,
-    MODEL_FIELDS,
-    analysis_differs,
-    for_loaded_models,
-    load_wanted,
-    needs_reload,
-)
+from realtime.core.reload import analysis_differs, for_loaded_models, load_wanted, needs_reload
 from realtime.core.settings import Provider, Settings
 from realtime.core.source_base import complete_source
 from realtime.core.stage_set import StageFactory, StageSet, passthrough_stages
 
 # Where the rest of the code imports them from.
-__all__ = [
-    "ANALYSIS_FIELDS",
-    "MODEL_FIELDS",
+__all__ = (
     "Engine",
     "EngineEvent",
-    "EventKind",
     "StageFactory",
     "StageSet",
     "analysis_differs",
-    "for_loaded_models",
     "needs_reload",
     "passthrough_stages",
-    "permits",
-]
+)
 
 log = logging.getLogger(__name__)
 

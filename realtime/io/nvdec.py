@@ -68,7 +68,7 @@ from realtime.io.sources import (
 )
 
 # Importable from here, where the sources that use them are.
-__all__ = [
+__all__ = (
     "CtypesCudaDriver",
     "CudaDriver",
     "Decoder",
@@ -83,7 +83,7 @@ __all__ = [
     "open_gpu_source",
     "open_input",
     "stream_open_args",
-]
+)
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from realtime.io.source_parts import DEFAULT_FPS, KnownFormat, Pacer, reason
 from realtime.io.video_file import GAP_S, VideoFileSource, playback_mode, require_video_file
 
 # The sources' names, importable from here whichever module defines them.
-__all__ = [
+__all__ = (
     "DEFAULT_FPS",
     "GAP_S",
     "IMAGE_EXTENSIONS",
@@ -60,7 +60,7 @@ __all__ = [
     "probe_cameras",
     "refuse_stream_url",
     "require_video_file",
-]
+)
 
 log = logging.getLogger(__name__)
 
