@@ -20,19 +20,27 @@ from PyQt6.QtCore import QObject, Qt, QTimer, pyqtSignal
 
 from gui.config import InputConfig, OutputConfig, default_record_path
 from gui.preview import PreviewFeed, TappedSource
-from models.errors import FaceCastError
-from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
-from realtime.build.wiring import ModelOptions
-from realtime.core.contracts import FrameSource
-from realtime.core.engine import Engine, EngineEvent, StageFactory, passthrough_stages
-from realtime.core.errors import SourceError, VirtualCameraUnavailableError
-from realtime.core.metrics import StatsSnapshot
-from realtime.core.settings import Settings
-from realtime.face.source_face import SourceIdentity
-from realtime.io.fan_out import FanOutSink
-from realtime.io.outputs import OutputRequest, open_outputs
-from realtime.io.sources import CameraSource, VideoFileSource, refuse_stream_url
-from realtime.io.test_pattern import TestPatternSource
+from realtime.api import (
+    ActiveFace,
+    Engine,
+    EngineEvent,
+    FaceCastError,
+    FanOutSink,
+    FrameSource,
+    GalleryFaceSwap,
+    ModelOptions,
+    OutputRequest,
+    Settings,
+    SourceError,
+    SourceIdentity,
+    StageFactory,
+    StatsSnapshot,
+    VirtualCameraUnavailableError,
+    auto_provider,
+    open_input,
+    open_outputs,
+    passthrough_stages,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,24 +78,21 @@ class RunPlan:
 def make_source(config: InputConfig, provider: str = "cpu") -> FrameSource:
     """The run's input. A video file is decoded by NVDEC when the models run on an NVIDIA GPU and
     NVDEC can read it (on the CPU otherwise, or if NVDEC then fails to open it)."""
-    if config.kind == "pattern":
-        return TestPatternSource(config.width, config.height, config.fps)
-    if config.kind == "camera":
-        return CameraSource(config.camera_index, width=config.width, height=config.height, fps=config.fps)
+    if config.kind != "video":
+        spec = str(config.camera_index) if config.kind == "camera" else ""
+        source, _ = open_input(
+            spec, realtime=True, loop=True, width=config.width, height=config.height, fps=config.fps,
+            kind=config.kind,
+        )  # fmt: skip
+        return source
     if not config.video_path:
         raise SourceError("No video file chosen.", hint="Pick one under Input, or use the test pattern.")
-    refuse_stream_url(config.video_path)
-    if provider == "auto":
-        from models.runtime.session import auto_provider
-
+    if provider == "auto":  # resolved only here: only a video's decoder depends on it
         provider = auto_provider()
-    if provider in ("cuda", "tensorrt"):
-        from realtime.io.nvdec import open_input
-
-        source, note = open_input(config.video_path, realtime=True, loop=True, decoder="auto")
-        log.info("%s: %s", config.video_path, note or "decoding on the CPU")
-        return source
-    return VideoFileSource(Path(config.video_path), realtime=True, loop=True)
+    source, note = open_input(config.video_path, realtime=True, loop=True, provider=provider, kind="video")
+    if note:
+        log.info("%s: %s", config.video_path, note)
+    return source
 
 
 def free_path(path: Path) -> Path:

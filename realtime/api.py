@@ -32,6 +32,8 @@ from realtime.face.model_api import AnalysisModels, FaceDetector
 from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
 from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
+from realtime.io.inputs import open_input
+from realtime.io.outputs import OutputRequest, open_outputs
 from realtime.io.sinks import VideoFileSink, VirtualCameraSink, virtual_camera_fix
 from realtime.io.sources import IMAGE_EXTENSIONS, CameraSource, VideoFileSource, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
@@ -61,6 +63,7 @@ __all__ = [
     "ModelMissingError",
     "ModelOptions",
     "OptionalSink",
+    "OutputRequest",
     "SessionConfig",
     "SessionFactory",
     "Settings",
@@ -84,6 +87,8 @@ __all__ = [
     "load_analysis_models",
     "load_identity",
     "load_preset",
+    "open_input",
+    "open_outputs",
     "parse_override",
     "passthrough_stages",
     "pick_face",

@@ -108,4 +108,6 @@ class GalleryFaceSwap:
                 if note not in self._noted:
                     self._noted.add(note)
                     self._on_note(note)
-        return StageSet(ActiveFaceAnalyser(inner.analyser, self._active), inner.workers, inner.label)
+        # replace() keeps the provider the builder resolved, so switching between "auto" and the
+        # provider it picks reloads nothing.
+        return replace(inner, analyser=ActiveFaceAnalyser(inner.analyser, self._active))

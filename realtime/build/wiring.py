@@ -144,7 +144,8 @@ class FaceSwapStages:
         asked = resolve_provider(settings).pipeline.provider
         label += f" on {running}" if running == asked else f" on {running} ({asked} did not load)"
         analyser = FaceAnalyser(analysis, settings, self.reference, [m.reference for m in self.mappings])
-        return StageSet(analyser, workers, label)
+        # What "auto" means here, resolved once per build: the engine compares settings with it.
+        return StageSet(analyser, workers, label, auto_provider=auto_provider())
 
     def _reuse_analysis(self, settings: Settings) -> AnalysisModels | None:
         warm, self._warm = self._warm, None

@@ -95,8 +95,10 @@ Notify = Callable[[str, str], None]  # (level "info" | "warning", message), for 
 
 
 @runtime_checkable
-class FrameSource(Protocol):
-    """Where frames come from. `size`/`fps` are what the input really gives, valid after open()."""
+class BasicSource(Protocol):
+    """The least a source must do. `size`/`fps` are what the input really gives, valid after open().
+    The engine takes such a source as it is and gives it the rest of FrameSource (see
+    realtime.core.source_base.complete_source)."""
 
     def open(self) -> None: ...
 
@@ -121,6 +123,21 @@ class FrameSource(Protocol):
 
     @property
     def description(self) -> str: ...
+
+
+@runtime_checkable
+class FrameSource(BasicSource, Protocol):
+    """Where frames come from (every source in realtime.io is one).
+
+    notify: told (level, message) of the source's news while it runs (a camera looking for itself
+    after an unplug says so while it looks, not only when it gives up); the engine sets it.
+    interrupt(): from another thread, end any wait inside read() at once (a reconnect, a paced
+    frame): the run is stopping. A no-op where nothing waits.
+    """
+
+    notify: Notify | None
+
+    def interrupt(self) -> None: ...
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ Threads and hand-offs (nothing unbounded anywhere):
   live source's (a camera delivers at its rate), else the virtual camera's frame clock (callers
   build it with pace=not source.is_live; two clocks held each frame up to a frame period).
 Control (stop, new settings) never waits behind video: it is read by every thread each frame.
+The slot, the permits and the reorder buffer are realtime.core.flow's policies.
 """
 
 from __future__ import annotations
@@ -21,176 +22,38 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Literal
 
 from models.errors import FaceCastError
-from realtime.core.contracts import (
-    Analyser,
-    FramePlan,
-    FrameSink,
-    FrameSource,
-    PassthroughAnalyser,
-    PassthroughWorker,
-    PreparingAnalyser,
-    SwapWorker,
-)
-from realtime.core.errors import SinkError, SourceError
+from realtime.core.contracts import BasicSource, FramePlan, FrameSink, FrameSource, PreparingAnalyser
+from realtime.core.errors import SinkError
+from realtime.core.events import EngineEvent
+from realtime.core.failures import OncePerReason, as_failure, output_failure, source_failure
 from realtime.core.frames import VideoFrame, conform_picture, fit_processing_size
 from realtime.core.metrics import Metrics, StatsSnapshot
 from realtime.core.overlay import draw_disclosure_label
-from realtime.core.settings import Settings
+from realtime.core.pipes import Job, Pipes, permits
+from realtime.core.reload import analysis_differs, for_loaded_models, load_wanted, needs_reload
+from realtime.core.settings import Provider, Settings
+from realtime.core.source_base import complete_source
+from realtime.core.stage_set import StageFactory, StageSet, passthrough_stages
+
+# Where the rest of the code imports them from.
+__all__ = (
+    "Engine",
+    "EngineEvent",
+    "StageFactory",
+    "StageSet",
+    "analysis_differs",
+    "needs_reload",
+    "passthrough_stages",
+)
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often blocked threads re-check the stop flag
 REPEAT_REPORT_S = 10.0  # a per-frame failure with the same reason is reported again after this
-
-EventKind = Literal["started", "models_loading", "models_ready", "info", "error", "warning", "finished"]
-
-
-@dataclass(frozen=True, slots=True)
-class EngineEvent:
-    kind: EventKind
-    message: str = ""
-    error: FaceCastError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StageSet:
-    """What a (re)load produces: one analyser and one worker per frame in flight."""
-
-    analyser: Analyser
-    workers: tuple[SwapWorker, ...]
-    label: str = "passthrough"
-
-
-StageFactory = Callable[[Settings], StageSet]
-
-
-def passthrough_stages(settings: Settings) -> StageSet:
-    n = settings.pipeline.frames_in_flight
-    return StageSet(PassthroughAnalyser(), tuple(PassthroughWorker() for _ in range(n)), "passthrough")
-
-
-# The settings the loaded models are built for: a change to any of them loads new stages in the
-# background. Everything else (thresholds, smoothing, blending, ...) applies at the next frame.
-MODEL_FIELDS: tuple[tuple[str, str], ...] = (
-    ("detector", "model"),
-    ("detector", "size"),
-    ("swap", "model"),
-    ("enhancer", "model"),
-    ("masks", "occlusion"),
-    ("masks", "regions"),
-    ("pipeline", "provider"),
-    ("pipeline", "fp16"),
-    ("pipeline", "frames_in_flight"),
-)
-
-
-# The model fields the analysis (detection, tracking, target choice) is built on. A reload that
-# changes none of them keeps the running analyser, with its tracks.
-ANALYSIS_FIELDS: tuple[tuple[str, str], ...] = (
-    ("detector", "model"),
-    ("detector", "size"),
-    ("pipeline", "provider"),
-    ("pipeline", "fp16"),
-)
-
-
-def _differ(old: Settings, new: Settings, fields: tuple[tuple[str, str], ...]) -> bool:
-    old, new = _concrete_provider(old), _concrete_provider(new)
-    return any(
-        getattr(getattr(old, section), key) != getattr(getattr(new, section), key) for section, key in fields
-    )
-
-
-def _concrete_provider(settings: Settings) -> Settings:
-    """`auto` as what it runs on here: switching between `auto` and the provider it picks (the
-    control panel's list) reloaded every model for nothing."""
-    if settings.pipeline.provider != "auto":
-        return settings
-    from models.runtime.session import auto_provider
-
-    return replace(settings, pipeline=replace(settings.pipeline, provider=auto_provider()))
-
-
-def needs_reload(old: Settings, new: Settings) -> bool:
-    """Changes that need new model sessions (loaded in the background). MTCNN has no input size:
-    a detector.size change under it reloaded every model for nothing."""
-    if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
-        new = replace(new, detector=replace(new.detector, size=old.detector.size))
-    return _differ(old, new, MODEL_FIELDS)
-
-
-def analysis_differs(old: Settings, new: Settings) -> bool:
-    """Whether the analysis models (detector, recogniser) differ; MTCNN's size is no difference."""
-    if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
-        new = replace(new, detector=replace(new.detector, size=old.detector.size))
-    return _differ(old, new, ANALYSIS_FIELDS)
-
-
-def for_loaded_models(latest: Settings, built: Settings) -> Settings:
-    """`latest`, but with the model fields as `built` has them: what running stages may be handed
-    while a reload is pending (or after one failed). Handing them new model settings made the old
-    workers load those models inline, on every worker, freezing the output for the whole load."""
-    if not needs_reload(built, latest):
-        return latest
-    sections: dict[str, Any] = {}
-    for section, key in MODEL_FIELDS:
-        value = getattr(getattr(built, section), key)
-        current = sections.get(section, getattr(latest, section))
-        if getattr(current, key) != value:
-            sections[section] = replace(current, **{key: value})
-    return replace(latest, **sections)
-
-
-def permits(settings: Settings, live: bool) -> int:
-    """How many frames may be between capture and sink at once."""
-    pipeline = settings.pipeline
-    return pipeline.frames_in_flight + (0 if live else pipeline.read_ahead)
-
-
-@dataclass
-class _Job:
-    seq: int
-    frame: VideoFrame
-    plan: FramePlan
-
-
-@dataclass
-class _Pipes:
-    """All hand-off state, guarded by one lock. Each kind of waiter has its own condition on that
-    lock, so a hand-off wakes only the thread that can act on it (one shared condition woke every
-    thread on every change: ~30 context switches per frame, a fifth of the CPU on 2 cores)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    slot: VideoFrame | None = None
-    source_done: bool = False
-    jobs: list[_Job] = field(default_factory=list)  # analysed, waiting for a worker (<= permits)
-    done: dict[int, VideoFrame] = field(default_factory=dict)  # swapped, waiting for the sink
-    in_flight: int = 0
-    next_seq: int = 0  # next sequence number the analyser hands out
-    analysed_all: bool = False
-    # The analyser waits for a frame in the slot and room in flight (capture, sink wake it).
-    analyser_wake: threading.Condition = field(init=False)
-    # The capture thread waits for the slot to empty (files and clips only; the analyser wakes it).
-    capture_wake: threading.Condition = field(init=False)
-    # Workers wait for an analysed job (the analyser wakes one).
-    worker_wake: threading.Condition = field(init=False)
-    # The sink waits for the next frame in order (workers wake it).
-    sink_wake: threading.Condition = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.analyser_wake = threading.Condition(self.lock)
-        self.capture_wake = threading.Condition(self.lock)
-        self.worker_wake = threading.Condition(self.lock)
-        self.sink_wake = threading.Condition(self.lock)
-
-    def wake_everyone(self) -> None:
-        """Call with the lock held: stop, failure, end of input."""
-        for cond in (self.analyser_wake, self.capture_wake, self.worker_wake, self.sink_wake):
-            cond.notify_all()
 
 
 class Engine:
@@ -198,7 +61,7 @@ class Engine:
 
     def __init__(
         self,
-        source: FrameSource,
+        source: BasicSource,
         sink: FrameSink,
         settings: Settings,
         stage_factory: StageFactory = passthrough_stages,
@@ -207,7 +70,7 @@ class Engine:
         on_event: Callable[[EngineEvent], None] | None = None,
         load_in_background: bool = False,
     ) -> None:
-        self._source = source
+        self._source: FrameSource = complete_source(source)
         self._sink = sink
         self._settings = settings.validate()
         self._factory = stage_factory
@@ -216,7 +79,8 @@ class Engine:
         self._background = load_in_background
         self._stop = threading.Event()
         self._finished = threading.Event()
-        self._pipes = _Pipes()
+        self._live = False  # the source's is_live, read once it is open
+        self._pipes = Pipes(lambda: permits(self._settings, self._live))
         self._stages: StageSet | None = None
         # The settings the running stages were built with (None: passthrough, built for nothing).
         self._built_with: Settings | None = None
@@ -227,14 +91,15 @@ class Engine:
         self._loading: Settings | None = None  # what the loader is building now
         self._failed: tuple[Settings, float] | None = None  # the last load that failed, and when
         self.load_retry_s = 5.0  # a failed model choice is tried again only after this long
-        self._frame_settings_cache: tuple[Settings, Settings | None, Settings] | None = None
+        self._frame_settings_cache: tuple[Settings, Settings | None, Provider | None, Settings] | None = None
+        self._auto_provider: Provider | None = None  # what "auto" runs on, as the stage sets say
         self._threads: list[threading.Thread] = []
         self._io_threads: tuple[threading.Thread, ...] = ()  # capture and sink (see finish_output)
         self._preview: list[Callable[[VideoFrame], None]] = []
         self.error: FaceCastError | None = None
         self._sink_failed = False  # the sink raised a SinkError: abort it, not finalise it
         self._lock = threading.Lock()
-        self._reported: dict[str, float] = {}  # per-frame failure message -> when last reported
+        self._reported = OncePerReason(REPEAT_REPORT_S)  # per-frame failures already told
         # Who releases the source and the sink (see _close): guarded by _io_lock.
         self._io_lock = threading.Lock()
         self._capture_running = False
@@ -254,11 +119,11 @@ class Engine:
 
     def start(self) -> None:
         """Open the source and sink, load models (or start in passthrough), start the threads."""
-        if hasattr(self._source, "notify"):
-            # A camera looking for itself after an unplug says so while it looks, not only when
-            # it gives up.
-            self._source.notify = self._source_news
+        # A camera looking for itself after an unplug says so while it looks, not only when it
+        # gives up.
+        self._source.notify = self._source_news
         self._source.open()
+        self._live = self._source.is_live
         try:
             w, h = self._source.size
             self._sink.open(w, h, self._source.fps)
@@ -273,6 +138,7 @@ class Engine:
             try:
                 self._stages = self._factory(self._settings)
                 self._built_with = self._settings
+                self._learn_auto(self._stages)
             except BaseException:
                 self._source.close()
                 self._sink.abort()
@@ -305,9 +171,7 @@ class Engine:
         self._stop.set()
         # A capture thread waiting in the source (a camera looking for itself, a paced frame)
         # stops waiting now, not after the join below has timed out.
-        interrupt = getattr(self._source, "interrupt", None)
-        if callable(interrupt):
-            interrupt()
+        self._source.interrupt()
         with self._pipes.lock:
             self._pipes.wake_everyone()
         self._join(timeout)
@@ -347,30 +211,12 @@ class Engine:
             settings = settings.with_overrides({"pipeline.frames_in_flight": old.pipeline.frames_in_flight})
         self._settings = settings
         with self._lock:
-            # Against what runs, is being loaded or has just loaded, not against the last request:
-            # choosing again a model whose load failed tries it again -- but not at every slider
-            # move right after the failure (each one retried the load and said it failed again).
             pending = self._pending_stages[1] if self._pending_stages is not None else None
-            another_on_its_way = self._load_request or self._loading or pending
-            base = another_on_its_way or self._built_with
-            failed = self._failed
-            # Back to the failed choice while another loads is a choice, not a slider move: without
-            # it the other model ran while the settings (and the window) named the failed one.
-            retrying_too_soon = (
-                failed is not None
-                and another_on_its_way is None
-                and time.monotonic() - failed[1] < self.load_retry_s
-                and not needs_reload(failed[0], settings)
-            )
+            on_its_way = self._load_request or self._loading or pending
+            built, failed, auto = self._built_with, self._failed, self._auto_provider
         if stopped:
             return  # the run is over: nothing to load for
-        # Nothing built and nothing loading after a failed first load: any choice loads (passthrough
-        # until then). Compared with `old` it stayed in passthrough, the failed choice never retried.
-        if base is not None:
-            wanted = needs_reload(base, settings)
-        else:
-            wanted = failed is not None or needs_reload(old, settings)
-        if wanted and not retrying_too_soon:
+        if load_wanted(settings, old, on_its_way, built, failed, time.monotonic(), self.load_retry_s, auto):
             self._load_async(settings)
 
     def subscribe_preview(self, callback: Callable[[VideoFrame], None]) -> None:
@@ -445,6 +291,7 @@ class Engine:
             with self._lock:
                 self._loading = None
                 self._failed = None
+                self._learn_auto(stages)
                 if self._load_request is not None or self._stop.is_set():
                     continue  # a newer request replaces this load (or the run ended): drop it
                 self._pending_stages = (stages, settings)
@@ -458,17 +305,12 @@ class Engine:
             stages = self._swap_in_pending()
             return stages, self._frame_settings()
 
-    def _current_stages(self) -> StageSet:
-        """The stage set to use for the next frame; a finished reload swaps in atomically here."""
-        with self._lock:
-            return self._swap_in_pending()
-
     def _swap_in_pending(self) -> StageSet:
         """(Under self._lock.) A finished reload becomes the running stage set."""
         if self._pending_stages is not None:
             stages, built = self._pending_stages
-            old, old_built = self._stages, self._built_with
-            if old is not None and old_built is not None and not analysis_differs(old_built, built):
+            old, old_built, auto = self._stages, self._built_with, self._auto_provider
+            if old is not None and old_built is not None and not analysis_differs(old_built, built, auto):
                 # Only worker models changed (swapper, enhancer, masks): keep the running analyser
                 # and its tracks. A new one restarted every face at weight 0 (the swap blinked)
                 # and chose the target again (in "largest" mode, possibly another person).
@@ -482,13 +324,18 @@ class Engine:
         """The settings for the running stages this frame: the newest, but with the model fields
         they were built for (see for_loaded_models). Cached: the same object while nothing changes,
         which is what lets stages spot a change by identity."""
-        latest, built = self._settings, self._built_with
+        latest, built, auto = self._settings, self._built_with, self._auto_provider
         cached = self._frame_settings_cache
-        if cached is not None and cached[0] is latest and cached[1] is built:
-            return cached[2]
-        result = latest if built is None else for_loaded_models(latest, built)
-        self._frame_settings_cache = (latest, built, result)
+        if cached is not None and cached[0] is latest and cached[1] is built and cached[2] == auto:
+            return cached[3]
+        result = latest if built is None else for_loaded_models(latest, built, auto)
+        self._frame_settings_cache = (latest, built, auto, result)
         return result
+
+    def _learn_auto(self, stages: StageSet) -> None:
+        """(Under self._lock, or before the threads start.) What "auto" runs on, from a new stage set."""
+        if stages.auto_provider is not None:
+            self._auto_provider = stages.auto_provider
 
     # ---- threads ---------------------------------------------------------------------------------
 
@@ -497,7 +344,7 @@ class Engine:
             try:
                 fn(*args)
             except Exception as exc:
-                self._fail(_as_failure(exc))
+                self._fail(as_failure(exc))
 
         return run
 
@@ -530,7 +377,7 @@ class Engine:
                     if self._stop.is_set():
                         break  # stopped meanwhile: a failure after "finished" is no news to anyone
                     # A camera that vanished: report it, then finish cleanly with what we have.
-                    failure = exc if isinstance(exc, FaceCastError) else _source_failure(exc)
+                    failure = exc if isinstance(exc, FaceCastError) else source_failure(exc)
                     if self.error is None:
                         self.error = failure
                     self.metrics.error()
@@ -544,13 +391,14 @@ class Engine:
                 self.metrics.frame_in(frame.capture_ts)
                 with pipes.lock:
                     if live:
-                        if pipes.slot is not None:
+                        if pipes.slot.offer(frame) is not None:
                             self.metrics.frame_dropped()
-                        pipes.slot = frame
                     else:
-                        while pipes.slot is not None and not self._stop.is_set():
+                        while pipes.slot.full and not self._stop.is_set():
                             pipes.capture_wake.wait(POLL_S)
-                        pipes.slot = frame
+                        if self._stop.is_set():
+                            break
+                        pipes.slot.put(frame)
                     pipes.analyser_wake.notify()
         finally:
             with pipes.lock:
@@ -564,20 +412,17 @@ class Engine:
         while not self._stop.is_set():
             with pipes.lock:
                 while not self._stop.is_set():
-                    limit = permits(self._settings, live)
-                    if pipes.slot is not None and pipes.in_flight < limit:
+                    if pipes.slot.full and pipes.permits.try_acquire():
                         break
-                    if pipes.slot is None and pipes.source_done:
+                    if not pipes.slot.full and pipes.source_done:
                         pipes.analysed_all = True
                         pipes.wake_everyone()
                         return
                     pipes.analyser_wake.wait(POLL_S)
                 if self._stop.is_set():
                     return
-                frame = pipes.slot
+                frame = pipes.slot.take()
                 assert frame is not None
-                pipes.slot = None
-                pipes.in_flight += 1
                 seq = pipes.next_seq
                 pipes.next_seq += 1
                 pipes.capture_wake.notify()
@@ -597,7 +442,7 @@ class Engine:
                 plan = FramePlan()
             self.metrics.stages(plan.timings.items())
             with pipes.lock:
-                pipes.jobs.append(_Job(seq, frame, plan))
+                pipes.jobs.append(Job(seq, frame, plan))
                 pipes.worker_wake.notify()
 
     def _prepare(self, frame: VideoFrame) -> None:
@@ -640,7 +485,7 @@ class Engine:
                     pipes.worker_wake.wait(POLL_S)
                 if self._stop.is_set():
                     return
-                job = pipes.jobs.pop(0)
+                job = pipes.jobs.popleft()
             stages, settings = self._stages_and_settings()
             workers = stages.workers
             worker = workers[index % len(workers)]
@@ -658,7 +503,7 @@ class Engine:
             self.metrics.stages(timings.items())
             self.metrics.stage("worker", (time.perf_counter() - t0) * 1000.0)
             with pipes.lock:
-                pipes.done[job.seq] = job.frame
+                pipes.done.add(job.seq, job.frame)
                 pipes.sink_wake.notify()
 
     def _sink_loop(self) -> None:
@@ -666,7 +511,7 @@ class Engine:
         try:
             self._send_frames()
         except Exception as exc:
-            failure = _as_failure(exc)
+            failure = as_failure(exc)
             # The output itself failed: it is discarded, whatever error ended the run first (an
             # input failing while its last frames were written out).
             self._sink_failed = isinstance(exc, SinkError)
@@ -679,17 +524,16 @@ class Engine:
 
     def _send_frames(self) -> None:
         pipes = self._pipes
-        expect = 0
         while not self._stop.is_set():
             with pipes.lock:
-                while expect not in pipes.done and not self._stop.is_set():
-                    if pipes.analysed_all and expect >= pipes.next_seq:
+                while not pipes.done.ready and not self._stop.is_set():
+                    if pipes.analysed_all and pipes.done.next_index >= pipes.next_seq:
                         return
                     pipes.sink_wake.wait(POLL_S)
                 if self._stop.is_set():
                     return
-                frame = pipes.done.pop(expect)
-            expect += 1
+                frame = pipes.done.pop_next()
+                assert frame is not None
             t0 = time.perf_counter()
             if self._settings.composite.disclosure_label:
                 draw_disclosure_label(frame.image)
@@ -699,7 +543,7 @@ class Engine:
             self.metrics.frame_out(frame.capture_ts, sent)
             self._show_preview(frame)
             with pipes.lock:
-                pipes.in_flight -= 1
+                pipes.permits.release()
                 pipes.analyser_wake.notify()
 
     def _show_preview(self, frame: VideoFrame) -> None:
@@ -717,15 +561,8 @@ class Engine:
         self.metrics.error()
         text = exc.user_message() if isinstance(exc, FaceCastError) else f"{type(exc).__name__}: {exc}"
         message = f"{stage} failed, frames pass through unswapped: {text}"
-        now = time.monotonic()
-        with self._lock:
-            last = self._reported.get(message)
-            if last is not None and now - last < REPEAT_REPORT_S:
-                return
-            if len(self._reported) >= 64:
-                # Messages that vary per frame (a number in the text) must not grow this for hours.
-                self._reported = {m: t for m, t in self._reported.items() if now - t < REPEAT_REPORT_S}
-            self._reported[message] = now
+        if not self._reported.first_in_a_while(message, time.monotonic()):
+            return
         log.warning("%s (frame %d)", message, index, exc_info=not isinstance(exc, FaceCastError))
         self._emit(EngineEvent("warning", message))
 
@@ -752,9 +589,7 @@ class Engine:
             # Still inside read(): a source that can be told to stop waiting (a camera looking for
             # itself after an unplug, a paced file asleep until its next frame) stops now, instead
             # of reopening the device behind a run that has ended.
-            interrupt = getattr(self._source, "interrupt", None)
-            if callable(interrupt):
-                interrupt()
+            self._source.interrupt()
         try:
             if close_source:
                 self._source.close()
@@ -769,7 +604,7 @@ class Engine:
         try:
             self._close_sink()
         except Exception as exc:
-            failure = exc if isinstance(exc, FaceCastError) else _output_failure(self._sink.description, exc)
+            failure = exc if isinstance(exc, FaceCastError) else output_failure(self._sink.description, exc)
             if self.error is None:
                 self.error = failure
             self._emit(EngineEvent("error", failure.user_message(), failure))
@@ -808,26 +643,3 @@ class Engine:
         except Exception:
             # A listener's bug (a closed stderr pipe, a deleted Qt object) must not stop the video.
             log.exception("an engine event listener raised on %s", event.kind)
-
-
-def _as_failure(exc: Exception) -> FaceCastError:
-    """An exception that ends the run, as the error the user is told: ours as they are, anything
-    else (a bug) logged with its traceback and named as internal."""
-    if isinstance(exc, FaceCastError):
-        return exc
-    log.exception("engine thread %s crashed", threading.current_thread().name)
-    return FaceCastError(f"Internal error in {threading.current_thread().name}: {exc}")
-
-
-def _source_failure(exc: Exception) -> SourceError:
-    """A source's unexpected exception (a driver's OSError, a custom source's bug) as the input
-    failing: the frames in flight are finished and the output kept, as for a camera unplugged."""
-    log.error("the input failed", exc_info=exc)
-    return SourceError(f"The input failed: {type(exc).__name__}: {exc}")
-
-
-def _output_failure(description: str, exc: Exception) -> SinkError:
-    """The output's unexpected exception while it was finished (a full disk as an OSError): named
-    as the output failing, not as an internal error of whichever thread stopped the run."""
-    log.error("finishing the output failed", exc_info=exc)
-    return SinkError(f"Finishing {description} failed: {type(exc).__name__}: {exc}")

@@ -140,10 +140,14 @@ class MasksSettings:
         _check(0.5 <= self.mouth_scale <= 2.0, "masks.mouth_scale", "0.5-2")
 
 
+# Where the models run; "auto" is resolved by whoever builds the stages (realtime.build.wiring).
+Provider = Literal["auto", "cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"]
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineSettings:
     # "auto": the GPU where one can run the models (models.runtime.session.auto_provider), else the CPU.
-    provider: Literal["auto", "cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"] = "auto"
+    provider: Provider = "auto"
     fp16: bool = True
     frames_in_flight: int = 2
     # Files and clips only: how many frames the (serial) analysis may run ahead of the swap workers,

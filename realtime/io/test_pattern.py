@@ -3,7 +3,7 @@
 It scrolls a colour gradient with a bar strip, sweeps a one-revolution-per-second clock hand (so
 lag and stutter are visible at a glance), stamps the frame number, and moves skimage's astronaut
 (a real, detectable face) around the picture so the face swap has something to act on.
-Frames are paced like a camera from one absolute start time (realtime.io.sources.Pacer).
+Frames are paced like a camera from one absolute start time (realtime.io.source_parts.Pacer).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from models.types import ImageBGR
 from realtime.core.frames import VideoFrame
-from realtime.io.sources import KnownFormat, Pacer
+from realtime.io.source_parts import KnownFormat, Pacer
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class TestPatternSource(KnownFormat):
             self._face = np.asarray(resized, dtype=np.uint8)
             self._alpha = _soft_ellipse(target_w, target_h)
             self._inverse_alpha = np.float32(1.0) - self._alpha
-        self._pacer.reset()
+        self._pacer.rearm()
         self._next_index = 0
 
     def read(self) -> VideoFrame | None:
@@ -163,6 +163,10 @@ class TestPatternSource(KnownFormat):
             self._pacer.wait_until(media_time)
         image = self._render(background, index, media_time)
         return VideoFrame(image, index, time.perf_counter(), media_time)
+
+    def interrupt(self) -> None:
+        """From another thread: end a paced wait at once (the run is stopping)."""
+        self._pacer.interrupt()
 
     def close(self) -> None:
         self._background = None

@@ -207,7 +207,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
     from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
     from realtime.core.engine import Engine, EngineEvent
-    from realtime.io.nvdec import Decoder, open_input
+    from realtime.io.inputs import open_input
     from realtime.io.sources import FallbackSource, camera_index
     from realtime.tools.run_control import SafeOutput, StopSignals
 
@@ -220,12 +220,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
     realtime = args.realtime if args.realtime is not None else live_output
     # The input is checked before the models load (seconds, or minutes for a first TensorRT build):
     # a typo in --input must not wait for them.
-    # NVDEC pays off only where the models run on the GPU too (else its frames come back to the host).
-    gpu = settings.pipeline.provider in ("cuda", "tensorrt")
-    decoder: Decoder = args.decoder if gpu or args.decoder == "nvdec" else "cpu"
     source, decoding = open_input(
         args.input, realtime=realtime, loop=args.loop, width=args.width, height=args.height, fps=args.fps,
-        decoder=decoder,
+        decoder=args.decoder, provider=settings.pipeline.provider,
     )  # fmt: skip
     probe_input(source)
     if decoding:

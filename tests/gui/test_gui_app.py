@@ -208,9 +208,9 @@ def test_the_default_provider_decodes_videos_on_the_gpu_where_the_models_run_the
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """With provider 'auto' (the default) on an NVIDIA machine the video went to the CPU decoder."""
+    from gui import controller
     from gui.config import InputConfig
     from gui.controller import make_source
-    from models.runtime import session
     from realtime.io import nvdec
 
     opened: list[str] = []
@@ -219,12 +219,12 @@ def test_the_default_provider_decodes_videos_on_the_gpu_where_the_models_run_the
         opened.append(path)
         return object(), ""
 
-    monkeypatch.setattr(nvdec, "open_input", fake_open_input)
-    monkeypatch.setattr(session, "auto_provider", lambda: "cuda")
+    monkeypatch.setattr(nvdec, "open_nvdec_input", fake_open_input)
+    monkeypatch.setattr(controller, "auto_provider", lambda: "cuda")
     video = str(tmp_path / "clip.mp4")
     make_source(InputConfig(kind="video", video_path=video), "auto")
     assert opened == [video]
-    monkeypatch.setattr(session, "auto_provider", lambda: "cpu")
+    monkeypatch.setattr(controller, "auto_provider", lambda: "cpu")
     source = make_source(InputConfig(kind="video", video_path=video), "auto")
     assert type(source).__name__ == "VideoFileSource"
     assert opened == [video]

@@ -517,18 +517,53 @@ def test_a_detector_size_change_under_mtcnn_reloads_nothing() -> None:
     )
 
 
-def test_switching_between_auto_and_the_provider_it_picks_reloads_nothing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from models.runtime import session
+def test_switching_between_auto_and_the_provider_it_picks_reloads_nothing() -> None:
     from realtime.core.engine import analysis_differs, needs_reload
 
-    monkeypatch.setattr(session, "auto_provider", lambda: "cpu")
     auto = Settings().with_overrides({"pipeline.provider": "auto"})
     cpu = Settings().with_overrides({"pipeline.provider": "cpu"})
-    assert not needs_reload(auto, cpu) and not needs_reload(cpu, auto) and not analysis_differs(auto, cpu)
+    assert not needs_reload(auto, cpu, "cpu") and not needs_reload(cpu, auto, "cpu")
+    assert not analysis_differs(auto, cpu, "cpu")
     cuda = Settings().with_overrides({"pipeline.provider": "cuda"})
-    assert needs_reload(auto, cuda) and analysis_differs(cuda, auto)
+    assert needs_reload(auto, cuda, "cpu") and analysis_differs(cuda, auto, "cpu")
+    assert needs_reload(auto, cpu)  # not known what "auto" runs on: compared as written
+
+
+def test_the_engine_learns_what_auto_runs_on_from_its_stage_sets() -> None:
+    """The stage builder resolves "auto" (the engine imports nothing from the model runtime):
+    switching to the provider it picked, and back, loads nothing."""
+    made: list[str] = []
+
+    def factory(s: Settings) -> StageSet:
+        made.append(s.pipeline.provider)
+        return StageSet(PassthroughAnalyser(), passthrough_stages(s).workers, "rec", auto_provider="cpu")
+
+    source = FakeSource(frames=10_000, fps=200.0, is_live=True, pace=True)
+    engine = Engine(
+        source, RecordingSink(), Settings().with_overrides({"pipeline.provider": "auto"}), factory
+    )
+    engine.start()
+    engine.update_settings(engine.settings.with_overrides({"pipeline.provider": "cpu"}))
+    engine.update_settings(engine.settings.with_overrides({"pipeline.provider": "auto"}))
+    time.sleep(0.1)
+    assert made == ["auto"]
+    engine.update_settings(engine.settings.with_overrides({"pipeline.provider": "cuda"}))
+    deadline = time.monotonic() + 5
+    while len(made) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    engine.stop()
+    assert made == ["auto", "cuda"]
+
+
+def test_the_core_imports_nothing_from_the_model_runtime() -> None:
+    from pathlib import Path
+
+    import realtime.core
+
+    core = Path(realtime.core.__file__).parent
+    importing = [p.name for p in sorted(core.glob("*.py")) if "import models.runtime" in p.read_text()
+                 or "from models.runtime" in p.read_text()]  # fmt: skip
+    assert importing == []
 
 
 def test_stop_ends_a_camera_reconnect_instead_of_reopening_the_device_behind_the_run() -> None:

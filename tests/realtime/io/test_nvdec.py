@@ -944,15 +944,15 @@ def test_nvdec_frames_keep_a_bt709_file_colours_like_the_cpu_source(
 def test_open_input_on_the_cpu_or_without_nvdec_is_the_plain_source(
     monkeypatch: pytest.MonkeyPatch, h264_clip: Path
 ) -> None:
-    source, note = nvdec.open_input(str(h264_clip), realtime=False, loop=False, decoder="cpu")
+    source, note = nvdec.open_nvdec_input(str(h264_clip), realtime=False, loop=False, decoder="cpu")
     assert isinstance(source, VideoFileSource) and note == ""
     monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)  # no NVDEC here
-    source, note = nvdec.open_input(str(h264_clip), realtime=False, loop=False, decoder="auto")
+    source, note = nvdec.open_nvdec_input(str(h264_clip), realtime=False, loop=False, decoder="auto")
     assert isinstance(source, VideoFileSource) and note == ""  # the normal case: nothing to say
-    camera, _ = nvdec.open_input("/dev/video0", realtime=True, loop=False, decoder="auto")
+    camera, _ = nvdec.open_nvdec_input("/dev/video0", realtime=True, loop=False, decoder="auto")
     assert isinstance(camera, CameraSource)  # not "needs NVDEC": OpenCV reads the camera
     with pytest.raises(SourceError, match="NVDEC is not available"):
-        nvdec.open_input(str(h264_clip), realtime=False, loop=False, decoder="nvdec")
+        nvdec.open_nvdec_input(str(h264_clip), realtime=False, loop=False, decoder="nvdec")
 
 
 def test_nvdec_failing_to_open_a_file_falls_back_to_the_cpu_decoder(
@@ -966,7 +966,7 @@ def test_nvdec_failing_to_open_a_file_falls_back_to_the_cpu_decoder(
 
     monkeypatch.setattr(fake_nvc.module, "CreateDecoder", no_decoder)
     monkeypatch.setattr(fake_nvc.module, "CreateDemuxer", no_decoder)
-    source, note = nvdec.open_input(str(h264_clip), realtime=False, loop=False, decoder="auto")
+    source, note = nvdec.open_nvdec_input(str(h264_clip), realtime=False, loop=False, decoder="auto")
     assert isinstance(source, FallbackSource) and "NVDEC" in note
     source.open()
     try:
@@ -985,8 +985,8 @@ def test_with_nvdec_a_camera_stays_with_opencv_and_a_rotated_file_goes_to_the_cp
     the run, no reconnect), and a phone's portrait video stayed sideways on NVDEC."""
     from tests.fixtures_media import make_test_video
 
-    camera, _ = nvdec.open_input("/dev/video0", realtime=True, loop=False, decoder="auto")
+    camera, _ = nvdec.open_nvdec_input("/dev/video0", realtime=True, loop=False, decoder="auto")
     assert isinstance(camera, CameraSource)
     phone = make_test_video(tmp_path / "phone.mp4", frames=3, size=SIZE, rotation=-90, codec="libx264")
-    source, note = nvdec.open_input(str(phone), realtime=False, loop=False, decoder="auto")
+    source, note = nvdec.open_nvdec_input(str(phone), realtime=False, loop=False, decoder="auto")
     assert isinstance(source, VideoFileSource) and "turned 270 degrees" in note

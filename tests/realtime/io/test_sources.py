@@ -809,3 +809,54 @@ def test_a_picture_size_change_mid_file_keeps_its_shape(tmp_path: Path) -> None:
     later = frames[-1].image
     # 160x120 into 96x64 keeps 4:3: 85x64, with black bars left and right.
     assert later[:, :3].max() < 20 and later[:, -3:].max() < 20 and later[:, 40:56].min() > 150
+
+
+# ---------------------------------------------------------------------------------------------- router
+
+
+def test_the_input_router_opens_each_kind_of_input_on_the_cpu(tmp_path: Path, clip: Path) -> None:
+    from realtime.io.inputs import open_input
+    from realtime.io.test_pattern import TestPatternSource
+
+    pattern, note = open_input("", realtime=True, loop=True, width=320, height=240, fps=15.0, kind="pattern")
+    assert isinstance(pattern, TestPatternSource) and pattern.is_live and note == ""
+    camera, _ = open_input("2", realtime=True, loop=True, width=640, height=480, fps=30.0, kind="camera")
+    assert isinstance(camera, CameraSource) and camera.settings.index == 2 and camera.settings.width == 640
+    video, _ = open_input(str(tmp_path / "not-yet.mp4"), realtime=True, loop=True, kind="video")
+    assert isinstance(video, VideoFileSource) and video.realtime and video.loop  # checked at open()
+    image = tmp_path / "still.png"
+    cv2.imwrite(str(image), synthetic_frame(0, (96, 64)))
+    still, _ = open_input(str(image), realtime=False, loop=False)  # the command line's reading
+    assert isinstance(still, ImageSource) and not still.is_live
+    file, _ = open_input(str(clip), realtime=None, loop=False, decoder="auto", provider="cpu")
+    assert isinstance(file, VideoFileSource) and not file.is_live
+
+
+def test_the_input_router_refuses_a_stream_as_a_video_file_and_an_unresolved_provider() -> None:
+    from realtime.io.inputs import open_input
+
+    with pytest.raises(SourceError, match="Network streams are not read by the CPU decoder"):
+        open_input("rtsp://camera.local/stream", realtime=True, loop=True, provider="cuda", kind="video")
+    with pytest.raises(ValueError, match="auto"):
+        open_input("0", realtime=True, loop=False, provider="auto")
+
+
+def test_the_input_router_asks_the_nvdec_side_only_where_the_models_run_on_the_gpu(
+    monkeypatch: pytest.MonkeyPatch, clip: Path
+) -> None:
+    from realtime.io import nvdec
+    from realtime.io.inputs import open_input
+
+    asked: list[tuple[str, object]] = []
+
+    def nvdec_side(spec: str, **kwargs: object) -> tuple[object, str]:
+        asked.append((spec, kwargs["decoder"]))
+        return object(), "decoding with NVDEC"
+
+    monkeypatch.setattr(nvdec, "open_nvdec_input", nvdec_side)
+    assert open_input(str(clip), realtime=None, loop=False, provider="cuda")[1] == "decoding with NVDEC"
+    open_input(str(clip), realtime=None, loop=False, provider="tensorrt", decoder="cpu")
+    open_input(str(clip), realtime=None, loop=False, provider="cpu", decoder="nvdec")  # asked for
+    source, _ = open_input(str(clip), realtime=None, loop=False, provider="cpu")
+    assert isinstance(source, VideoFileSource)
+    assert asked == [(str(clip), "auto"), (str(clip), "cpu"), (str(clip), "nvdec")]
