@@ -157,6 +157,8 @@ class RemoteClient:
         last: VideoFrame | None = None
         while not self.stop_event.is_set():
             got = self._remote.take(period * 1.5)
+            if self.stop_event.is_set():
+                break
             now = time.perf_counter()
             down = not self._linked.is_set() or now - self._last_remote > self.options.stale_s
             if got is not None:
@@ -318,6 +320,8 @@ class RemoteClient:
                 stale = time.perf_counter() - self._last_remote > self.options.stale_s
                 if ended.is_set() or stale or pc.connectionState in ("failed", "closed"):
                     break
+            else:
+                self.stop_event.set()  # before the link is marked down: no "reconnecting" frames at the end
         finally:
             was_linked = self._linked.is_set()
             self._linked.clear()

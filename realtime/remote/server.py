@@ -43,6 +43,9 @@ from realtime.remote.tokens import TokenFile, bearer
 
 log = logging.getLogger(__name__)
 
+TOKEN_NAME = web.RequestKey("token_name", str)
+JANITOR = web.AppKey("janitor", asyncio.Task[None])
+
 CONSENT_HELP = (
     "Confirm that you have the consent of the person in the photo and will disclose the swap: "
     "add consent=yes to the request."
@@ -104,10 +107,10 @@ class Server:
 
     async def _on_startup(self, app: web.Application) -> None:
         self._prepare_lock = asyncio.Lock()
-        app["janitor"] = asyncio.ensure_future(self._janitor())
+        app[JANITOR] = asyncio.ensure_future(self._janitor())
 
     async def _on_shutdown(self, app: web.Application) -> None:
-        app["janitor"].cancel()
+        app[JANITOR].cancel()
         for session in list(self.sessions.values()):
             await session.close("the server is shutting down")
         self.faces.remove_all()
@@ -134,7 +137,7 @@ class Server:
                 "server's token file.",
                 **{"WWW-Authenticate": 'Bearer realm="facecast"'},
             )
-        request["token_name"] = name
+        request[TOKEN_NAME] = name
         response = await handler(request)
         return response
 
@@ -193,14 +196,14 @@ class Server:
             return _error(413, f"The photo is over {limits.max_upload_bytes} bytes.")
         try:
             data = await request.read()
-            face = await asyncio.to_thread(self.faces.add, data, request["token_name"])
+            face = await asyncio.to_thread(self.faces.add, data, request[TOKEN_NAME])
         except web.HTTPRequestEntityTooLarge:
             self._count_refusal("upload_size")
             return _error(413, f"The photo is over {limits.max_upload_bytes} bytes.")
         except UploadRefused as exc:
             self._count_refusal("upload")
             return _error(exc.status, exc.message)
-        self.audit.write(AuditRecord("upload", _client(request), request["token_name"], (face.sha256,)))
+        self.audit.write(AuditRecord("upload", _client(request), request[TOKEN_NAME], (face.sha256,)))
         return web.json_response({"id": face.face_id, "sha256": face.sha256}, status=201)
 
     # ---- streams -----------------------------------------------------------------------------
@@ -225,7 +228,7 @@ class Server:
         return resolve_provider(settings.with_overrides(values)).validate()
 
     async def create_stream(self, request: web.Request) -> web.Response:
-        token_name: str = request["token_name"]
+        token_name: str = request[TOKEN_NAME]
         limits = self.config.limits
         if not _consented(request):
             self._count_refusal("consent")
@@ -328,7 +331,7 @@ class Server:
 
     def _owned(self, request: web.Request) -> StreamSession | web.Response:
         session = self.sessions.get(request.match_info["stream_id"])
-        if session is None or session.token_name != request["token_name"]:
+        if session is None or session.token_name != request[TOKEN_NAME]:
             return _error(404, "No such stream (it may have ended).")
         return session
 
