@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import threading
 import time
 from collections import OrderedDict
@@ -235,8 +236,21 @@ class RemoteClient:
     async def _main(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl+C and SIGTERM end the call cleanly: the server hears the hang-up.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.stop_event.set)
         signalling = Signalling(self.options)
         await asyncio.to_thread(signalling.check_trust, self.notify)
+        try:
+            await self._keep_linked(signalling, loop, started)
+        finally:
+            await signalling.close()
+
+    async def _keep_linked(
+        self, signalling: Signalling, loop: asyncio.AbstractEventLoop, started: float
+    ) -> None:
+        """Connect; when the link drops, reconnect with exponential backoff until reconnect_for_s."""
         down_since: float | None = None
         backoff = self.options.first_backoff_s
         first = True
@@ -334,7 +348,6 @@ class RemoteClient:
             await pc.close()
             for task in pumps:
                 task.cancel()
-        await signalling.close()
 
 
 def _retryable(exc: RemoteError) -> bool:
