@@ -7,6 +7,7 @@ rules in pyproject.toml hold the GUI to this module.
 from __future__ import annotations
 
 from models.errors import FaceCastError, ModelError, ModelMissingError
+from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import get_entry
 from models.runtime.session import SessionConfig, SessionFactory, auto_provider
 from models.types import Detection, ImageBGR
@@ -101,4 +102,5 @@ __all__ = [
     "refuse_stream_url",
     "resolve_provider",
     "virtual_camera_fix",
+    "write_model_doubles",
 ]

@@ -194,7 +194,8 @@ def _overrides(args: argparse.Namespace) -> tuple[str, ...]:
 
 def run_remote(args: argparse.Namespace, out: TextIO) -> int:
     """`run --remote URL`: the local input to the server, the swapped video to the local output."""
-    from realtime.remote.client import RemoteClient, RemoteOptions
+    from realtime.remote.client import RemoteClient
+    from realtime.remote.options import RemoteOptions
 
     def say(line: str) -> None:
         with contextlib.suppress(ValueError, OSError):  # a closed console must not stop the run

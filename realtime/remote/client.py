@@ -16,7 +16,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import av
 import cv2
@@ -27,28 +26,12 @@ from aiortc.mediastreams import MediaStreamError
 from realtime.api import FrameSink, FrameSource, ImageBGR, Metrics, Summary, VideoFrame, draw_disclosure_label
 from realtime.remote.errors import LinkLostError, RemoteError, ServerFullError, UnreachableError
 from realtime.remote.media import VIDEO_CLOCK, AsyncLatest, LatestSlot, Tagged, pump_track, to_av
+from realtime.remote.options import RemoteOptions
 from realtime.remote.signalling import Signalling, StreamHandle
 
 log = logging.getLogger(__name__)
 
 RECONNECTING_TEXT = "reconnecting to the server ..."
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteOptions:
-    url: str
-    token: str
-    photos: tuple[Path, ...]
-    preset: str | None = None
-    overrides: tuple[str, ...] = ()
-    consent: bool = False
-    pinned: str | None = None
-    known_hosts: Path | None = None
-    stale_s: float = 1.5  # nothing back for this long: the link is down
-    reconnect_for_s: float = 120.0  # give up after this long without a link
-    first_backoff_s: float = 0.25
-    max_backoff_s: float = 8.0
-    duration_s: float | None = None  # stop after this long (tests, the bench)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -20,10 +20,8 @@ from realtime.remote.errors import (
     ServerFullError,
     UnreachableError,
 )
+from realtime.remote.options import RemoteOptions
 from realtime.remote.tls import KnownHosts, fingerprint_bytes, trust_server
-
-if TYPE_CHECKING:
-    from realtime.remote.client import RemoteOptions
 
 log = logging.getLogger(__name__)
 

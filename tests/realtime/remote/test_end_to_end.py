@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from models.fakes.doubles import DEFAULT_FACE, face_in_frame
-from realtime.remote.client import RemoteClient, RemoteOptions
+from realtime.remote.client import RemoteClient
+from realtime.remote.options import RemoteOptions
 from realtime.remote.runner import ServerThread
 from tests.realtime.remote.conftest import TOKEN, CollectingSink, StillSource, frame_image
 

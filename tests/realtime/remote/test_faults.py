@@ -204,7 +204,7 @@ def test_a_stream_without_video_is_closed_after_the_idle_timeout(
 
 def test_no_server_is_a_one_line_error_with_its_own_exit_code(photo: Path, tmp_path: Path) -> None:
     port = free_port()
-    from realtime.remote.client import RemoteOptions
+    from realtime.remote.options import RemoteOptions
 
     opts = RemoteOptions(url=f"https://127.0.0.1:{port}", token=TOKEN, photos=(photo,), consent=True,
                          known_hosts=tmp_path / "kh")  # fmt: skip
