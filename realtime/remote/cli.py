@@ -13,16 +13,21 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import platformdirs
 
-from realtime.api import DEFAULT_PRESET, FaceCastError, ModelOptions, open_input, open_sink
-from realtime.remote.errors import EXIT_OK, RemoteError
+# Only light imports at the top: main.py builds its parser with these functions, and `--help`
+# must not wait for the engine to import.
 from realtime.remote.limits import Limits
+
+if TYPE_CHECKING:
+    pass
 from realtime.remote.tokens import new_token
 
 DEFAULT_PORT = 8443
+DEFAULT_PRESET = "balanced"
+EXIT_OK = 0
 DEFAULTS = Limits()
 
 
@@ -71,6 +76,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.api import FaceCastError, ModelOptions
     from realtime.remote.runner import start_site
     from realtime.remote.server import Server, ServerConfig
     from realtime.remote.tls import ensure_certificate, server_context
@@ -164,6 +170,8 @@ def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_token(args: argparse.Namespace) -> str:
+    from realtime.api import FaceCastError
+
     token = getattr(args, "token", None) or os.environ.get("FACECAST_TOKEN")
     path: Path | None = getattr(args, "token_file", None)
     if not token and path is not None:
@@ -194,7 +202,9 @@ def _overrides(args: argparse.Namespace) -> tuple[str, ...]:
 
 def run_remote(args: argparse.Namespace, out: TextIO) -> int:
     """`run --remote URL`: the local input to the server, the swapped video to the local output."""
+    from realtime.api import FaceCastError, open_input, open_sink
     from realtime.remote.client import RemoteClient
+    from realtime.remote.errors import RemoteError
     from realtime.remote.options import RemoteOptions
 
     def say(line: str) -> None:
@@ -254,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add_serve_arguments(sub.add_parser("serve", help="run the remote GPU server"))
     args = parser.parse_args(argv)
+    from realtime.api import FaceCastError
+
     try:
         return run_serve(args, sys.stdout)
     except FaceCastError as exc:
