@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import platformdirs
 
 from models.errors import FaceCastError
-from realtime.tools.cli import cmd_bench, cmd_doctor, cmd_models
+from realtime.tools.cli import cmd_bench, cmd_doctor, cmd_models, cmd_serve
 from realtime.tools.cli_args import build_parser
 from realtime.tools.cli_run import check_display, cmd_run
 
@@ -128,6 +128,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         "models": cmd_models,
         "doctor": cmd_doctor,
         "bench": cmd_bench,
+        "serve": cmd_serve,
         None: cmd_gui,
     }
     try:

@@ -7,18 +7,20 @@ rules in pyproject.toml hold the GUI to this module.
 from __future__ import annotations
 
 from models.errors import FaceCastError, ModelError, ModelMissingError
+from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import get_entry
 from models.runtime.session import SessionConfig, SessionFactory, auto_provider
 from models.types import Detection, ImageBGR
 from models.wrappers.mtcnn import MTCNN
 from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.build.model_loading import check_models_present, load_analysis_models, quality_model_names
-from realtime.build.wiring import ModelOptions
+from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine, EngineEvent, StageFactory, passthrough_stages
 from realtime.core.errors import SourceError, VirtualCameraUnavailableError
 from realtime.core.frames import VideoFrame
-from realtime.core.metrics import StatsSnapshot, Summary
+from realtime.core.metrics import Metrics, StatsSnapshot, Summary
+from realtime.core.overlay import draw_disclosure_label
 from realtime.core.settings import (
     DEFAULT_PRESET,
     PRESETS_DIR,
@@ -33,8 +35,8 @@ from realtime.face.source_face import SourceIdentity, load_identity, pick_face, 
 from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
 from realtime.io.inputs import open_input
-from realtime.io.outputs import OutputRequest, open_outputs
-from realtime.io.sinks import VideoFileSink, VirtualCameraSink, virtual_camera_fix
+from realtime.io.outputs import OutputRequest, open_output, open_outputs
+from realtime.io.sinks import NullSink, VideoFileSink, VirtualCameraSink, virtual_camera_fix
 from realtime.io.sources import IMAGE_EXTENSIONS, CameraSource, VideoFileSource, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
 
@@ -59,9 +61,11 @@ __all__ = [
     "FrameSource",
     "GalleryFaceSwap",
     "ImageBGR",
+    "Metrics",
     "ModelError",
     "ModelMissingError",
     "ModelOptions",
+    "NullSink",
     "OptionalSink",
     "OutputRequest",
     "SessionConfig",
@@ -82,19 +86,24 @@ __all__ = [
     "auto_provider",
     "available_presets",
     "check_models_present",
+    "draw_disclosure_label",
     "get_entry",
     "list_cameras",
     "load_analysis_models",
     "load_identity",
     "load_preset",
     "open_input",
+    "open_output",
     "open_outputs",
     "parse_override",
     "passthrough_stages",
     "pick_face",
+    "prepare_face_swap",
     "probe_modes",
     "quality_model_names",
     "read_image",
     "refuse_stream_url",
+    "resolve_provider",
     "virtual_camera_fix",
+    "write_model_doubles",
 ]

@@ -45,6 +45,16 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    if args.remote:
+        from realtime.remote.bench import run_remote_bench_cli
+
+        return run_remote_bench_cli(args, out)
     from realtime.tools.bench import run_bench_cli
 
     return run_bench_cli(args, out)
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.remote.cli import run_serve
+
+    return run_serve(args, out)

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from realtime.remote.cli import add_remote_arguments, add_serve_arguments
+
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -176,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--stats", action="store_true", help="print fps, latency and per-stage ms every second")
     run.add_argument("--label", action="store_true", help='draw a small "AI-modified" mark on the output')
+    add_remote_arguments(run)
+
+    add_serve_arguments(
+        sub.add_parser("serve", help="serve the face swap to `run --remote` clients and browsers (WebRTC)")
+    )
 
     models = sub.add_parser("models", help="list, download and verify model files")
     msub = models.add_subparsers(dest="models_command", required=True)
@@ -245,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="also run the engine live for this many seconds and report latency drift",
+    )
+    bench.add_argument(
+        "--remote",
+        action="store_true",
+        help="measure the latency the remote path adds over the local engine (server and client on loopback)",
     )
     _add_model_args(bench)
     return parser

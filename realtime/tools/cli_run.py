@@ -205,6 +205,10 @@ def probe_input(source: FrameSource) -> None:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None = None) -> int:
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
+    if getattr(args, "remote", None):
+        from realtime.remote.cli import run_remote
+
+        return run_remote(args, out)
     from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
     from realtime.core.engine import Engine, EngineEvent
     from realtime.io.inputs import open_input

@@ -1,0 +1,5 @@
+import sys
+
+from realtime.remote.cli import main
+
+sys.exit(main())

@@ -1,0 +1,193 @@
+"""What the network path costs: the remote call against the local engine, on loopback, with the
+model doubles (so the figures are the transport's: VP8 both ways, WebRTC, the hand-offs).
+
+`main.py bench --remote [--json]` prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import cv2
+
+from realtime.api import (
+    Engine,
+    ModelOptions,
+    NullSink,
+    Summary,
+    TestPatternSource,
+    load_preset,
+    prepare_face_swap,
+    write_model_doubles,
+)
+from realtime.remote.client import RemoteClient
+from realtime.remote.options import RemoteOptions
+from realtime.remote.runner import free_port
+
+TOKEN = "bench-token"
+
+
+@dataclass(frozen=True, slots=True)
+class SizeFigures:
+    size: str
+    local_ms: dict[str, float]
+    remote_ms: dict[str, float]
+    added_latency_ms: dict[str, float]
+    server_cpu_per_stream: float | None  # cores the server used for one stream
+    frames_back: float  # share of captured frames that came back
+
+
+@dataclass
+class RemoteBench:
+    machine: str
+    seconds: float
+    sizes: list[SizeFigures] = field(default_factory=list)
+    streams_held_640x480_30fps: int = 0
+    added_latency_ms: dict[str, float] = field(default_factory=dict)  # at 640x480
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def _figures(s: Summary) -> dict[str, float]:
+    return {"p50": round(s.p50, 1), "p99": round(s.p99, 1)}
+
+
+def _cpu_s(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _local(models: Path, photo: Path, w: int, h: int, seconds: float) -> Summary:
+    settings = load_preset("balanced").with_overrides({"pipeline.provider": "cpu"})
+    stages = prepare_face_swap([photo], settings, ModelOptions(models_dir=models, allow_unverified=True))
+    engine = Engine(TestPatternSource(w, h, 30.0), NullSink(), settings, stages)
+    engine.start()
+    time.sleep(seconds)
+    engine.stop()
+    return Summary.of(engine.metrics.latencies_ms(whole_run=True))
+
+
+def _serve(port: int, folder: Path, models: Path) -> subprocess.Popen[bytes]:
+    tokens = folder / "tokens.txt"
+    tokens.write_text(f"bench:{TOKEN}\n")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "realtime.remote", "serve", "--no-tls", "--host", "127.0.0.1",
+         "--port", str(port), "--data-dir", str(folder / "data"), "--token-file", str(tokens),
+         "--models-dir", str(models), "--allow-unverified", "--provider", "cpu", "--max-streams", "8"],
+        cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    end = time.monotonic() + 60
+    import urllib.request
+
+    while time.monotonic() < end:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=1).read()
+            return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("the bench server did not start")
+
+
+def _clients(port: int, photo: Path, w: int, h: int, seconds: float, n: int) -> list[RemoteClient]:
+    clients = [
+        RemoteClient(
+            RemoteOptions(
+                url=f"http://127.0.0.1:{port}", token=TOKEN, photos=(photo,), consent=True, duration_s=seconds
+            ),
+            TestPatternSource(w, h, 30.0),
+            NullSink(),
+            lambda _: None,
+        )
+        for _ in range(n)
+    ]
+    threads = [threading.Thread(target=c.run, daemon=True) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 60)
+    return clients
+
+
+def run_remote_bench(seconds: float = 6.0, max_streams: int = 4, out: TextIO | None = None) -> RemoteBench:
+    result = RemoteBench(machine=f"{os.cpu_count()} CPUs, the CPU provider", seconds=seconds)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        models = folder / "models"
+        write_model_doubles(models)
+        photo = folder / "photo.png"
+        source = TestPatternSource(640, 480, 30.0)
+        source.open()
+        frame = source.read()
+        source.close()
+        assert frame is not None
+        cv2.imwrite(str(photo), frame.image)
+        port = free_port()
+        server = _serve(port, folder, models)
+        try:
+            for w, h in ((640, 480), (1280, 720)):
+                local = _local(models, photo, w, h, seconds)
+                before = _cpu_s(server.pid)
+                t0 = time.monotonic()
+                (client,) = _clients(port, photo, w, h, seconds, 1)
+                after = _cpu_s(server.pid)
+                cpu = None if before is None or after is None else (after - before) / (time.monotonic() - t0)
+                remote = client.stats.latency_ms
+                figures = SizeFigures(
+                    f"{w}x{h}", _figures(local), _figures(remote),
+                    {"p50": round(remote.p50 - local.p50, 1), "p99": round(remote.p99 - local.p99, 1)},
+                    None if cpu is None else round(cpu, 2),
+                    round(client.stats.remote_frames / max(client.stats.frames_captured, 1), 3),
+                )  # fmt: skip
+                result.sizes.append(figures)
+                if out is not None:
+                    print(
+                        f"{figures.size}: added p50 {figures.added_latency_ms['p50']} ms",
+                        file=out,
+                        flush=True,
+                    )
+            result.added_latency_ms = dict(result.sizes[0].added_latency_ms)
+            for n in range(1, max_streams + 1):
+                clients = _clients(port, photo, 640, 480, seconds, n)
+                # Held: every stream got at least 95% of its frames back, at 30 fps.
+                if all(c.stats.remote_frames >= 0.95 * c.stats.frames_captured > 0 for c in clients):
+                    result.streams_held_640x480_30fps = n
+                else:
+                    break
+        finally:
+            server.terminate()
+            server.wait(20)
+    return result
+
+
+def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
+    result = run_remote_bench(
+        seconds=float(getattr(args, "duration", 0) or 6.0), out=None if args.json else out
+    )
+    if args.json:
+        print(result.to_json(), file=out)
+    else:
+        for s in result.sizes:
+            added = s.added_latency_ms
+            print(f"{s.size}: local p50 {s.local_ms['p50']} / p99 {s.local_ms['p99']} ms; remote p50 "
+                  f"{s.remote_ms['p50']} / p99 {s.remote_ms['p99']} ms; added p50 {added['p50']} / "
+                  f"p99 {added['p99']} ms; server CPU {s.server_cpu_per_stream} cores; "
+                  f"{s.frames_back:.0%} of frames back", file=out)  # fmt: skip
+        print(f"640x480 streams at 30 fps without drops: {result.streams_held_640x480_30fps}", file=out)
+    return 0

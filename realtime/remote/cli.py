@@ -1,0 +1,273 @@
+"""`main.py serve` and `main.py run --remote URL`: their arguments and what they do.
+
+main.py wires them in (see docs/REMOTE.md); this module needs only argparse namespaces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import platformdirs
+
+# Only light imports at the top: main.py builds its parser with these functions, and `--help`
+# must not wait for the engine to import.
+from realtime.remote.limits import Limits
+
+if TYPE_CHECKING:
+    pass
+from realtime.remote.tokens import new_token
+
+DEFAULT_PORT = 8443
+DEFAULT_PRESET = "balanced"
+EXIT_OK = 0
+DEFAULTS = Limits()
+
+
+def default_data_dir() -> Path:
+    return Path(
+        os.environ.get("FACECAST_SERVER_DIR") or Path(platformdirs.user_data_dir("FaceCast")) / "server"
+    )
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="the server's folder: certificate, token file, audit log, uploads "
+        "(default: the user data folder, or $FACECAST_SERVER_DIR)",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="lines name:token or name:sha256:HEX; edit it to revoke a token "
+        "(default: DATA_DIR/tokens.txt, made with one new token on first start)",
+    )
+    parser.add_argument("--cert", type=Path, default=None, help="TLS certificate (PEM; default: self-signed)")
+    parser.add_argument("--key", type=Path, default=None, help="TLS private key (PEM) for --cert")
+    parser.add_argument("--no-tls", action="store_true", help="plain HTTP (only behind a TLS proxy)")
+    parser.add_argument("--max-streams", type=int, default=DEFAULTS.max_streams, help="concurrent streams")
+    parser.add_argument(
+        "--max-session", type=float, default=DEFAULTS.max_session_s, help="seconds per stream"
+    )
+    parser.add_argument("--idle-timeout", type=float, default=DEFAULTS.idle_s, help="seconds without video")
+    parser.add_argument(
+        "--max-upload-bytes", type=int, default=DEFAULTS.max_upload_bytes, help="largest source photo"
+    )
+    parser.add_argument(
+        "--max-upload-pixels", type=int, default=DEFAULTS.max_upload_pixels, help="largest photo in pixels"
+    )
+    parser.add_argument("--provider", default="auto", help="ONNX Runtime provider for every stream")
+    parser.add_argument("--preset", default=DEFAULT_PRESET, help="preset a stream gets unless it names one")
+    if not any("--models-dir" in a.option_strings for a in parser._actions):
+        parser.add_argument("--models-dir", type=Path, default=None, help="folder with the model files")
+        parser.add_argument("--allow-unverified", action="store_true", help="use unverified model files")
+
+
+def run_serve(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.api import FaceCastError, ModelOptions
+    from realtime.remote.runner import start_site
+    from realtime.remote.server import Server, ServerConfig
+    from realtime.remote.tls import ensure_certificate, server_context
+
+    data_dir: Path = args.data_dir or default_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token_file = args.token_file or data_dir / "tokens.txt"
+    if not token_file.exists():
+        token = new_token()
+        token_file.write_text(f"# name:token, one a line; delete a line to revoke it\nfirst:{token}\n")
+        token_file.chmod(0o600)
+        print(f"new token file {token_file}; its token: {token}", file=out)
+    limits = Limits(
+        max_streams=args.max_streams,
+        max_session_s=args.max_session,
+        idle_s=args.idle_timeout,
+        max_upload_bytes=args.max_upload_bytes,
+        max_upload_pixels=args.max_upload_pixels,
+    )
+    config = ServerConfig(
+        data_dir=data_dir,
+        token_file=token_file,
+        limits=limits,
+        models=ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified),
+        provider=args.provider,
+        default_preset=args.preset,
+    )
+    tls = None
+    if args.no_tls:
+        print("warning: --no-tls: tokens and session setup travel in clear text; use it only behind "
+              "a TLS-terminating proxy or on a trusted network", file=out)  # fmt: skip
+    else:
+        if (args.cert is None) != (args.key is None):
+            raise FaceCastError("--cert and --key go together.")
+        if args.cert is not None:
+            from realtime.remote.tls import fingerprint_of_pem
+
+            tls = server_context(args.cert, args.key)
+            fingerprint = fingerprint_of_pem(args.cert.read_text(encoding="ascii"))
+        else:
+            cert = ensure_certificate(data_dir)
+            tls = server_context(cert.cert, cert.key)
+            fingerprint = cert.fingerprint
+            if cert.generated:
+                print(f"made a self-signed certificate in {data_dir}", file=out)
+        print(f"certificate SHA-256 fingerprint: {fingerprint}", file=out)
+    scheme = "http" if args.no_tls else "https"
+    server = Server(config)
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            runner = await start_site(server, args.host, args.port, tls)
+        except OSError as exc:
+            raise FaceCastError(f"Cannot listen on {args.host}:{args.port}: {exc.strerror}.") from exc
+        print(f"serving on {scheme}://{args.host}:{args.port} (max {limits.max_streams} streams); "
+              "Ctrl+C stops", file=out, flush=True)  # fmt: skip
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(serve())
+    print("stopped", file=out)
+    return EXIT_OK
+
+
+def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("remote GPU (run --remote)")
+    group.add_argument("--remote", metavar="URL", default=None, help="run the swap on a `serve` server")
+    group.add_argument("--token", default=None, help="the server's bearer token (or $FACECAST_TOKEN)")
+    group.add_argument("--token-file", type=Path, default=None, help="a file holding the token")
+    group.add_argument("--pin-fingerprint", default=None, metavar="SHA256", help="the certificate to expect")
+    group.add_argument(
+        "--known-hosts",
+        type=Path,
+        default=None,
+        help="trust-on-first-use store (default: user config folder)",
+    )
+    group.add_argument(
+        "--consent",
+        action="store_true",
+        help="confirm you have the consent of the person in the source photo (the server refuses without)",
+    )
+    group.add_argument("--reconnect-for", type=float, default=120.0, help="give up after this many s down")
+    group.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+
+
+def _read_token(args: argparse.Namespace) -> str:
+    from realtime.api import FaceCastError
+
+    token = getattr(args, "token", None) or os.environ.get("FACECAST_TOKEN")
+    path: Path | None = getattr(args, "token_file", None)
+    if not token and path is not None:
+        try:
+            lines = [x.strip() for x in path.read_text(encoding="utf-8").splitlines()]
+        except OSError as exc:
+            raise FaceCastError(f"--token-file {path} cannot be read ({exc.strerror}).") from exc
+        first = next((x for x in lines if x and not x.startswith("#")), "")
+        token = first.split(":", 1)[1] if ":" in first else first
+    if not token:
+        raise FaceCastError(
+            "No token for the server.", hint="Pass --token T, --token-file FILE or set $FACECAST_TOKEN."
+        )
+    return token
+
+
+def _overrides(args: argparse.Namespace) -> tuple[str, ...]:
+    values = list(getattr(args, "overrides", None) or [])
+    flags: dict[str, Any] = {
+        "detector.model": getattr(args, "detector", None),
+        "swap.model": getattr(args, "swapper", None),
+    }
+    values += [f"{k}={v}" for k, v in flags.items() if v]
+    if getattr(args, "label", False):
+        values.append("composite.disclosure_label=true")
+    return tuple(values)
+
+
+def run_remote(args: argparse.Namespace, out: TextIO) -> int:
+    """`run --remote URL`: the local input to the server, the swapped video to the local output."""
+    from realtime.api import FaceCastError, open_input, open_output
+    from realtime.remote.client import RemoteClient
+    from realtime.remote.errors import RemoteError
+    from realtime.remote.options import RemoteOptions
+
+    def say(line: str) -> None:
+        with contextlib.suppress(ValueError, OSError):  # a closed console must not stop the run
+            print(line, file=out, flush=True)
+
+    try:
+        photos = tuple(getattr(args, "source", None) or ())
+        if not photos:
+            raise FaceCastError("No source photo given.", hint="Pass --source PHOTO.")
+        if not getattr(args, "consent", False):
+            raise FaceCastError(
+                "The server needs your confirmation of consent.",
+                hint="Pass --consent if the person in the source photo agreed and viewers are told.",
+            )
+        if args.output.strip().lower() == "window":
+            raise FaceCastError("--remote sends to vcam, a file or null.", hint="Use --output vcam.")
+        options = RemoteOptions(
+            url=args.remote,
+            token=_read_token(args),
+            photos=photos,
+            preset=getattr(args, "preset", None),
+            overrides=_overrides(args),
+            consent=True,
+            pinned=getattr(args, "pin_fingerprint", None),
+            known_hosts=getattr(args, "known_hosts", None),
+            reconnect_for_s=getattr(args, "reconnect_for", 120.0),
+            duration_s=getattr(args, "duration", None),
+        )
+        width, height, fps = (getattr(args, k, None) for k in ("width", "height", "fps"))
+        source, _ = open_input(
+            str(args.input), realtime=True, loop=getattr(args, "loop", False), width=width, height=height,
+            fps=fps, decoder="cpu",
+        )  # fmt: skip
+        sink = open_output(
+            args.output, width=width, height=height, fps=fps, pace=not source.is_live,
+            vcam_backend=getattr(args, "vcam_backend", None), vcam_device=getattr(args, "vcam_device", None),
+        )  # fmt: skip
+        client = RemoteClient(options, source, sink, say)
+        say(f"running: {source.description} -> {args.remote} -> {sink.description}; Ctrl+C stops")
+        stats = client.run()
+    except RemoteError as exc:
+        say(f"error: {exc.user_message()}")
+        return exc.exit_code
+    lat = stats.latency_ms
+    say(
+        f"done: {stats.frames_out} frames out ({stats.remote_frames} swapped by the server, "
+        f"{stats.reconnecting_frames} while reconnecting), {stats.connects} connection(s); "
+        f"glass-to-glass p50 {lat.p50:.0f} / p99 {lat.p99:.0f} ms (network included)"
+    )
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m realtime.remote serve ...`: the server without main.py (containers, tests)."""
+    parser = argparse.ArgumentParser(prog="python -m realtime.remote")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_serve_arguments(sub.add_parser("serve", help="run the remote GPU server"))
+    args = parser.parse_args(argv)
+    from realtime.api import FaceCastError
+
+    try:
+        return run_serve(args, sys.stdout)
+    except FaceCastError as exc:
+        print(f"error: {exc.user_message()}", file=sys.stderr)
+        return exc.exit_code

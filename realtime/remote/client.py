@@ -1,0 +1,338 @@
+"""The remote client: the local camera to the server over WebRTC, the swapped video back to the
+local output, and a visible "reconnecting" state (the local picture, labelled) while the link is down.
+
+Threads: capture (reads the local source, hands the newest frame to the sending track), output
+(sends the newest returned frame to the local sink, at the camera's rate), and the event loop
+(signalling, WebRTC, reconnecting with exponential backoff).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import av
+import cv2
+import numpy as np
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from realtime.api import FrameSink, FrameSource, ImageBGR, Metrics, Summary, VideoFrame, draw_disclosure_label
+from realtime.remote.errors import LinkLostError, RemoteError, ServerFullError, UnreachableError
+from realtime.remote.media import VIDEO_CLOCK, AsyncLatest, LatestSlot, Tagged, pump_track, to_av
+from realtime.remote.options import RemoteOptions
+from realtime.remote.signalling import Signalling, StreamHandle
+
+log = logging.getLogger(__name__)
+
+RECONNECTING_TEXT = "reconnecting to the server ..."
+
+
+@dataclass
+class ClientStats:
+    frames_captured: int = 0
+    frames_out: int = 0
+    remote_frames: int = 0  # returned from the server and shown
+    reconnecting_frames: int = 0  # the local picture, shown while the link was down
+    connects: int = 0
+    states: list[str] = field(default_factory=list)  # "connected", "reconnecting", in order
+    latency_ms: Summary = field(default_factory=lambda: Summary(0.0, 0.0, 0.0, 0.0, 0))
+
+
+class Timeline:
+    """One connection's RTP clock: the first frame sent is 0; `lookup` maps a returned frame's
+    timestamp back to when its picture was captured."""
+
+    def __init__(self, keep: int = 600) -> None:
+        self._t0: float | None = None
+        self._sent: OrderedDict[int, float] = OrderedDict()
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def stamp(self, capture_ts: float) -> int:
+        with self._lock:
+            if self._t0 is None:
+                self._t0 = capture_ts
+            pts = round((capture_ts - self._t0) * VIDEO_CLOCK)
+            self._sent[pts] = capture_ts
+            while len(self._sent) > self._keep:
+                self._sent.popitem(last=False)
+            return pts
+
+    def lookup(self, pts: int) -> float | None:
+        with self._lock:
+            return self._sent.get(pts)
+
+
+class SendingTrack(MediaStreamTrack):
+    """The local camera as a WebRTC track: the newest captured frame, stamped when it is sent."""
+
+    kind = "video"
+
+    def __init__(self, slot: AsyncLatest[Tagged], timeline: Timeline) -> None:
+        super().__init__()
+        self._slot = slot
+        self._timeline = timeline
+        self._last = -1
+
+    async def recv(self) -> av.VideoFrame:
+        item = await self._slot.get()
+        if item is None:
+            self.stop()
+            raise MediaStreamError
+        pts = max(self._timeline.stamp(item.arrived), self._last + 1)
+        self._last = pts
+        return to_av(item.image, pts)
+
+
+def draw_reconnecting(image: ImageBGR) -> None:
+    h = image.shape[0]
+    band = max(18, h // 14)
+    image[:band] = image[:band] // 3
+    scale = band / 40.0
+    cv2.putText(image, RECONNECTING_TEXT, (8, int(band * 0.72)), cv2.FONT_HERSHEY_SIMPLEX, scale,
+                (0, 200, 255), max(1, int(scale * 2)), cv2.LINE_AA)  # fmt: skip
+
+
+class RemoteClient:
+    def __init__(
+        self, options: RemoteOptions, source: FrameSource, sink: FrameSink, notify: Callable[[str], None]
+    ) -> None:
+        self.options = options
+        self.source = source
+        self.sink = sink
+        self.notify = notify
+        self.metrics = Metrics()
+        self.stats = ClientStats()
+        self.stop_event = threading.Event()
+        self._local: LatestSlot[VideoFrame] = LatestSlot()
+        self._remote: LatestSlot[tuple[Tagged, float | None]] = LatestSlot()
+        self._newest_local: VideoFrame | None = None
+        self._sending: AsyncLatest[Tagged] | None = None
+        self._linked = threading.Event()
+        self._last_remote = 0.0
+        self._size = (0, 0)
+
+    # ---- threads -------------------------------------------------------------------------------
+
+    def _capture(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                frame = self.source.read()
+                if frame is None:
+                    break
+                self.metrics.frame_in(frame.capture_ts)
+                self.stats.frames_captured += 1
+                self._newest_local = frame
+                sending = self._sending
+                if sending is not None and self._linked.is_set():
+                    sending.put_threadsafe(Tagged(frame.image, -1, frame.capture_ts))
+        finally:
+            self.stop_event.set()
+
+    def _output(self) -> None:
+        period = 1.0 / (self.source.fps or 30.0)
+        last: VideoFrame | None = None
+        while not self.stop_event.is_set():
+            got = self._remote.take(period * 1.5)
+            if self.stop_event.is_set():
+                break
+            now = time.perf_counter()
+            down = not self._linked.is_set() or now - self._last_remote > self.options.stale_s
+            if got is not None:
+                item, captured = got
+                frame = VideoFrame(self._fit(item.image), self.stats.remote_frames, captured or item.arrived)
+                self.stats.remote_frames += 1
+                self._send(frame)
+                if captured is not None:
+                    self.metrics.frame_out(captured, time.perf_counter())
+                last = frame
+            elif down and self._newest_local is not None:
+                local = self._newest_local
+                image = local.image.copy()
+                draw_reconnecting(image)
+                draw_disclosure_label(image)
+                self.stats.reconnecting_frames += 1
+                self._send(VideoFrame(image, local.index, local.capture_ts))
+            elif last is not None:
+                self._send(last)  # the output keeps the camera's rate while a frame is late
+
+    def _fit(self, image: ImageBGR) -> ImageBGR:
+        """The returned picture at the local output's size (the server may process a smaller one)."""
+        w, h = self._size
+        if (image.shape[1], image.shape[0]) != (w, h):
+            return np.asarray(cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR), dtype=np.uint8)
+        return image
+
+    def _send(self, frame: VideoFrame) -> None:
+        self.sink.send(frame)
+        self.stats.frames_out += 1
+
+    # ---- the run -------------------------------------------------------------------------------
+
+    def run(self) -> ClientStats:
+        """Connect, run until the input ends, stop_event is set or duration_s has passed."""
+        self.source.open()
+        try:
+            self._size = self.source.size
+            self.sink.open(self._size[0], self._size[1], self.source.fps)
+        except BaseException:
+            self.source.close()
+            raise
+        threads = [
+            threading.Thread(target=self._capture, name="remote-capture", daemon=True),
+            threading.Thread(target=self._output, name="remote-output", daemon=True),
+        ]
+        failure: BaseException | None = None
+        try:
+            for t in threads:
+                t.start()
+            asyncio.run(self._main())
+        except BaseException as exc:
+            failure = exc
+        finally:
+            self.stop_event.set()
+            interrupt = getattr(self.source, "interrupt", None)
+            if callable(interrupt):
+                interrupt()
+            self._remote.close()
+            for t in threads:
+                t.join(3.0)
+            self.source.close()
+            if isinstance(failure, RemoteError):
+                self.sink.close()
+            elif failure is not None:
+                self.sink.abort()
+            else:
+                self.sink.close()
+        self.stats.latency_ms = Summary.of(self.metrics.latencies_ms(whole_run=True))
+        if failure is not None:
+            raise failure
+        return self.stats
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl+C and SIGTERM end the call cleanly: the server hears the hang-up.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.stop_event.set)
+        signalling = Signalling(self.options)
+        await asyncio.to_thread(signalling.check_trust, self.notify)
+        try:
+            await self._keep_linked(signalling, loop, started)
+        finally:
+            await signalling.close()
+
+    async def _keep_linked(
+        self, signalling: Signalling, loop: asyncio.AbstractEventLoop, started: float
+    ) -> None:
+        """Connect; when the link drops, reconnect with exponential backoff until reconnect_for_s."""
+        down_since: float | None = None
+        backoff = self.options.first_backoff_s
+        first = True
+        while not self._should_stop(started):
+            try:
+                await self._connect_and_stream(signalling, loop, started)
+                down_since, backoff = None, self.options.first_backoff_s
+            except ServerFullError as exc:
+                if first:
+                    raise
+                wait = max(backoff, exc.retry_after_s)
+                self.notify(f"the server is full; trying again in {wait:.0f} s")
+                await self._sleep(wait, started)
+                continue
+            except RemoteError as exc:
+                if first or not _retryable(exc):
+                    raise
+                self.notify(f"reconnecting: {exc.user_message()}")
+            first = False
+            if self._should_stop(started):
+                break
+            now = time.monotonic()
+            down_since = down_since or now
+            if now - down_since > self.options.reconnect_for_s:
+                raise LinkLostError(
+                    f"The link to {self.options.url} did not come back within "
+                    f"{self.options.reconnect_for_s:g} s.",
+                    hint="Check that the server is running and reachable.",
+                )
+            self.notify(f"link down: reconnecting in {backoff:.2g} s")
+            await self._sleep(backoff, started)
+            backoff = min(backoff * 2, self.options.max_backoff_s)
+
+    def _should_stop(self, started: float) -> bool:
+        duration = self.options.duration_s
+        return self.stop_event.is_set() or (duration is not None and time.monotonic() - started > duration)
+
+    async def _sleep(self, seconds: float, started: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not self._should_stop(started):
+            await asyncio.sleep(0.05)
+
+    async def _connect_and_stream(
+        self, signalling: Signalling, loop: asyncio.AbstractEventLoop, started: float
+    ) -> None:
+        """One connection: returns when the link is down (or the run stops)."""
+        timeline = Timeline()
+        sending: AsyncLatest[Tagged] = AsyncLatest(loop)
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        handle: StreamHandle | None = None
+        ended = asyncio.Event()
+        pumps: list[asyncio.Task[None]] = []
+        try:
+            pc.addTransceiver(SendingTrack(sending, timeline), direction="sendrecv")
+
+            @pc.on("track")
+            def on_track(track: MediaStreamTrack) -> None:
+                def on_frame(item: Tagged) -> None:
+                    self._last_remote = time.perf_counter()
+                    captured = timeline.lookup(item.pts) if item.pts > 0 else None
+                    self._remote.put((item, captured))
+
+                async def pump() -> None:
+                    await pump_track(track, on_frame)
+                    ended.set()
+
+                pumps.append(asyncio.ensure_future(pump()))
+
+            offer = await pc.createOffer()
+            await pc.setLocalDescription(offer)
+            handle = await signalling.open_stream(str(pc.localDescription.sdp))
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=handle.answer, type="answer"))
+            self._sending = sending
+            self._last_remote = time.perf_counter()
+            self._linked.set()
+            self.stats.connects += 1
+            self.stats.states.append("connected")
+            self.notify(f"connected to {self.options.url} (stream {handle.stream_id})")
+            while not self._should_stop(started):
+                await asyncio.sleep(0.05)
+                stale = time.perf_counter() - self._last_remote > self.options.stale_s
+                if ended.is_set() or stale or pc.connectionState in ("failed", "closed"):
+                    break
+            else:
+                self.stop_event.set()  # before the link is marked down: no "reconnecting" frames at the end
+        finally:
+            was_linked = self._linked.is_set()
+            self._linked.clear()
+            self._sending = None
+            sending.close_threadsafe()
+            if was_linked and not self._should_stop(started):
+                self.stats.states.append("reconnecting")
+            if handle is not None and self._should_stop(started):
+                await signalling.hang_up(handle)
+            await pc.close()
+            for task in pumps:
+                task.cancel()
+
+
+def _retryable(exc: RemoteError) -> bool:
+    """While reconnecting, a server that is not up yet is expected; a refused token is not."""
+    return isinstance(exc, UnreachableError)

@@ -1,0 +1,42 @@
+"""The remote client's failures, each with its own exit code (docs/REMOTE.md lists them)."""
+
+from __future__ import annotations
+
+from realtime.api import FaceCastError
+
+EXIT_OK = 0
+EXIT_USAGE = 2  # a bad argument or local setup problem (every FaceCastError's default)
+EXIT_UNREACHABLE = 3  # no server answered (connection refused, DNS, timeout)
+EXIT_AUTH = 4  # the server refused the token (401) or the request (403)
+EXIT_FULL = 5  # the server is at --max-streams (503)
+EXIT_TLS = 6  # the server's certificate is not the pinned one
+EXIT_REFUSED = 7  # the server refused the request as given (400, 404, 413, 415, 422)
+EXIT_LOST = 8  # the link dropped and did not come back within --reconnect-for
+
+
+class RemoteError(FaceCastError):
+    exit_code = EXIT_REFUSED
+
+
+class UnreachableError(RemoteError):
+    exit_code = EXIT_UNREACHABLE
+
+
+class AuthError(RemoteError):
+    exit_code = EXIT_AUTH
+
+
+class ServerFullError(RemoteError):
+    exit_code = EXIT_FULL
+
+    def __init__(self, message: str, hint: str = "", retry_after_s: float = 5.0) -> None:
+        super().__init__(message, hint)
+        self.retry_after_s = retry_after_s
+
+
+class FingerprintError(RemoteError):
+    exit_code = EXIT_TLS
+
+
+class LinkLostError(RemoteError):
+    exit_code = EXIT_LOST

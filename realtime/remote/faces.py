@@ -1,0 +1,134 @@
+"""Uploaded source photos: checked before decoding, stored under random ids, deleted with their stream.
+
+No part of a request becomes part of a path: a face's file name is its id, made here, and an id
+that comes back in a request is looked up in memory, never joined to a folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from realtime.remote.limits import Limits
+
+
+class UploadRefused(Exception):
+    """An upload the server will not keep; `status` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def picture_size(data: bytes) -> tuple[str, int, int]:
+    """(format, width, height) from a PNG or JPEG header, read before anything is decoded (a small
+    file can hold a huge picture)."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24 and data[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", data[16:24])
+        return "png", int(width), int(height)
+    if data[:2] == b"\xff\xd8":
+        pos = 2
+        while pos + 4 <= len(data):
+            if data[pos] != 0xFF:
+                pos += 1
+                continue
+            marker = data[pos + 1]
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+                pos += 2
+                continue
+            (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
+            # Start-of-frame markers (baseline, progressive, ...) carry the size; C4/C8/CC do not.
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC) and pos + 9 <= len(data):
+                height, width = struct.unpack(">HH", data[pos + 5 : pos + 9])
+                return "jpeg", int(width), int(height)
+            pos += 2 + length
+    raise UploadRefused(415, "The photo must be a PNG or JPEG file.")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFace:
+    face_id: str
+    path: Path
+    sha256: str
+    owner: str  # the token name that uploaded it: only that client may use it
+    created: float
+
+
+@dataclass
+class FaceStore:
+    folder: Path
+    limits: Limits
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _faces: dict[str, StoredFace] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        # Faces left by a server that did not stop cleanly belong to sessions that are gone.
+        for stale in self.folder.glob("*.png"):
+            stale.unlink(missing_ok=True)
+
+    def add(self, data: bytes, owner: str) -> StoredFace:
+        if len(data) > self.limits.max_upload_bytes:
+            raise UploadRefused(413, f"The photo is over {self.limits.max_upload_bytes} bytes.")
+        if not data:
+            raise UploadRefused(400, "The upload is empty: send the photo as the request body.")
+        _, width, height = picture_size(data)
+        if width <= 0 or height <= 0 or width * height > self.limits.max_upload_pixels:
+            raise UploadRefused(
+                413,
+                f"The photo is {width}x{height}; the server takes up to "
+                f"{self.limits.max_upload_pixels} pixels.",
+            )
+        image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
+        if image is None:
+            raise UploadRefused(400, "The photo could not be decoded.")
+        face_id = secrets.token_hex(16)
+        path = self.folder / f"{face_id}.png"
+        # Stored as decoded and re-encoded: what is kept is a picture, whatever else the file held.
+        if not cv2.imwrite(str(path), image):
+            raise UploadRefused(500, "The server could not store the photo.")
+        face = StoredFace(face_id, path, hashlib.sha256(data).hexdigest(), owner, time.monotonic())
+        with self._lock:
+            self._faces[face_id] = face
+        return face
+
+    def get(self, face_id: str, owner: str) -> StoredFace | None:
+        with self._lock:
+            face = self._faces.get(face_id)
+        return face if face is not None and face.owner == owner else None
+
+    def remove(self, face_id: str) -> None:
+        with self._lock:
+            face = self._faces.pop(face_id, None)
+        if face is not None:
+            face.path.unlink(missing_ok=True)
+
+    def expire(self, older_than_s: float, keep: set[str]) -> int:
+        """Delete faces no stream uses that were uploaded more than `older_than_s` ago."""
+        now = time.monotonic()
+        with self._lock:
+            old = [
+                f for f in self._faces.values() if now - f.created > older_than_s and f.face_id not in keep
+            ]
+        for face in old:
+            self.remove(face.face_id)
+        return len(old)
+
+    def remove_all(self) -> None:
+        with self._lock:
+            ids = list(self._faces)
+        for face_id in ids:
+            self.remove(face_id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._faces)

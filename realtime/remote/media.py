@@ -1,0 +1,253 @@
+"""Between WebRTC tracks and the engine: latest-wins hand-offs, timestamps travelling with frames.
+
+Frames are never queued: a slot holds the newest one and a new frame replaces a stale one (and is
+counted as a drop). The RTP timestamp (90 kHz) of a frame the server receives goes back out on the
+swapped frame made from it, so a client can match what comes back to what it sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import av
+import numpy as np
+from aiortc import MediaStreamTrack
+from aiortc.mediastreams import MediaStreamError
+
+from realtime.api import ImageBGR, VideoFrame
+
+VIDEO_CLOCK = 90_000
+TIME_BASE = fractions.Fraction(1, VIDEO_CLOCK)
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Tagged:
+    """A picture and the RTP timestamp it travels under."""
+
+    image: ImageBGR
+    pts: int
+    arrived: float = field(default_factory=time.perf_counter)
+
+
+class LatestSlot(Generic[T]):
+    """One-item hand-off between threads: `put` replaces what was not taken yet."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._item: T | None = None
+        self._closed = False
+        self.replaced = 0  # items overwritten before anyone took them
+
+    def put(self, item: T) -> None:
+        with self._cond:
+            if self._item is not None:
+                self.replaced += 1
+            self._item = item
+            self._cond.notify_all()
+
+    def take(self, timeout: float) -> T | None:
+        """The newest item (removed), or None after `timeout` s or once closed."""
+        with self._cond:
+            deadline = time.monotonic() + timeout
+            while self._item is None and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            item, self._item = self._item, None
+            return item
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class AsyncLatest(Generic[T]):
+    """One-item hand-off from any thread into an event loop; `put` replaces what was not taken."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._item: T | None = None
+        self._event = asyncio.Event()
+        self._closed = False
+        self.replaced = 0
+
+    def put_threadsafe(self, item: T) -> None:
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._put, item)
+
+    def _put(self, item: T) -> None:
+        if self._item is not None:
+            self.replaced += 1
+        self._item = item
+        self._event.set()
+
+    def close_threadsafe(self) -> None:
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._close)
+
+    def _close(self) -> None:
+        self._closed = True
+        self._event.set()
+
+    async def get(self) -> T | None:
+        """The newest item, or None once closed."""
+        while self._item is None and not self._closed:
+            self._event.clear()
+            await self._event.wait()
+        item, self._item = self._item, None
+        return item
+
+
+def to_av(image: ImageBGR, pts: int) -> av.VideoFrame:
+    frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+    frame.pts = pts
+    frame.time_base = TIME_BASE
+    return frame
+
+
+def from_av(frame: av.VideoFrame) -> Tagged:
+    image = np.ascontiguousarray(frame.to_ndarray(format="bgr24"), dtype=np.uint8)
+    return Tagged(image, int(frame.pts or 0))
+
+
+class OutgoingTrack(MediaStreamTrack):
+    """A video track that sends the newest picture handed to it (nothing is sent twice, except the
+    first picture: it goes out first under timestamp 0, so the receiver's RTP timeline starts at 0
+    and every later frame arrives under the timestamp it was given)."""
+
+    kind = "video"
+
+    def __init__(self, slot: AsyncLatest[Tagged], origin_frame: bool = True) -> None:
+        super().__init__()
+        self._slot = slot
+        self._pending: Tagged | None = None
+        self._origin_frame = origin_frame
+        self._last_pts = -1
+
+    async def recv(self) -> av.VideoFrame:
+        if self._pending is not None:
+            item, self._pending = self._pending, None
+        else:
+            got = await self._slot.get()
+            if got is None or self.readyState != "live":
+                self.stop()
+                raise MediaStreamError
+            item = got
+            if self._origin_frame:
+                self._origin_frame = False
+                if item.pts != 0:
+                    self._pending = item
+                    item = Tagged(item.image, 0, item.arrived)
+        pts = max(item.pts, self._last_pts + 1)  # the encoder wants rising timestamps
+        self._last_pts = pts
+        return to_av(item.image, pts)
+
+
+async def pump_track(track: MediaStreamTrack, on_frame: Callable[[Tagged], None]) -> None:
+    """Read `track` until it ends, handing each decoded picture on at once (never queued here)."""
+    while True:
+        try:
+            frame = await track.recv()
+        except MediaStreamError:
+            return
+        if isinstance(frame, av.VideoFrame):
+            on_frame(from_av(frame))
+
+
+class TrackSource:
+    """The engine's FrameSource for a stream: the newest picture that came in over WebRTC.
+
+    `size` is the first picture's; the server opens the engine only once that one is here."""
+
+    def __init__(self, first: Tagged, fps: float = 30.0, idle_s: float = 30.0) -> None:
+        self.slot: LatestSlot[Tagged] = LatestSlot()
+        self._first = first
+        self._size = (int(first.image.shape[1]), int(first.image.shape[0]))
+        self._fps = fps
+        self._index = 0
+        self.idle_s = idle_s  # read() ends the stream after this long without a picture
+        self.last_arrival = time.monotonic()
+        self.pts_seconds: dict[int, float] = {}
+        self.slot.put(first)
+
+    def feed(self, item: Tagged) -> None:
+        self.last_arrival = time.monotonic()
+        self.slot.put(item)
+
+    def open(self) -> None:
+        return None
+
+    def read(self) -> VideoFrame | None:
+        while True:
+            item = self.slot.take(0.25)
+            if item is not None:
+                break
+            if self.slot.closed or time.monotonic() - self.last_arrival > self.idle_s:
+                return None
+        frame = VideoFrame(item.image, self._index, item.arrived, pts=item.pts / VIDEO_CLOCK)
+        self._index += 1
+        return frame
+
+    def interrupt(self) -> None:
+        self.slot.close()
+
+    def close(self) -> None:
+        self.slot.close()
+
+    @property
+    def dropped(self) -> int:
+        return self.slot.replaced
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self._size
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    @property
+    def is_live(self) -> bool:
+        return True
+
+    @property
+    def description(self) -> str:
+        return "WebRTC video in"
+
+
+class TrackSink:
+    """The engine's FrameSink for a stream: hands each swapped frame to the outgoing track."""
+
+    def __init__(self, slot: AsyncLatest[Tagged]) -> None:
+        self._slot = slot
+
+    def open(self, width: int, height: int, fps: float) -> None:
+        return None
+
+    def send(self, frame: VideoFrame) -> None:
+        pts = round(frame.pts * VIDEO_CLOCK) if frame.pts is not None else 0
+        self._slot.put_threadsafe(Tagged(frame.image, pts, frame.capture_ts))
+
+    def close(self) -> None:
+        self._slot.close_threadsafe()
+
+    def abort(self) -> None:
+        self._slot.close_threadsafe()
+
+    @property
+    def description(self) -> str:
+        return "WebRTC video out"

@@ -1,0 +1,367 @@
+"""The remote GPU server: HTTPS signalling (aiohttp), WebRTC media (aiortc), one engine per stream.
+
+POST /v1/faces              a source photo as the body -> {"id": ...}
+POST /v1/streams            an SDP offer (application/sdp) -> 201, Location, the SDP answer
+PATCH /v1/streams/{id}      new settings, applied live
+DELETE /v1/streams/{id}     hang up
+GET /v1/health              liveness for probes (no token)
+GET /metrics                Prometheus text (token)
+GET /                       the browser page
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+
+from realtime.api import (
+    DEFAULT_PRESET,
+    FaceCastError,
+    ModelOptions,
+    Settings,
+    available_presets,
+    load_preset,
+    parse_override,
+    prepare_face_swap,
+    resolve_provider,
+)
+from realtime.remote.audit import AuditLog, AuditRecord
+from realtime.remote.faces import FaceStore, StoredFace, UploadRefused
+from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
+from realtime.remote.session import StreamSession
+from realtime.remote.tokens import TokenFile, bearer
+
+log = logging.getLogger(__name__)
+
+TOKEN_NAME = web.RequestKey("token_name", str)
+JANITOR = web.AppKey("janitor", asyncio.Task[None])
+
+CONSENT_HELP = (
+    "Confirm that you have the consent of the person in the photo and will disclose the swap: "
+    "add consent=yes to the request."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    data_dir: Path
+    token_file: Path
+    limits: Limits = field(default_factory=Limits)
+    models: ModelOptions = field(default_factory=ModelOptions)
+    provider: str = "auto"
+    default_preset: str = DEFAULT_PRESET
+    force_label: bool = True  # every swapped frame carries the "AI-modified" mark
+
+
+def _error(status: int, message: str, **headers: str) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+def _consented(request: web.Request) -> bool:
+    value = request.query.get("consent") or request.headers.get("X-FaceCast-Consent") or ""
+    return value.strip().lower() in ("yes", "true", "1")
+
+
+@dataclass
+class Server:
+    config: ServerConfig
+    tokens: TokenFile = field(init=False)
+    faces: FaceStore = field(init=False)
+    audit: AuditLog = field(init=False)
+    sessions: dict[str, StreamSession] = field(default_factory=dict)
+    refused: dict[str, int] = field(default_factory=dict)
+    streams_total: int = 0
+    _prepare_lock: asyncio.Lock | None = None
+
+    def __post_init__(self) -> None:
+        self.tokens = TokenFile(self.config.token_file)
+        self.faces = FaceStore(self.config.data_dir / "faces", self.config.limits)
+        self.audit = AuditLog(self.config.data_dir / "audit.jsonl")
+
+    # ---- app ---------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        limits = self.config.limits
+        app = web.Application(client_max_size=limits.max_upload_bytes + 64 * 1024, middlewares=[self._auth])
+        app.router.add_get("/", self.page)
+        app.router.add_get("/app.js", self.page_script)
+        app.router.add_get("/v1/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_post("/v1/faces", self.upload_face)
+        app.router.add_post("/v1/streams", self.create_stream)
+        app.router.add_patch("/v1/streams/{stream_id}", self.patch_stream)
+        app.router.add_delete("/v1/streams/{stream_id}", self.delete_stream)
+        app.on_startup.append(self._on_startup)
+        app.on_shutdown.append(self._on_shutdown)
+        return app
+
+    async def _on_startup(self, app: web.Application) -> None:
+        self._prepare_lock = asyncio.Lock()
+        app[JANITOR] = asyncio.ensure_future(self._janitor())
+
+    async def _on_shutdown(self, app: web.Application) -> None:
+        app[JANITOR].cancel()
+        for session in list(self.sessions.values()):
+            await session.close("the server is shutting down")
+        self.faces.remove_all()
+
+    async def _janitor(self) -> None:
+        while True:
+            await asyncio.sleep(min(5.0, self.config.limits.face_ttl_s / 2))
+            in_use = {f.face_id for s in self.sessions.values() for f in s.faces}
+            self.faces.expire(self.config.limits.face_ttl_s, in_use)
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path in ("/", "/app.js", "/v1/health"):
+            response: web.StreamResponse = await handler(request)
+            return response
+        token = bearer(request.headers.get("Authorization"))
+        name = self.tokens.check(token) if token else None
+        if name is None:
+            self._count_refusal("token")
+            why = "wrong or revoked token" if token else "no token"
+            return _error(
+                401,
+                f"Unauthorized: {why}. Send `Authorization: Bearer TOKEN` with a token from the "
+                "server's token file.",
+                **{"WWW-Authenticate": 'Bearer realm="facecast"'},
+            )
+        request[TOKEN_NAME] = name
+        response = await handler(request)
+        return response
+
+    def _count_refusal(self, reason: str) -> None:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+
+    # ---- public routes -----------------------------------------------------------------------
+
+    async def page(self, request: web.Request) -> web.Response:
+        text = resources.files("realtime.remote").joinpath("static/index.html").read_text(encoding="utf-8")
+        return web.Response(text=text, content_type="text/html")
+
+    async def page_script(self, request: web.Request) -> web.Response:
+        text = resources.files("realtime.remote").joinpath("static/app.js").read_text(encoding="utf-8")
+        return web.Response(text=text, content_type="application/javascript")
+
+    async def health(self, request: web.Request) -> web.Response:
+        limits = self.config.limits
+        return web.json_response(
+            {"status": "ok", "streams": len(self.sessions), "max_streams": limits.max_streams}
+        )
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        lines = [
+            "# HELP facecast_streams Streams running now.",
+            "# TYPE facecast_streams gauge",
+            f"facecast_streams {len(self.sessions)}",
+            "# TYPE facecast_streams_max gauge",
+            f"facecast_streams_max {self.config.limits.max_streams}",
+            "# TYPE facecast_streams_total counter",
+            f"facecast_streams_total {self.streams_total}",
+            "# TYPE facecast_requests_refused_total counter",
+        ]
+        lines += [
+            f'facecast_requests_refused_total{{reason="{r}"}} {n}' for r, n in sorted(self.refused.items())
+        ]
+        lines += [
+            "# TYPE facecast_stream_fps_in gauge",
+            "# TYPE facecast_stream_fps_out gauge",
+            "# TYPE facecast_stream_latency_ms gauge",
+            "# TYPE facecast_stream_frames_dropped_total counter",
+        ]
+        for session in list(self.sessions.values()):
+            lines += session.stats_lines()
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    # ---- faces -------------------------------------------------------------------------------
+
+    async def upload_face(self, request: web.Request) -> web.Response:
+        if not _consented(request):
+            self._count_refusal("consent")
+            return _error(403, CONSENT_HELP)
+        limits = self.config.limits
+        if request.content_length is not None and request.content_length > limits.max_upload_bytes:
+            self._count_refusal("upload_size")
+            return _error(413, f"The photo is over {limits.max_upload_bytes} bytes.")
+        try:
+            data = await request.read()
+            face = await asyncio.to_thread(self.faces.add, data, request[TOKEN_NAME])
+        except web.HTTPRequestEntityTooLarge:
+            self._count_refusal("upload_size")
+            return _error(413, f"The photo is over {limits.max_upload_bytes} bytes.")
+        except UploadRefused as exc:
+            self._count_refusal("upload")
+            return _error(exc.status, exc.message)
+        self.audit.write(AuditRecord("upload", _client(request), request[TOKEN_NAME], (face.sha256,)))
+        return web.json_response({"id": face.face_id, "sha256": face.sha256}, status=201)
+
+    # ---- streams -----------------------------------------------------------------------------
+
+    def settings_from(self, preset: str | None, overrides: list[str]) -> Settings:
+        """A client's choice of preset and overrides, within what the server allows."""
+        name = preset or self.config.default_preset
+        if name not in available_presets():  # checked before the name goes near a file name
+            raise FaceCastError(
+                f"Unknown preset {name!r}.", hint=f"Choose one of: {', '.join(available_presets())}."
+            )
+        settings = load_preset(name)
+        values: dict[str, Any] = {}
+        for text in overrides:
+            key, value = parse_override(text)
+            if key in SERVER_ONLY_SETTINGS:
+                raise FaceCastError(f"Setting {key!r} is the server's to choose.")
+            values[key] = value
+        values["pipeline.provider"] = self.config.provider
+        if self.config.force_label:
+            values["composite.disclosure_label"] = True
+        return resolve_provider(settings.with_overrides(values)).validate()
+
+    async def create_stream(self, request: web.Request) -> web.Response:
+        token_name: str = request[TOKEN_NAME]
+        limits = self.config.limits
+        if not _consented(request):
+            self._count_refusal("consent")
+            return _error(403, CONSENT_HELP)
+        if len(self.sessions) >= limits.max_streams:
+            self._count_refusal("full")
+            return _error(
+                503,
+                f"The server is full ({limits.max_streams} streams).",
+                **{"Retry-After": str(limits.retry_after_s)},
+            )
+        if request.content_type != "application/sdp":
+            return _error(415, "Send the SDP offer with Content-Type: application/sdp.")
+        face_ids = request.query.getall("face", [])
+        if not face_ids or len(face_ids) > limits.max_faces_per_stream:
+            return _error(400, f"Name 1 to {limits.max_faces_per_stream} uploaded faces: face=ID.")
+        faces: list[StoredFace] = []
+        for face_id in face_ids:
+            face = self.faces.get(face_id, token_name)
+            if face is None:
+                return _error(
+                    404, f"No uploaded face {face_id[:40]!r} (faces are deleted when their stream ends)."
+                )
+            faces.append(face)
+        try:
+            settings = self.settings_from(request.query.get("preset"), request.query.getall("set", []))
+        except FaceCastError as exc:
+            return _error(422, exc.user_message())
+        offer = await request.text()
+        if "m=video" not in offer:
+            return _error(400, "The offer has no video.")
+        assert self._prepare_lock is not None
+        async with self._prepare_lock:  # one model preparation at a time: they share the store
+            if len(self.sessions) >= limits.max_streams:
+                return _error(503, "The server is full.", **{"Retry-After": str(limits.retry_after_s)})
+            try:
+                stages = await asyncio.to_thread(
+                    prepare_face_swap, [f.path for f in faces], settings, self.config.models
+                )
+            except FaceCastError as exc:
+                return _error(422, exc.user_message())
+            stream_id = secrets.token_hex(12)
+            pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+            session = StreamSession(
+                stream_id,
+                token_name,
+                _client(request),
+                tuple(faces),
+                settings,
+                stages,
+                pc,
+                limits,
+                self._closed,
+            )
+            self.sessions[stream_id] = session
+        try:
+            answer = await self._answer(session, offer)
+        except Exception as exc:
+            await session.close("the offer was refused")
+            return _error(400, f"The SDP offer was refused: {exc}")
+        self.streams_total += 1
+        session.start_watch()
+        return web.Response(
+            status=201,
+            text=answer,
+            content_type="application/sdp",
+            headers={"Location": f"/v1/streams/{stream_id}", "X-FaceCast-Stream": stream_id},
+        )
+
+    async def _answer(self, session: StreamSession, offer: str) -> str:
+        pc = session.pc
+        outgoing = session.outgoing_track()
+
+        @pc.on("track")
+        def on_track(track: Any) -> None:
+            if track.kind == "video":
+                pc.addTrack(outgoing)
+                session.take_track(track)
+
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
+        answer = await pc.createAnswer()
+        await pc.setLocalDescription(answer)
+        return str(pc.localDescription.sdp)
+
+    async def _closed(self, session: StreamSession, reason: str) -> None:
+        self.sessions.pop(session.stream_id, None)
+        for face in session.faces:
+            self.faces.remove(face.face_id)
+        self.audit.write(
+            AuditRecord(
+                "stream",
+                session.client,
+                session.token_name,
+                tuple(f.sha256 for f in session.faces),
+                round(time.monotonic() - session.created, 3),
+                reason,
+            )
+        )
+        log.info("stream %s ended: %s", session.stream_id, reason)
+
+    def _owned(self, request: web.Request) -> StreamSession | web.Response:
+        session = self.sessions.get(request.match_info["stream_id"])
+        if session is None or session.token_name != request[TOKEN_NAME]:
+            return _error(404, "No such stream (it may have ended).")
+        return session
+
+    async def patch_stream(self, request: web.Request) -> web.Response:
+        session = self._owned(request)
+        if isinstance(session, web.Response):
+            return session
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except json.JSONDecodeError:
+            return _error(400, 'Send JSON: {"preset": NAME, "set": ["section.key=value", ...]}.')
+        preset = body.get("preset") if isinstance(body, dict) else None
+        overrides = body.get("set", []) if isinstance(body, dict) else []
+        overrides = list(overrides) + request.query.getall("set", [])
+        if not isinstance(preset, str | None) or not all(isinstance(o, str) for o in overrides):
+            return _error(400, '"preset" must be a name and "set" a list of "section.key=value".')
+        try:
+            settings = self.settings_from(preset or request.query.get("preset"), overrides)
+        except FaceCastError as exc:
+            return _error(422, exc.user_message())
+        session.update(settings)
+        return web.json_response({"id": session.stream_id, "settings": settings.to_dict()})
+
+    async def delete_stream(self, request: web.Request) -> web.Response:
+        session = self._owned(request)
+        if isinstance(session, web.Response):
+            return session
+        await session.close("the client hung up")
+        return web.Response(status=204)
+
+
+def _client(request: web.Request) -> str:
+    return request.remote or "unknown"

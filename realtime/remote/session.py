@@ -1,0 +1,144 @@
+"""One stream on the server: a peer connection, its own engine, and the watch that ends it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiortc import MediaStreamTrack, RTCPeerConnection
+
+from realtime.api import Engine, EngineEvent, Settings, StageFactory
+from realtime.remote.faces import StoredFace
+from realtime.remote.limits import Limits
+from realtime.remote.media import AsyncLatest, OutgoingTrack, Tagged, TrackSink, TrackSource, pump_track
+
+log = logging.getLogger(__name__)
+
+WATCH_S = 0.25  # how often a session checks its limits
+
+
+@dataclass
+class StreamSession:
+    stream_id: str
+    token_name: str
+    client: str
+    faces: tuple[StoredFace, ...]
+    settings: Settings
+    stages: StageFactory
+    pc: RTCPeerConnection
+    limits: Limits
+    on_closed: Callable[[StreamSession, str], Awaitable[None]]
+    created: float = field(default_factory=time.monotonic)
+    engine: Engine | None = None
+    source: TrackSource | None = None
+    close_reason: str = ""
+    _out: AsyncLatest[Tagged] | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _closing: bool = False
+    _engine_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def outgoing_track(self) -> OutgoingTrack:
+        self._out = AsyncLatest(asyncio.get_running_loop())
+        return OutgoingTrack(self._out)
+
+    def start_watch(self) -> None:
+        self._tasks.append(asyncio.ensure_future(self._watch()))
+
+    def take_track(self, track: MediaStreamTrack) -> None:
+        self._tasks.append(asyncio.ensure_future(self._consume(track)))
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def last_activity(self) -> float:
+        return self.source.last_arrival if self.source is not None else self.created
+
+    async def _consume(self, track: MediaStreamTrack) -> None:
+        """The first picture opens the engine (its size is the stream's); later ones feed it."""
+
+        def on_frame(item: Tagged) -> None:
+            if self.source is not None:
+                self.source.feed(item)
+            elif not self._engine_lock.locked():
+                self._tasks.append(asyncio.ensure_future(self._start_engine(item)))
+
+        await pump_track(track, on_frame)
+        if not self._closing:
+            await self.close("the client hung up")
+
+    async def _start_engine(self, first: Tagged) -> None:
+        async with self._engine_lock:
+            if self.source is not None or self._closing or self._out is None:
+                return
+            source = TrackSource(first, idle_s=self.limits.idle_s)
+            engine = Engine(source, TrackSink(self._out), self.settings, self.stages, on_event=self._on_event)
+            self.source = source
+            try:
+                await asyncio.to_thread(engine.start)
+            except Exception as exc:
+                log.warning("stream %s: the engine did not start: %s", self.stream_id, exc)
+                await self.close(f"the engine did not start: {exc}")
+                return
+            self.engine = engine
+            if self._closing:
+                await asyncio.to_thread(engine.stop)
+
+    def _on_event(self, event: EngineEvent) -> None:
+        if event.kind in ("error", "warning"):
+            log.warning("stream %s: %s", self.stream_id, event.message)
+
+    async def _watch(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(WATCH_S)
+            now = time.monotonic()
+            if now - self.created > self.limits.max_session_s:
+                await self.close("the session reached the server's time limit")
+            elif now - self.last_activity() > self.limits.idle_s:
+                await self.close(f"no video for {self.limits.idle_s:g} s")
+            elif self.pc.connectionState in ("failed", "closed"):
+                await self.close(f"the connection {self.pc.connectionState}")
+            elif self.engine is not None and self.engine.ended(0):
+                await self.close("the engine stopped")
+
+    async def close(self, reason: str) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self.close_reason = reason
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        if self.source is not None:
+            self.source.close()
+        if self.engine is not None:
+            await asyncio.to_thread(self.engine.stop)
+        if self._out is not None:
+            self._out.close_threadsafe()
+        await self.pc.close()
+        await self.on_closed(self, reason)
+
+    def update(self, settings: Settings) -> None:
+        self.settings = settings
+        if self.engine is not None:
+            self.engine.update_settings(settings)
+
+    def stats_lines(self) -> list[str]:
+        if self.engine is None:
+            return []
+        s = self.engine.stats()
+        dropped = s.frames_dropped + (self.source.dropped if self.source is not None else 0)
+        label = f'stream="{self.stream_id}"'
+        return [
+            f"facecast_stream_fps_in{{{label}}} {s.fps_in:.3f}",
+            f"facecast_stream_fps_out{{{label}}} {s.fps_out:.3f}",
+            f'facecast_stream_latency_ms{{{label},quantile="0.5"}} {s.latency_ms.p50:.3f}',
+            f'facecast_stream_latency_ms{{{label},quantile="0.99"}} {s.latency_ms.p99:.3f}',
+            f"facecast_stream_frames_in_total{{{label}}} {s.frames_in}",
+            f"facecast_stream_frames_out_total{{{label}}} {s.frames_out}",
+            f"facecast_stream_frames_dropped_total{{{label}}} {dropped}",
+        ]
