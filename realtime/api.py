@@ -6,8 +6,10 @@ rules in pyproject.toml hold the GUI to this module.
 
 from __future__ import annotations
 
-from models.errors import FaceCastError, ModelError, ModelMissingError
-from models.files.catalogue import get_entry
+from models.errors import DownloadError, FaceCastError, LicenceNotAcceptedError, ModelError, ModelMissingError
+from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
+from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
+from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
 from models.runtime.session import SessionConfig, SessionFactory, auto_provider
 from models.types import Detection, ImageBGR
 from models.wrappers.mtcnn import MTCNN
@@ -37,8 +39,10 @@ from realtime.io.sources import IMAGE_EXTENSIONS, CameraSource, VideoFileSource,
 from realtime.io.test_pattern import TestPatternSource
 
 __all__ = [
+    "CATALOGUE",
     "DEFAULT_PRESET",
     "IMAGE_EXTENSIONS",
+    "MODELS_DIR_ENV",
     "MTCNN",
     "PRESETS_DIR",
     "ActiveFace",
@@ -48,6 +52,8 @@ __all__ = [
     "CameraMode",
     "CameraSource",
     "Detection",
+    "DownloadError",
+    "Downloader",
     "Engine",
     "EngineEvent",
     "FaceCastError",
@@ -56,10 +62,16 @@ __all__ = [
     "FrameSink",
     "FrameSource",
     "GalleryFaceSwap",
+    "HttpGet",
+    "HttpResponse",
     "ImageBGR",
+    "LicenceNotAcceptedError",
+    "ModelEntry",
     "ModelError",
+    "ModelFile",
     "ModelMissingError",
     "ModelOptions",
+    "ModelStore",
     "OptionalSink",
     "SessionConfig",
     "SessionFactory",
@@ -71,6 +83,7 @@ __all__ = [
     "StatsSnapshot",
     "Summary",
     "TestPatternSource",
+    "VerifyResult",
     "VideoFileSink",
     "VideoFileSource",
     "VideoFrame",
@@ -79,17 +92,21 @@ __all__ = [
     "auto_provider",
     "available_presets",
     "check_models_present",
+    "default_entries",
+    "default_models_dir",
     "get_entry",
     "list_cameras",
     "load_analysis_models",
     "load_identity",
     "load_preset",
     "parse_override",
+    "part_path",
     "passthrough_stages",
     "pick_face",
     "probe_modes",
     "quality_model_names",
     "read_image",
     "refuse_stream_url",
+    "requests_get",
     "virtual_camera_fix",
 ]
