@@ -23,6 +23,7 @@ from PyQt6.QtWidgets import (
     QMainWindow,
     QSplitter,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -36,12 +37,21 @@ from gui.graph import FpsLatencyGraph
 from gui.input_panel import InputPanel
 from gui.messages import Level, MessageBar
 from gui.models_banner import MODELS_BANNER, models_banner
+from gui.models_dialog import ModelsDialog
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
 from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
-from realtime.api import ActiveFace, FaceCastError, Settings, quality_model_names, virtual_camera_fix
+from realtime.api import (
+    ActiveFace,
+    FaceCastError,
+    ModelOptions,
+    Settings,
+    default_models_dir,
+    quality_model_names,
+    virtual_camera_fix,
+)
 
 VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
     ("side_by_side", "Side by side"),
@@ -79,10 +89,13 @@ class MainWindow(QMainWindow):
         self._io_banners: dict[tuple[Level, str], int] = {}  # (level, text) -> the run it came from
         self._tap = OriginalTap()
         self._feed = PreviewFeed(self._tap, self)
-        self.photos = PhotoAnalysisService(services.model_options, self._composer.effective(), self)
+        self._model_options = _model_options(services.model_options, config.models_dir)
+        self.photos = PhotoAnalysisService(self._model_options, self._composer.effective(), self)
         self.controller = EngineController(
-            services.model_options, self._active, self._feed, services.vcam_backend, self
+            self._model_options, self._active, self._feed, services.vcam_backend, self
         )
+        self.models_dialog: ModelsDialog | None = None  # made when first opened
+        self._models_dialog_offered = not services.models_dialog_at_start
 
         self.messages = MessageBar()
         self.preview = PreviewWidget()
@@ -93,6 +106,9 @@ class MainWindow(QMainWindow):
         self.start_button = ClickOnceButton("Start")
         self.start_button.setMinimumWidth(110)
         self.start_button.setToolTip("Start or stop (Ctrl+Return)")
+        self.models_button = QToolButton()
+        self.models_button.setText("Models…")
+        self.models_button.setToolTip("Download and check the face models, choose their folder")
         self.state_label = QLabel("Stopped")
         self.gallery = FaceGallery(self.photos)
         self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
@@ -158,6 +174,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(PageScrollArea(self.input_panel), "Input")
         self.tabs.addTab(PageScrollArea(self.output_panel), "Output")
         self.tabs.addTab(PageScrollArea(self.stage_panel), "Stages")
+        self.tabs.setCornerWidget(self.models_button, Qt.Corner.TopRightCorner)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -181,6 +198,7 @@ class MainWindow(QMainWindow):
         queued = Qt.ConnectionType.QueuedConnection
         self._feed.frame_ready.connect(self._show_preview, queued)  # type: ignore[call-arg]
         self.start_button.clicked.connect(self.toggle_running)
+        self.models_button.clicked.connect(self.open_models_dialog)
         self.view_combo.currentIndexChanged.connect(self._on_view)
         c = self.controller
         c.state_changed.connect(self._on_state)
@@ -260,6 +278,9 @@ class MainWindow(QMainWindow):
         self.save_config()
         self.controller.shutdown()
         self.photos.shutdown()
+        if self.models_dialog is not None:
+            self.models_dialog.shutdown()
+            self.models_dialog.deleteLater()
         super().closeEvent(event)
 
     # ---- run ---------------------------------------------------------------------------------------------
@@ -480,10 +501,43 @@ class MainWindow(QMainWindow):
         there, a banner that still says otherwise goes."""
         if text:
             self._warn_models_missing(text)
+            if not self._models_dialog_offered:  # a first run: the models come from here
+                self._models_dialog_offered = True
+                self.open_models_dialog()
             return
         for shown in self.messages.texts():
             if shown.startswith(MODELS_BANNER):
                 self.messages.dismiss("warning", shown)
+
+    # ---- models --------------------------------------------------------------------------------------------
+
+    @property
+    def models_folder(self) -> Path:
+        return self._model_options.models_dir or default_models_dir()
+
+    def open_models_dialog(self) -> ModelsDialog:
+        if self.models_dialog is None:
+            services = self._services
+            dialog = ModelsDialog(self.models_folder, services.catalogue, services.download_tuning, self)
+            dialog.models_changed.connect(self._on_models_downloaded)
+            dialog.folder_changed.connect(self.set_models_folder)
+            self.models_dialog = dialog
+        self.models_dialog.show()
+        self.models_dialog.raise_()
+        return self.models_dialog
+
+    def set_models_folder(self, folder: Path) -> None:
+        """The folder chosen in the Models dialog: remembered, used by photos now and from the next Start."""
+        self._config = replace(self._config, models_dir=str(folder))
+        self._model_options = _model_options(self._services.model_options, str(folder))
+        self.controller.set_model_options(self._model_options)
+        self.photos.set_model_options(self._model_options)
+        self._on_models_downloaded()
+
+    def _on_models_downloaded(self) -> None:
+        """A model arrived (or turned out damaged): the banner and the waiting photos follow now."""
+        self.photos.check_models()
+        self.gallery.retry_missing_models()
 
     def _show_io_banner(self, level: Level, text: str) -> None:
         """An input or output that failed (a Start that could not open it, a recording that
@@ -532,3 +586,11 @@ class MainWindow(QMainWindow):
 def _models_needed(settings: Settings) -> tuple[str, ...]:
     """What the models check depends on: the models these settings run."""
     return (settings.detector.model, settings.swap.model, *quality_model_names(settings))
+
+
+def _model_options(base: ModelOptions, folder: str) -> ModelOptions:
+    """`base` with the models folder chosen in the window, if any (a new store: the old one's hash
+    cache belongs to the old folder)."""
+    if not folder:
+        return base
+    return replace(base, models_dir=Path(folder), _store=None)

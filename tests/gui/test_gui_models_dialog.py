@@ -8,15 +8,22 @@ import json
 import os
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from PyQt6.QtCore import Qt
+from PyQt6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
+from gui.config import ConfigStore
+from gui.controller import ModelsState, RunState
+from gui.main_window import MainWindow
 from gui.model_tasks import DownloadTuning
+from gui.models_banner import MODELS_BANNER
 from gui.models_dialog import ModelsDialog
 from tests.gui.model_server import ModelServer, Route, model_server, served_entry
+from tests.gui.test_gui_helpers import run_config, services_for, write_models
 
 BODY = random.Random(0).randbytes(600_000)
 OTHER = random.Random(1).randbytes(90_000)
@@ -27,6 +34,15 @@ TUNING = DownloadTuning(chunk_size=16_384, timeout=5.0, retry_delay=0.05)
 def server() -> Iterator[ModelServer]:
     with model_server() as running:
         yield running
+
+
+def texts_with(window: MainWindow, *parts: str) -> list[str]:
+    return [t for t in window.messages.texts() if all(p in t for p in parts)]
+
+
+def faces_swapped(window: MainWindow) -> int:
+    stats = window.controller.stats()
+    return stats.faces_swapped if stats is not None else 0
 
 
 def open_dialog(qtbot: QtBot, folder: Path, *entries: object) -> ModelsDialog:
@@ -169,3 +185,70 @@ def test_another_folder_chosen_in_the_dialog_is_checked_there(
         dialog.set_folder(elsewhere)
     assert changed.args == [elsewhere] and dialog.folder_edit.text() == str(elsewhere)
     qtbot.waitUntil(lambda: dialog.status_text("model").startswith("verified"), timeout=5_000)
+
+
+# ---- the window ------------------------------------------------------------------------------------
+
+
+def test_a_first_run_without_models_opens_the_models_dialog_whose_download_lets_the_face_swap(
+    qtbot: QtBot, tmp_path: Path, server: ModelServer, face_photo: Path
+) -> None:
+    doubles = write_models(tmp_path / "doubles")
+    catalogue = tuple(
+        served_entry(server, f"{name}.onnx", (doubles / f"{name}.onnx").read_bytes(), name=name, licence="L")
+        for name in ("inswapper_128", "w600k_r50")
+    )
+    models = tmp_path / "models"  # empty: a first run
+    services = replace(services_for(tmp_path, models), catalogue=catalogue, download_tuning=TUNING)
+    window = MainWindow(services, ConfigStore(services.config_path), run_config(face_photo, vcam=False))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(
+        lambda: window.models_dialog is not None and window.models_dialog.isVisible(), timeout=15_000
+    )
+    assert texts_with(
+        window, MODELS_BANNER, "Models…"
+    )  # the banner points at the window, not only a terminal
+    dialog = window.models_dialog
+    assert dialog is not None and dialog.folder == models
+    qtbot.waitUntil(lambda: dialog.status_text("w600k_r50") == "missing", timeout=5_000)
+    assert window.gallery.active_identity() is None  # no recogniser yet: the photo cannot be swapped in
+
+    click(qtbot, dialog.defaults_button)
+    click(qtbot, dialog.accept_button)  # one licence for both
+    qtbot.waitUntil(
+        lambda: all(dialog.status_text(n).startswith("verified") for n in ("inswapper_128", "w600k_r50")),
+        timeout=15_000,
+    )
+    qtbot.waitUntil(lambda: not texts_with(window, MODELS_BANNER), timeout=15_000)
+    qtbot.waitUntil(lambda: window.gallery.active_identity() is not None, timeout=15_000)
+    close = next(b for b in dialog.findChildren(QPushButton) if b.text() == "Close")
+    click(qtbot, close)
+    assert not dialog.isVisible()  # downloads and checks carry on without it
+
+    click(qtbot, window.start_button)
+    qtbot.waitUntil(lambda: window.controller.models == ModelsState.READY, timeout=20_000)
+    qtbot.waitUntil(lambda: faces_swapped(window) >= 2, timeout=20_000)
+    click(qtbot, window.start_button)
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=5_000)
+
+
+def test_the_models_folder_chosen_in_the_dialog_is_used_and_remembered(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path
+) -> None:
+    services = services_for(tmp_path, tmp_path / "empty")
+    store = ConfigStore(services.config_path)
+    window = MainWindow(services, store, run_config(face_photo, vcam=False))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: bool(texts_with(window, MODELS_BANNER)), timeout=15_000)
+    dialog = window.open_models_dialog()
+    dialog.set_folder(models_dir)  # what Choose… does once a folder is picked
+    qtbot.waitUntil(lambda: not texts_with(window, MODELS_BANNER), timeout=15_000)
+    qtbot.waitUntil(lambda: window.gallery.active_identity() is not None, timeout=15_000)
+    window.close()
+    assert store.load().config.models_dir == str(models_dir)
+
+    again = MainWindow(services, store, store.load().config)
+    qtbot.addWidget(again)
+    assert again.models_folder == models_dir and again.open_models_dialog().folder == models_dir
