@@ -109,6 +109,10 @@ class MainWindow(QMainWindow):
         self.models_button = QToolButton()
         self.models_button.setText("Models…")
         self.models_button.setToolTip("Download and check the face models, choose their folder")
+        self.log_button = QToolButton()
+        self.log_button.setText("Log")
+        self.log_button.setToolTip(f"Open the log file ({services.log_path or 'not written in this run'})")
+        self.log_button.setEnabled(services.log_path is not None)
         self.state_label = QLabel("Stopped")
         self.gallery = FaceGallery(self.photos)
         self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
@@ -174,7 +178,12 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(PageScrollArea(self.input_panel), "Input")
         self.tabs.addTab(PageScrollArea(self.output_panel), "Output")
         self.tabs.addTab(PageScrollArea(self.stage_panel), "Stages")
-        self.tabs.setCornerWidget(self.models_button, Qt.Corner.TopRightCorner)
+        corner = QWidget()
+        corner_layout = QHBoxLayout(corner)
+        corner_layout.setContentsMargins(0, 0, 4, 0)
+        corner_layout.addWidget(self.models_button)
+        corner_layout.addWidget(self.log_button)
+        self.tabs.setCornerWidget(corner, Qt.Corner.TopRightCorner)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -199,6 +208,7 @@ class MainWindow(QMainWindow):
         self._feed.frame_ready.connect(self._show_preview, queued)  # type: ignore[call-arg]
         self.start_button.clicked.connect(self.toggle_running)
         self.models_button.clicked.connect(self.open_models_dialog)
+        self.log_button.clicked.connect(self._open_log)
         self.view_combo.currentIndexChanged.connect(self._on_view)
         c = self.controller
         c.state_changed.connect(self._on_state)
@@ -508,6 +518,10 @@ class MainWindow(QMainWindow):
         for shown in self.messages.texts():
             if shown.startswith(MODELS_BANNER):
                 self.messages.dismiss("warning", shown)
+
+    def _open_log(self) -> None:
+        if self._services.log_path is not None:
+            self._services.open_path(self._services.log_path)
 
     # ---- models --------------------------------------------------------------------------------------------
 

@@ -31,6 +31,14 @@ def _probe_modes(index: int) -> tuple[CameraMode, ...]:
     return probe_modes(index)
 
 
+def _open_path(path: Path) -> None:
+    """A file or folder in the desktop's own application (file manager, text editor)."""
+    from PyQt6.QtCore import QUrl
+    from PyQt6.QtGui import QDesktopServices
+
+    QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+
 @dataclass(frozen=True)
 class AppServices:
     """config_path: the settings file. model_options: where the models are. vcam_backend: a pyvirtualcam
@@ -47,6 +55,8 @@ class AppServices:
     catalogue: tuple[ModelEntry, ...] = CATALOGUE
     download_tuning: DownloadTuning = field(default_factory=DownloadTuning)
     models_dialog_at_start: bool = True
+    log_path: Path | None = None  # the log file, when this run writes one
+    open_path: Callable[[Path], None] = _open_path
 
     @staticmethod
     def from_environment() -> AppServices:
