@@ -40,6 +40,7 @@ from gui.models_banner import MODELS_BANNER, models_banner
 from gui.models_dialog import ModelsDialog
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
+from gui.run_status import RecIndicator, parse_outputs
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
 from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
@@ -61,6 +62,14 @@ VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
 STATS_INTERVAL_MS = 250
 APPLY_DELAY_MS = 150  # spin boxes fire per step: settle before asking the engine
 STATUS_NOTE_MS = 8000  # how long a status-bar note stays
+VCAM_UNAVAILABLE = (
+    "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it."
+)
+DROPPED_HELP = (
+    "Frames dropped to stay live: when the face stages fall behind the input, the frame waiting\n"
+    "longest is skipped so the output never lags further behind. A few now and then are harmless;\n"
+    "a count that keeps climbing means a lighter preset (Stages) or a smaller input size."
+)
 RUNNING_NOTE = "Running: "  # the run's description in the status bar, while it runs
 
 log = logging.getLogger(__name__)
@@ -114,6 +123,8 @@ class MainWindow(QMainWindow):
         self.log_button.setToolTip(f"Open the log file ({services.log_path or 'not written in this run'})")
         self.log_button.setEnabled(services.log_path is not None)
         self.state_label = QLabel("Stopped")
+        self.rec_indicator = RecIndicator()
+        self._take: Path | None = None  # the recording of the run started with Start, as restarts go on
         self.gallery = FaceGallery(self.photos)
         self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
         self.output_panel = OutputPanel()
@@ -160,6 +171,7 @@ class MainWindow(QMainWindow):
     def _build_layout(self) -> None:
         toolbar = QHBoxLayout()
         toolbar.addWidget(self.start_button)
+        toolbar.addWidget(self.rec_indicator)
         toolbar.addWidget(self.state_label, 1)
         toolbar.addWidget(QLabel("View"))
         toolbar.addWidget(self.view_combo)
@@ -200,6 +212,7 @@ class MainWindow(QMainWindow):
         for label in (self.fps_label, self.latency_label, self.dropped_label):
             label.setMinimumWidth(90)
             status.addPermanentWidget(label)
+        self.dropped_label.setToolTip(DROPPED_HELP)
         status.addPermanentWidget(self.stages_label)
         self.resize(1320, 800)
 
@@ -216,7 +229,7 @@ class MainWindow(QMainWindow):
         c.message.connect(self._on_message)
         c.io_error.connect(lambda text: self._show_io_banner("error", text))
         c.vcam_unavailable.connect(self._on_vcam_unavailable)
-        c.described.connect(lambda text: self._status_message(RUNNING_NOTE + text))
+        c.described.connect(self._on_described)
         self.gallery.active_changed.connect(self._on_active_face)
         self.gallery.faces_changed.connect(self._on_faces_changed)
         self.gallery.models_missing_found.connect(self._warn_models_missing)
@@ -225,6 +238,7 @@ class MainWindow(QMainWindow):
         self.output_panel.changed.connect(self._on_io_changed)
         self.output_panel.disclosure_changed.connect(self._on_disclosure)
         self.output_panel.help_panel.retry_requested.connect(self._retry_output)
+        self.output_panel.open_folder_requested.connect(self._services.open_path)
         self.stage_panel.preset_requested.connect(self.set_preset)
         self.stage_panel.override_requested.connect(self.set_override)
         self.stage_panel.reset_requested.connect(self.reset_to_preset)
@@ -312,6 +326,7 @@ class MainWindow(QMainWindow):
             self._commit_pending_edit()
             self.output_panel.help_panel.hide()
             self.graph.clear()
+            self._take = None  # a Start begins a take of its own
             plan = self.plan()
             missing = self.gallery.models_missing()
             if not plan.faces and missing:
@@ -338,6 +353,9 @@ class MainWindow(QMainWindow):
             focused.editingFinished.emit()
 
     def _on_io_changed(self) -> None:
+        if not self.output_panel.config().vcam:
+            self.messages.dismiss("warning", VCAM_UNAVAILABLE)  # about an output no longer asked for
+            self._io_banners.pop(("warning", VCAM_UNAVAILABLE), None)
         if self.controller.state in (RunState.STARTING, RunState.RUNNING):
             self._status_message("Input/output changed: restarting…")
             self.controller.restart(self.plan)
@@ -370,6 +388,10 @@ class MainWindow(QMainWindow):
             self._stats_timer.stop()
             self._refresh_stats()
             self.preview.clear()
+            self.graph.clear()  # its lines were the last run's, drawn as if live
+            self.rec_indicator.stop()
+            self.output_panel.set_take(self._take, running=False)
+            self.output_panel.set_vcam_state("Virtual camera: not running")
         self._update_badge()
 
     def _show_preview(self) -> None:
@@ -456,6 +478,8 @@ class MainWindow(QMainWindow):
         settings = self._composer.effective()
         self.photos.set_settings(settings)
         needed = _models_needed(settings)
+        if needed[:1] != self._models_checked_for[:1]:
+            self.gallery.reanalyse()  # the photos' faces were found by the detector before
         if needed != self._models_checked_for:
             # Another detector (mtcnn needs no download) or swap model: the models banner follows
             # now, not at the next Start.
@@ -576,16 +600,43 @@ class MainWindow(QMainWindow):
 
     def _on_message(self, level: str, text: str) -> None:
         known = level if level in ("info", "warning", "error") else "info"
+        if known == "error" and self.controller.state != RunState.IDLE:
+            # A run's error (a model that failed, a device that stopped): down once a later run runs.
+            self._show_io_banner("error", text)
+            return
         self.messages.show_message(cast(Level, known), text)
         self._update_badge()
+
+    def _on_described(self, text: str) -> None:
+        """The run is up: say what it sends where, and whether a restart began a new take."""
+        self._status_message(RUNNING_NOTE + text)
+        outputs = parse_outputs(text)
+        wanted = self.output_panel.config()
+        if outputs.vcam is not None:
+            self.output_panel.set_vcam_state(f"Virtual camera: {outputs.vcam}")
+        elif wanted.vcam:
+            self.output_panel.set_vcam_state("Virtual camera: unavailable (see below)")
+        else:
+            self.output_panel.set_vcam_state("Virtual camera: off")
+        path = outputs.record_path
+        if path is None:
+            self.rec_indicator.stop()
+            self.output_panel.set_take(self._take, running=False)
+            return
+        if self._take is not None and path != self._take:
+            self.messages.show_message(
+                "info",
+                f"Recording: a new take began, {path.name}. The run restarted for the change; the take "
+                f"before it, {self._take.name}, is complete in the same folder.",
+            )
+        self._take = path
+        self.rec_indicator.start(path)
+        self.output_panel.set_take(path, running=True)
 
     def _on_vcam_unavailable(self, error_text: str) -> None:
         fix = virtual_camera_fix(self._services.platform, error_text)
         self.output_panel.show_vcam_help(fix)
-        self._show_io_banner(
-            "warning",
-            "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it.",
-        )
+        self._show_io_banner("warning", VCAM_UNAVAILABLE)
 
     def _status_message(self, text: str) -> None:
         """A note in the status bar for a while ("" takes it down). Elided again whenever the live
