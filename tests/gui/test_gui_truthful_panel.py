@@ -9,6 +9,7 @@ from PyQt6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from gui.controller import RunState
+from gui.graph import FpsLatencyGraph
 from gui.main_window import MainWindow
 from gui.preview import PreviewFrame, PreviewWidget
 from tests.gui.test_gui_helpers import open_window, run_config
@@ -71,3 +72,12 @@ def test_a_frame_whose_original_copy_was_dropped_keeps_the_last_input_in_the_ori
     preview.clear()  # Stop: nothing of the last run is left to show
     preview.show_frame(PreviewFrame(later_output, None, 2))
     assert dict(preview.panes())["Original"] is None
+
+
+def test_the_graph_writes_its_scale_which_grows_with_the_values(qtbot: QtBot) -> None:
+    graph = FpsLatencyGraph()
+    qtbot.addWidget(graph)
+    assert graph.scale_labels() == ("30 fps", "100 ms")
+    graph.add_sample(60.0, 200.0)
+    assert graph.scale_labels() == ("69 fps", "230 ms")  # the top line sits 15% above the highest value
+    graph.grab()  # paints with the labels
