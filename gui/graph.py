@@ -23,7 +23,8 @@ class FpsLatencyGraph(QWidget):
         self.setMinimumHeight(70)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setToolTip(
-            "Output fps (green, left scale) and glass-to-glass latency p50 (orange, right scale), last 30 s.\n"
+            "Output fps (green, left scale) and glass-to-glass latency p50 (orange, right scale),"
+            " last 30 s.\n"
             "The top line's values are written at its ends; the grid lines are quarters of them."
         )
 
