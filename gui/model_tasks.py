@@ -274,4 +274,6 @@ class ModelTasks(QObject):
 
 
 def size_text(size: int | None) -> str:
-    return "size unknown" if size is None else f"{size / 1e6:,.1f} MB"
+    if size is None:
+        return "size unknown"
+    return f"{size / 1e3:,.0f} kB" if size < 100_000 else f"{size / 1e6:,.1f} MB"
