@@ -18,6 +18,7 @@ from PyQt6.QtWidgets import QApplication, QDialog, QWidget
 
 from gui.config import ConfigStore, GuiConfig, LoadResult
 from gui.consent import ConsentDialog
+from gui.log_file import install_log_file
 from gui.main_window import MainWindow
 from gui.services import AppServices
 from gui.theme import apply_dark_theme
@@ -64,6 +65,9 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
     app.setOrganizationName("FaceCast")
     apply_dark_theme(app)
     services = services or AppServices.from_environment()
+    if services.log_path is None:
+        services = replace(services, log_path=install_log_file())
+    log.info("FaceCast control panel starting")
     store = ConfigStore(services.config_path)
     loaded = store.load()
     config = ask_consent(loaded.config, store)

@@ -96,6 +96,7 @@ class GuiConfig:
     input: InputConfig = field(default_factory=InputConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     window_geometry: str = ""  # QWidget.saveGeometry() as base64
+    models_dir: str = ""  # chosen in the Models dialog; "" = $FACECAST_MODELS_DIR or the default
 
 
 class ConfigError(ValueError):
@@ -218,6 +219,7 @@ def config_to_dict(config: GuiConfig) -> dict[str, Any]:
         "input": _section_to_dict(config.input),
         "output": _section_to_dict(config.output),
         "window": {"geometry": config.window_geometry},
+        "models_dir": config.models_dir,
     }
 
 
@@ -230,7 +232,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     problems: list[str] = []
     default = GuiConfig()
     known = {"version", "consent_accepted", "preset", "disclosure_label", "active_face", "view"}
-    known |= {"overrides", "faces", "input", "output", "window"}
+    known |= {"overrides", "faces", "input", "output", "window", "models_dir"}
     problems += [f"unknown setting '{k}' ignored" for k in data if k not in known]
 
     def top(key: str, kind: type, fallback: Any, check: Callable[[Any], bool] | None = None) -> Any:
@@ -254,6 +256,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
             disclosure_label=top("disclosure_label", bool, default.disclosure_label),
             photos=tuple(photos),
             active_face=top("active_face", str, default.active_face),
+            models_dir=top("models_dir", str, default.models_dir),
             view=cast(ViewMode, top("view", str, default.view, lambda v: v in get_args(ViewMode))),
             input=_section_from_dict(InputConfig(), _table(data, "input", problems), "input", problems),
             output=_section_from_dict(OutputConfig(), _table(data, "output", problems), "output", problems),

@@ -254,6 +254,10 @@ class EngineController(QObject):
             self.stop()
         self._pending = plan
 
+    def set_model_options(self, options: ModelOptions) -> None:
+        """Another models folder: used from the next Start."""
+        self._options = options
+
     def update_settings(self, settings: Settings) -> None:
         """Applied live at the next frame; model changes reload in the background, no restart."""
         self._settings = settings

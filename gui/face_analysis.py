@@ -188,6 +188,14 @@ class PhotoAnalysisService(QObject):
                 self._analyser = PhotoAnalyser(self._options, settings.detector.model)
             self._analyser.run_settings = settings
 
+    def set_model_options(self, options: ModelOptions) -> None:
+        """Another models folder: later photos and checks look there."""
+        with self._lock:
+            settings = self._analyser.run_settings
+            self._options = options
+            self._analyser = PhotoAnalyser(options, settings.detector.model)
+            self._analyser.run_settings = settings
+
     def submit(self, path: Path) -> None:
         self._executor.submit(self._run, path)
 

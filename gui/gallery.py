@@ -245,6 +245,11 @@ class FaceGallery(QWidget):
             if card.result is not None and card.result.models_missing:
                 self._service.submit(path)
 
+    def reanalyse(self) -> None:
+        """Analyse every photo again (another detector: a face it finds, or misses, differently)."""
+        for path in self._cards:
+            self._service.submit(path)
+
     def usable_faces(self) -> list[tuple[Path, SourceIdentity]]:
         """Photos whose identity is ready to swap in, in gallery order."""
         faces = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 from PyQt6.QtCore import QPointF, QRectF, QSize, Qt
-from PyQt6.QtGui import QColor, QPainter, QPaintEvent, QPen, QPolygonF
+from PyQt6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPen, QPolygonF
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
 FPS_COLOUR = QColor(80, 200, 120)
@@ -22,7 +22,11 @@ class FpsLatencyGraph(QWidget):
         self._capacity = capacity
         self.setMinimumHeight(70)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setToolTip("Output fps (green) and glass-to-glass latency p50 (orange), last 30 s")
+        self.setToolTip(
+            "Output fps (green, left scale) and glass-to-glass latency p50 (orange, right scale),"
+            " last 30 s.\n"
+            "The top line's values are written at its ends; the grid lines are quarters of them."
+        )
 
     def sizeHint(self) -> QSize:
         return QSize(480, 80)
@@ -41,6 +45,17 @@ class FpsLatencyGraph(QWidget):
     def samples(self) -> int:
         return len(self._fps)
 
+    def scales(self) -> tuple[float, float]:
+        """The values at the top line: (fps, latency ms); the grid lines are quarters of them."""
+        fps_top = max(30.0, max(self._fps, default=0.0) * 1.15)
+        lat_top = max(100.0, max(self._latency, default=0.0) * 1.15)
+        return fps_top, lat_top
+
+    def scale_labels(self) -> tuple[str, str]:
+        """The scale written on the graph: top-line values, fps on the left, ms on the right."""
+        fps_top, lat_top = self.scales()
+        return f"{fps_top:.0f} fps", f"{lat_top:.0f} ms"
+
     def paintEvent(self, event: QPaintEvent | None) -> None:
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -50,8 +65,17 @@ class FpsLatencyGraph(QWidget):
         for i in range(1, 4):
             y = plot.top() + plot.height() * i / 4
             painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y))
-        fps_top = max(30.0, max(self._fps, default=0.0) * 1.15)
-        lat_top = max(100.0, max(self._latency, default=0.0) * 1.15)
+        fps_top, lat_top = self.scales()
+        fps_scale, lat_scale = self.scale_labels()
+        small = QFont(self.font())
+        small.setPointSizeF(max(small.pointSizeF() * 0.8, 6.0))
+        painter.setFont(small)
+        painter.setPen(QColor(130, 130, 140))
+        top = QRectF(plot.left() + 2, plot.top(), 120, 12)
+        painter.drawText(top, Qt.AlignmentFlag.AlignLeft, fps_scale)
+        painter.drawText(top.translated(plot.width() - 124, 0), Qt.AlignmentFlag.AlignRight, lat_scale)
+        painter.drawText(QRectF(plot.left() + 2, plot.bottom() - 12, 40, 12), Qt.AlignmentFlag.AlignLeft, "0")
+        painter.setFont(self.font())
         self._line(painter, plot, self._fps, fps_top, FPS_COLOUR)
         self._line(painter, plot, self._latency, lat_top, LATENCY_COLOUR)
         painter.setPen(FPS_COLOUR)

@@ -23,6 +23,7 @@ from PyQt6.QtWidgets import (
     QMainWindow,
     QSplitter,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -36,12 +37,22 @@ from gui.graph import FpsLatencyGraph
 from gui.input_panel import InputPanel
 from gui.messages import Level, MessageBar
 from gui.models_banner import MODELS_BANNER, models_banner
+from gui.models_dialog import ModelsDialog
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
+from gui.run_status import RecIndicator, parse_outputs
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
 from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
-from realtime.api import ActiveFace, FaceCastError, Settings, quality_model_names, virtual_camera_fix
+from realtime.api import (
+    ActiveFace,
+    FaceCastError,
+    ModelOptions,
+    Settings,
+    default_models_dir,
+    quality_model_names,
+    virtual_camera_fix,
+)
 
 VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
     ("side_by_side", "Side by side"),
@@ -51,6 +62,14 @@ VIEW_MODES: tuple[tuple[ViewMode, str], ...] = (
 STATS_INTERVAL_MS = 250
 APPLY_DELAY_MS = 150  # spin boxes fire per step: settle before asking the engine
 STATUS_NOTE_MS = 8000  # how long a status-bar note stays
+VCAM_UNAVAILABLE = (
+    "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it."
+)
+DROPPED_HELP = (
+    "Frames dropped to stay live: when the face stages fall behind the input, the frame waiting\n"
+    "longest is skipped so the output never lags further behind. A few now and then are harmless;\n"
+    "a count that keeps climbing means a lighter preset (Stages) or a smaller input size."
+)
 RUNNING_NOTE = "Running: "  # the run's description in the status bar, while it runs
 
 log = logging.getLogger(__name__)
@@ -79,10 +98,13 @@ class MainWindow(QMainWindow):
         self._io_banners: dict[tuple[Level, str], int] = {}  # (level, text) -> the run it came from
         self._tap = OriginalTap()
         self._feed = PreviewFeed(self._tap, self)
-        self.photos = PhotoAnalysisService(services.model_options, self._composer.effective(), self)
+        self._model_options = _model_options(services.model_options, config.models_dir)
+        self.photos = PhotoAnalysisService(self._model_options, self._composer.effective(), self)
         self.controller = EngineController(
-            services.model_options, self._active, self._feed, services.vcam_backend, self
+            self._model_options, self._active, self._feed, services.vcam_backend, self
         )
+        self.models_dialog: ModelsDialog | None = None  # made when first opened
+        self._models_dialog_offered = not services.models_dialog_at_start
 
         self.messages = MessageBar()
         self.preview = PreviewWidget()
@@ -93,7 +115,16 @@ class MainWindow(QMainWindow):
         self.start_button = ClickOnceButton("Start")
         self.start_button.setMinimumWidth(110)
         self.start_button.setToolTip("Start or stop (Ctrl+Return)")
+        self.models_button = QToolButton()
+        self.models_button.setText("Models…")
+        self.models_button.setToolTip("Download and check the face models, choose their folder")
+        self.log_button = QToolButton()
+        self.log_button.setText("Log")
+        self.log_button.setToolTip(f"Open the log file ({services.log_path or 'not written in this run'})")
+        self.log_button.setEnabled(services.log_path is not None)
         self.state_label = QLabel("Stopped")
+        self.rec_indicator = RecIndicator()
+        self._take: Path | None = None  # the recording of the run started with Start, as restarts go on
         self.gallery = FaceGallery(self.photos)
         self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
         self.output_panel = OutputPanel()
@@ -140,6 +171,7 @@ class MainWindow(QMainWindow):
     def _build_layout(self) -> None:
         toolbar = QHBoxLayout()
         toolbar.addWidget(self.start_button)
+        toolbar.addWidget(self.rec_indicator)
         toolbar.addWidget(self.state_label, 1)
         toolbar.addWidget(QLabel("View"))
         toolbar.addWidget(self.view_combo)
@@ -158,6 +190,12 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(PageScrollArea(self.input_panel), "Input")
         self.tabs.addTab(PageScrollArea(self.output_panel), "Output")
         self.tabs.addTab(PageScrollArea(self.stage_panel), "Stages")
+        corner = QWidget()
+        corner_layout = QHBoxLayout(corner)
+        corner_layout.setContentsMargins(0, 0, 4, 0)
+        corner_layout.addWidget(self.models_button)
+        corner_layout.addWidget(self.log_button)
+        self.tabs.setCornerWidget(corner, Qt.Corner.TopRightCorner)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -174,6 +212,7 @@ class MainWindow(QMainWindow):
         for label in (self.fps_label, self.latency_label, self.dropped_label):
             label.setMinimumWidth(90)
             status.addPermanentWidget(label)
+        self.dropped_label.setToolTip(DROPPED_HELP)
         status.addPermanentWidget(self.stages_label)
         self.resize(1320, 800)
 
@@ -181,6 +220,8 @@ class MainWindow(QMainWindow):
         queued = Qt.ConnectionType.QueuedConnection
         self._feed.frame_ready.connect(self._show_preview, queued)  # type: ignore[call-arg]
         self.start_button.clicked.connect(self.toggle_running)
+        self.models_button.clicked.connect(self.open_models_dialog)
+        self.log_button.clicked.connect(self._open_log)
         self.view_combo.currentIndexChanged.connect(self._on_view)
         c = self.controller
         c.state_changed.connect(self._on_state)
@@ -188,7 +229,7 @@ class MainWindow(QMainWindow):
         c.message.connect(self._on_message)
         c.io_error.connect(lambda text: self._show_io_banner("error", text))
         c.vcam_unavailable.connect(self._on_vcam_unavailable)
-        c.described.connect(lambda text: self._status_message(RUNNING_NOTE + text))
+        c.described.connect(self._on_described)
         self.gallery.active_changed.connect(self._on_active_face)
         self.gallery.faces_changed.connect(self._on_faces_changed)
         self.gallery.models_missing_found.connect(self._warn_models_missing)
@@ -197,6 +238,7 @@ class MainWindow(QMainWindow):
         self.output_panel.changed.connect(self._on_io_changed)
         self.output_panel.disclosure_changed.connect(self._on_disclosure)
         self.output_panel.help_panel.retry_requested.connect(self._retry_output)
+        self.output_panel.open_folder_requested.connect(self._services.open_path)
         self.stage_panel.preset_requested.connect(self.set_preset)
         self.stage_panel.override_requested.connect(self.set_override)
         self.stage_panel.reset_requested.connect(self.reset_to_preset)
@@ -260,6 +302,9 @@ class MainWindow(QMainWindow):
         self.save_config()
         self.controller.shutdown()
         self.photos.shutdown()
+        if self.models_dialog is not None:
+            self.models_dialog.shutdown()
+            self.models_dialog.deleteLater()
         super().closeEvent(event)
 
     # ---- run ---------------------------------------------------------------------------------------------
@@ -281,6 +326,7 @@ class MainWindow(QMainWindow):
             self._commit_pending_edit()
             self.output_panel.help_panel.hide()
             self.graph.clear()
+            self._take = None  # a Start begins a take of its own
             plan = self.plan()
             missing = self.gallery.models_missing()
             if not plan.faces and missing:
@@ -307,6 +353,9 @@ class MainWindow(QMainWindow):
             focused.editingFinished.emit()
 
     def _on_io_changed(self) -> None:
+        if not self.output_panel.config().vcam:
+            self.messages.dismiss("warning", VCAM_UNAVAILABLE)  # about an output no longer asked for
+            self._io_banners.pop(("warning", VCAM_UNAVAILABLE), None)
         if self.controller.state in (RunState.STARTING, RunState.RUNNING):
             self._status_message("Input/output changed: restarting…")
             self.controller.restart(self.plan)
@@ -339,6 +388,10 @@ class MainWindow(QMainWindow):
             self._stats_timer.stop()
             self._refresh_stats()
             self.preview.clear()
+            self.graph.clear()  # its lines were the last run's, drawn as if live
+            self.rec_indicator.stop()
+            self.output_panel.set_take(self._take, running=False)
+            self.output_panel.set_vcam_state("Virtual camera: not running")
         self._update_badge()
 
     def _show_preview(self) -> None:
@@ -425,6 +478,8 @@ class MainWindow(QMainWindow):
         settings = self._composer.effective()
         self.photos.set_settings(settings)
         needed = _models_needed(settings)
+        if needed[:1] != self._models_checked_for[:1]:
+            self.gallery.reanalyse()  # the photos' faces were found by the detector before
         if needed != self._models_checked_for:
             # Another detector (mtcnn needs no download) or swap model: the models banner follows
             # now, not at the next Start.
@@ -480,10 +535,47 @@ class MainWindow(QMainWindow):
         there, a banner that still says otherwise goes."""
         if text:
             self._warn_models_missing(text)
+            if not self._models_dialog_offered:  # a first run: the models come from here
+                self._models_dialog_offered = True
+                self.open_models_dialog()
             return
         for shown in self.messages.texts():
             if shown.startswith(MODELS_BANNER):
                 self.messages.dismiss("warning", shown)
+
+    def _open_log(self) -> None:
+        if self._services.log_path is not None:
+            self._services.open_path(self._services.log_path)
+
+    # ---- models --------------------------------------------------------------------------------------------
+
+    @property
+    def models_folder(self) -> Path:
+        return self._model_options.models_dir or default_models_dir()
+
+    def open_models_dialog(self) -> ModelsDialog:
+        if self.models_dialog is None:
+            services = self._services
+            dialog = ModelsDialog(self.models_folder, services.catalogue, services.download_tuning, self)
+            dialog.models_changed.connect(self._on_models_downloaded)
+            dialog.folder_changed.connect(self.set_models_folder)
+            self.models_dialog = dialog
+        self.models_dialog.show()
+        self.models_dialog.raise_()
+        return self.models_dialog
+
+    def set_models_folder(self, folder: Path) -> None:
+        """The folder chosen in the Models dialog: remembered, used by photos now and from the next Start."""
+        self._config = replace(self._config, models_dir=str(folder))
+        self._model_options = _model_options(self._services.model_options, str(folder))
+        self.controller.set_model_options(self._model_options)
+        self.photos.set_model_options(self._model_options)
+        self._on_models_downloaded()
+
+    def _on_models_downloaded(self) -> None:
+        """A model arrived (or turned out damaged): the banner and the waiting photos follow now."""
+        self.photos.check_models()
+        self.gallery.retry_missing_models()
 
     def _show_io_banner(self, level: Level, text: str) -> None:
         """An input or output that failed (a Start that could not open it, a recording that
@@ -508,16 +600,43 @@ class MainWindow(QMainWindow):
 
     def _on_message(self, level: str, text: str) -> None:
         known = level if level in ("info", "warning", "error") else "info"
+        if known == "error" and self.controller.state != RunState.IDLE:
+            # A run's error (a model that failed, a device that stopped): down once a later run runs.
+            self._show_io_banner("error", text)
+            return
         self.messages.show_message(cast(Level, known), text)
         self._update_badge()
+
+    def _on_described(self, text: str) -> None:
+        """The run is up: say what it sends where, and whether a restart began a new take."""
+        self._status_message(RUNNING_NOTE + text)
+        outputs = parse_outputs(text)
+        wanted = self.output_panel.config()
+        if outputs.vcam is not None:
+            self.output_panel.set_vcam_state(f"Virtual camera: {outputs.vcam}")
+        elif wanted.vcam:
+            self.output_panel.set_vcam_state("Virtual camera: unavailable (see below)")
+        else:
+            self.output_panel.set_vcam_state("Virtual camera: off")
+        path = outputs.record_path
+        if path is None:
+            self.rec_indicator.stop()
+            self.output_panel.set_take(self._take, running=False)
+            return
+        if self._take is not None and path != self._take:
+            self.messages.show_message(
+                "info",
+                f"Recording: a new take began, {path.name}. The run restarted for the change; the take "
+                f"before it, {self._take.name}, is complete in the same folder.",
+            )
+        self._take = path
+        self.rec_indicator.start(path)
+        self.output_panel.set_take(path, running=True)
 
     def _on_vcam_unavailable(self, error_text: str) -> None:
         fix = virtual_camera_fix(self._services.platform, error_text)
         self.output_panel.show_vcam_help(fix)
-        self._show_io_banner(
-            "warning",
-            "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it.",
-        )
+        self._show_io_banner("warning", VCAM_UNAVAILABLE)
 
     def _status_message(self, text: str) -> None:
         """A note in the status bar for a while ("" takes it down). Elided again whenever the live
@@ -532,3 +651,11 @@ class MainWindow(QMainWindow):
 def _models_needed(settings: Settings) -> tuple[str, ...]:
     """What the models check depends on: the models these settings run."""
     return (settings.detector.model, settings.swap.model, *quality_model_names(settings))
+
+
+def _model_options(base: ModelOptions, folder: str) -> ModelOptions:
+    """`base` with the models folder chosen in the window, if any (a new store: the old one's hash
+    cache belongs to the old folder)."""
+    if not folder:
+        return base
+    return replace(base, models_dir=Path(folder), _store=None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 from typing import cast
 
 from PyQt6.QtCore import Qt, pyqtSignal
@@ -90,6 +91,7 @@ class OutputPanel(QWidget):
 
     changed = pyqtSignal()
     disclosure_changed = pyqtSignal(bool)
+    open_folder_requested = pyqtSignal(object)  # Path of the folder holding the recording
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -109,10 +111,14 @@ class OutputPanel(QWidget):
         vcam_form.addRow("Size", self.vcam_size)
         vcam_form.addRow("Rate", self.vcam_fps)
         self.help_panel = VcamHelpPanel()
+        self.vcam_state = QLabel("Virtual camera: not running")
+        self.vcam_state.setWordWrap(True)
+        self.vcam_state.setStyleSheet("color:#aaa;")
         vcam_box = QGroupBox("Virtual camera")
         vcam_layout = QVBoxLayout(vcam_box)
         vcam_layout.addWidget(self.vcam_check)
         vcam_layout.addLayout(vcam_form)
+        vcam_layout.addWidget(self.vcam_state)
         vcam_layout.addWidget(self.help_panel)
 
         self.record_check = QCheckBox("Record to a file")
@@ -129,6 +135,18 @@ class OutputPanel(QWidget):
         record_layout = QVBoxLayout(record_box)
         record_layout.addWidget(self.record_check)
         record_layout.addLayout(record_row)
+        self.take_label = QLabel("")
+        self.take_label.setWordWrap(True)
+        self.take_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.open_folder_button = QPushButton("Open folder")
+        self.open_folder_button.setToolTip("Show the recording in the file manager")
+        self.open_folder_button.clicked.connect(self._open_folder)
+        self.open_folder_button.hide()
+        take_row = QHBoxLayout()
+        take_row.addWidget(self.take_label, 1)
+        take_row.addWidget(self.open_folder_button, 0, Qt.AlignmentFlag.AlignTop)
+        record_layout.addLayout(take_row)
+        self._take: Path | None = None
 
         self.preview_only = QLabel("Preview only: nothing leaves this window.")
         self.preview_only.setStyleSheet("color:#999;")
@@ -141,7 +159,8 @@ class OutputPanel(QWidget):
         self.latency_value.setStyleSheet("font-size:15px; font-weight:bold;")
         latency_hint = QLabel(
             "Set OBS's audio Sync Offset (Edit → Advanced Audio Properties) — or your call app's audio "
-            "delay — to this value so speech matches the lips."
+            "delay — to the suggested delay so speech matches the lips. It is the p99 latency: 99 frames "
+            "in 100 arrive within it, so the sound is never ahead of the slow ones."
         )
         latency_hint.setWordWrap(True)
         latency_hint.setStyleSheet("color:#aaa;")
@@ -183,8 +202,30 @@ class OutputPanel(QWidget):
         if p50_ms is None:
             self.latency_value.setText("Latency: – (start to measure)")
             return
-        tail = f" (p99 {p99_ms:.0f} ms)" if p99_ms is not None else ""
-        self.latency_value.setText(f"Latency: {p50_ms:.0f} ms{tail}")
+        if p99_ms is None:
+            self.latency_value.setText(f"Latency: {p50_ms:.0f} ms (p50)")
+            return
+        self.latency_value.setText(
+            f"Suggested audio delay: {p99_ms:.0f} ms (latency p50 {p50_ms:.0f} ms, p99 {p99_ms:.0f} ms)"
+        )
+
+    def set_vcam_state(self, text: str) -> None:
+        self.vcam_state.setText(text)
+
+    def set_take(self, path: Path | None, running: bool) -> None:
+        """The recording's file: being written while running, the last take after Stop."""
+        if path is None:
+            self.take_label.setText("")
+            self.open_folder_button.hide()
+            self._take = None
+            return
+        self._take = path
+        self.take_label.setText(f"{'Recording to' if running else 'Last recording'}: {path}")
+        self.open_folder_button.show()
+
+    def _open_folder(self) -> None:
+        if self._take is not None:
+            self.open_folder_requested.emit(self._take.parent)
 
     def show_vcam_help(self, fix: str) -> None:
         self.help_panel.show_fix(fix)
@@ -201,6 +242,8 @@ class OutputPanel(QWidget):
         self.vcam_fps.setEnabled(self._config.vcam)
         self.record_edit.setEnabled(self._config.record)
         self.preview_only.setVisible(not (self._config.vcam or self._config.record))
+        if not self._config.vcam:
+            self.help_panel.hide()  # its driver advice is about an output no longer asked for
 
     def _fill_sizes(self) -> None:
         sizes = list(VCAM_SIZES)

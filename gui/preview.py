@@ -43,6 +43,12 @@ class OriginalTap:
             if not on:
                 self._frames.clear()
 
+    def clear(self) -> None:
+        """Forget every copy: a new run numbers its frames from 0 again, and the last run's copies
+        (numbered higher) made take() answer None for its first frames."""
+        with self._lock:
+            self._frames.clear()
+
     def put(self, frame: VideoFrame) -> None:
         """Capture thread: remember a copy (the engine swaps the frame's own image in place)."""
         if not self._enabled:
@@ -90,6 +96,7 @@ class TappedSource:
         return self.inner.description
 
     def open(self) -> None:
+        self._tap.clear()
         self.inner.open()
 
     def read(self) -> VideoFrame | None:
@@ -184,8 +191,11 @@ class PreviewWidget(QWidget):
         self._frame: PreviewFrame | None = None
         self._badge = ""
         self._placeholder = "Press Start (Ctrl+Return). No camera needed: the test pattern is under Input."
-        self._scaled: list[tuple[QRect, ImageBGR, str]] = []
+        self._scaled: list[tuple[QRect, ImageBGR | None, str]] = []
         self._scaled_for: QSize | None = None
+        # The newest original seen: shown when a frame's own copy is gone (evicted during a
+        # stall), since the processed frame in its place carried the swap and the label.
+        self._last_original: ImageBGR | None = None
         self.frames_shown = 0
 
     @property
@@ -212,12 +222,19 @@ class PreviewWidget(QWidget):
 
     def show_frame(self, frame: PreviewFrame) -> None:
         self._frame = frame
+        if frame.original is not None:
+            self._last_original = frame.original
         self.frames_shown += 1
         self._invalidate()
 
     def clear(self) -> None:
         self._frame = None
+        self._last_original = None
         self._invalidate()
+
+    def panes(self) -> list[tuple[str, ImageBGR | None]]:
+        """What is on screen: (title, picture) per pane; None is a pane still waiting for its picture."""
+        return [(title, image) for image, title in self._panes()]
 
     def sizeHint(self) -> QSize:
         return QSize(960, 540)
@@ -226,30 +243,36 @@ class PreviewWidget(QWidget):
         self._scaled_for = None
         self.update()
 
-    def _panes(self) -> list[tuple[ImageBGR, str]]:
+    def _panes(self) -> list[tuple[ImageBGR | None, str]]:
         frame = self._frame
         if frame is None:
             return []
         if self._mode == "swapped":
             return [(frame.output, "")]
+        # Never the output in the original's place: it carries the swap and the disclosure label.
+        original = frame.original if frame.original is not None else self._last_original
         if self._mode == "original":
-            return [(frame.original if frame.original is not None else frame.output, "")]
-        original = frame.original if frame.original is not None else frame.output
+            return [(original, "")]
         return [(original, "Original"), (frame.output, "Output")]
 
-    def _layout(self) -> list[tuple[QRect, ImageBGR, str]]:
+    def _layout(self) -> list[tuple[QRect, ImageBGR | None, str]]:
         """Scale each pane into its box with OpenCV (fast, off the paint engine), once per size/frame."""
         if self._scaled_for == self.size():
             return self._scaled
         panes = self._panes()
         ratio = self.devicePixelRatioF()
-        out: list[tuple[QRect, ImageBGR, str]] = []
-        if panes:
+        out: list[tuple[QRect, ImageBGR | None, str]] = []
+        frame = self._frame
+        if panes and frame is not None:
             gap = 6 if len(panes) > 1 else 0
             pane_w = (self.width() - gap * (len(panes) - 1)) // len(panes)
             for i, (image, title) in enumerate(panes):
                 box = QRect(i * (pane_w + gap), 0, pane_w, self.height())
-                rect = _fit(QSize(image.shape[1], image.shape[0]), box)
+                shape = (image if image is not None else frame.output).shape
+                rect = _fit(QSize(shape[1], shape[0]), box)
+                if image is None:
+                    out.append((rect, None, title))
+                    continue
                 w, h = max(int(rect.width() * ratio), 1), max(int(rect.height() * ratio), 1)
                 shrink = w < image.shape[1]
                 scaled = cv2.resize(
@@ -268,7 +291,12 @@ class PreviewWidget(QWidget):
             flags = int(Qt.AlignmentFlag.AlignCenter) | int(Qt.TextFlag.TextWordWrap)
             painter.drawText(self.rect().adjusted(12, 0, -12, 0), flags, self._placeholder)
         for rect, image, title in panes:
-            painter.drawImage(rect, _qimage(image))
+            if image is None:
+                painter.fillRect(rect, QColor(40, 40, 44))
+                painter.setPen(QColor(170, 170, 170))
+                painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, "Waiting for the input picture…")
+            else:
+                painter.drawImage(rect, _qimage(image))
             if title:
                 self._draw_tag(painter, rect.topLeft().x() + 8, rect.topLeft().y() + 8, title)
         if self._badge:

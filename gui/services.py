@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gui.config import default_config_path
-from realtime.api import CameraInfo, CameraMode, ModelOptions, list_cameras, probe_modes
+from gui.model_tasks import DownloadTuning
+from realtime.api import (
+    CATALOGUE,
+    CameraInfo,
+    CameraMode,
+    ModelEntry,
+    ModelOptions,
+    list_cameras,
+    probe_modes,
+)
 
 ALLOW_UNVERIFIED_ENV = "FACECAST_ALLOW_UNVERIFIED"
 
@@ -22,10 +31,20 @@ def _probe_modes(index: int) -> tuple[CameraMode, ...]:
     return probe_modes(index)
 
 
+def _open_path(path: Path) -> None:
+    """A file or folder in the desktop's own application (file manager, text editor)."""
+    from PyQt6.QtCore import QUrl
+    from PyQt6.QtGui import QDesktopServices
+
+    QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+
 @dataclass(frozen=True)
 class AppServices:
     """config_path: the settings file. model_options: where the models are. vcam_backend: a pyvirtualcam
-    backend name (None tries each installed one). platform: which OS's driver instructions to show."""
+    backend name (None tries each installed one). platform: which OS's driver instructions to show.
+    catalogue, download_tuning: what the Models dialog offers and how it fetches (tests: a local
+    server). models_dialog_at_start: open it when the start-up check finds models missing."""
 
     config_path: Path = field(default_factory=default_config_path)
     model_options: ModelOptions = field(default_factory=ModelOptions)
@@ -33,6 +52,11 @@ class AppServices:
     platform: str = sys.platform
     list_cameras: Callable[[], Sequence[CameraInfo]] = _list_cameras
     probe_modes: Callable[[int], tuple[CameraMode, ...]] = _probe_modes
+    catalogue: tuple[ModelEntry, ...] = CATALOGUE
+    download_tuning: DownloadTuning = field(default_factory=DownloadTuning)
+    models_dialog_at_start: bool = True
+    log_path: Path | None = None  # the log file, when this run writes one
+    open_path: Callable[[Path], None] = _open_path
 
     @staticmethod
     def from_environment() -> AppServices:

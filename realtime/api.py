@@ -6,9 +6,11 @@ rules in pyproject.toml hold the GUI to this module.
 
 from __future__ import annotations
 
-from models.errors import FaceCastError, ModelError, ModelMissingError
+from models.errors import DownloadError, FaceCastError, LicenceNotAcceptedError, ModelError, ModelMissingError
 from models.fakes.doubles import write_all as write_model_doubles
-from models.files.catalogue import get_entry
+from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
+from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
+from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
 from models.runtime.session import SessionConfig, SessionFactory, auto_provider
 from models.types import Detection, ImageBGR
 from models.wrappers.mtcnn import MTCNN
@@ -41,8 +43,10 @@ from realtime.io.sources import IMAGE_EXTENSIONS, CameraSource, VideoFileSource,
 from realtime.io.test_pattern import TestPatternSource
 
 __all__ = [
+    "CATALOGUE",
     "DEFAULT_PRESET",
     "IMAGE_EXTENSIONS",
+    "MODELS_DIR_ENV",
     "MTCNN",
     "PRESETS_DIR",
     "ActiveFace",
@@ -52,6 +56,8 @@ __all__ = [
     "CameraMode",
     "CameraSource",
     "Detection",
+    "DownloadError",
+    "Downloader",
     "Engine",
     "EngineEvent",
     "FaceCastError",
@@ -60,11 +66,17 @@ __all__ = [
     "FrameSink",
     "FrameSource",
     "GalleryFaceSwap",
+    "HttpGet",
+    "HttpResponse",
     "ImageBGR",
+    "LicenceNotAcceptedError",
     "Metrics",
+    "ModelEntry",
     "ModelError",
+    "ModelFile",
     "ModelMissingError",
     "ModelOptions",
+    "ModelStore",
     "NullSink",
     "OptionalSink",
     "OutputRequest",
@@ -78,6 +90,7 @@ __all__ = [
     "StatsSnapshot",
     "Summary",
     "TestPatternSource",
+    "VerifyResult",
     "VideoFileSink",
     "VideoFileSource",
     "VideoFrame",
@@ -86,6 +99,8 @@ __all__ = [
     "auto_provider",
     "available_presets",
     "check_models_present",
+    "default_entries",
+    "default_models_dir",
     "draw_disclosure_label",
     "get_entry",
     "list_cameras",
@@ -96,6 +111,7 @@ __all__ = [
     "open_output",
     "open_outputs",
     "parse_override",
+    "part_path",
     "passthrough_stages",
     "pick_face",
     "prepare_face_swap",
@@ -103,6 +119,7 @@ __all__ = [
     "quality_model_names",
     "read_image",
     "refuse_stream_url",
+    "requests_get",
     "resolve_provider",
     "virtual_camera_fix",
     "write_model_doubles",

@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,14 @@ from gui.config import ConfigStore, GuiConfig, InputConfig, OutputConfig  # noqa
 from gui.consent import ConsentDialog  # noqa: E402
 from gui.controller import ModelsState, RunState  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
+from gui.model_tasks import DownloadTuning  # noqa: E402
 from gui.services import AppServices  # noqa: E402
 from gui.theme import apply_dark_theme  # noqa: E402
 from models.fakes.doubles import write_all  # noqa: E402
+from models.files.catalogue import get_entry  # noqa: E402
 from realtime.build.wiring import ModelOptions  # noqa: E402
 from realtime.tools.bench import astronaut_bgr  # noqa: E402
+from tests.gui.model_server import ModelServer, Route, model_server, served_entry  # noqa: E402
 from tests.vcam_recorder import recording_backend  # noqa: E402
 
 WINDOW_SIZE = (1440, 880)
@@ -120,6 +124,76 @@ def open_window(folder: Path, models: Path, photos: Sequence[Path], vcam_backend
     return window
 
 
+def first_run(
+    folder: Path, doubles: Path, face: Path, server: ModelServer, vcam_backend: str, out: Path
+) -> None:
+    """No models -> the Models dialog -> a download from a local server -> running and recording."""
+    catalogue = []
+    for name in ("inswapper_128", "w600k_r50", "GPEN-BFR-256"):
+        real = get_entry(name)
+        body = (doubles / real.files[0].name).read_bytes()
+        slow = Route(body, chunk=16_384, delay_s=0.03)  # slow enough to be seen downloading
+        entry = served_entry(server, real.files[0].name, body, slow, name=name, licence=real.licence)
+        catalogue.append(
+            # w600k_r50 stands in for the buffalo_l pack, which holds it in the real catalogue.
+            replace(
+                entry,
+                description=real.description,
+                licence_url=real.licence_url,
+                default=name != "GPEN-BFR-256",
+            )
+        )
+    services = AppServices(
+        config_path=folder / "first-run.toml",
+        model_options=ModelOptions(folder / "first-run-models", allow_unverified=True),
+        vcam_backend=vcam_backend,
+        platform="linux",
+        list_cameras=list,
+        catalogue=tuple(catalogue),
+        download_tuning=DownloadTuning(chunk_size=16_384, retry_delay=0.1),
+    )
+    config = GuiConfig(
+        consent_accepted=True,
+        overrides={"detector.model": "mtcnn"},
+        photos=(str(face),),
+        active_face=str(face),
+        input=InputConfig(kind="pattern", width=PATTERN[0], height=PATTERN[1], fps=30.0),
+        output=OutputConfig(
+            vcam=True, vcam_width=1280, vcam_height=720, vcam_fps=30.0, record=True,
+            record_path=str(folder / "takes" / "call.mp4"),
+        ),
+    )  # fmt: skip
+    (folder / "takes").mkdir()
+    window = MainWindow(services, ConfigStore(services.config_path), config)
+    window.resize(*WINDOW_SIZE)
+    window.show()
+    pump(20, lambda: window.models_dialog is not None and window.models_dialog.isVisible())
+    dialog = window.models_dialog
+    assert dialog is not None
+    dialog.resize(1100, 520)
+    pump(10, lambda: dialog.status_text("w600k_r50") == "missing")
+    save(window, out / "first_run_banner.png")
+    dialog.download_defaults()
+    save(dialog, out / "models_licence.png")
+    dialog.accept_button.click()
+    pump(20, lambda: dialog.row("inswapper_128").bar.value() > 300)
+    save(dialog, out / "models_downloading.png")
+    pump(
+        60, lambda: all(dialog.status_text(n).startswith("verified") for n in ("inswapper_128", "w600k_r50"))
+    )
+    save(dialog, out / "models_ready.png")
+    dialog.hide()
+    pump(20, lambda: window.gallery.active_identity() is not None)
+    window.toggle_running()
+    pump(30, lambda: window.controller.models == ModelsState.READY)
+    pump(4.0)
+    window.tabs.setCurrentIndex(2)  # Output: the take, the virtual camera, the audio delay
+    save(window, out / "recording.png")
+    window.toggle_running()
+    pump(10, lambda: window.controller.state == RunState.IDLE)
+    window.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -133,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp, recording_backend() as recorder:
         folder = Path(tmp)
         models, face, no_face = write_inputs(folder)
+        with model_server() as server:
+            first_run(folder, models, face, server, recorder.name, args.out)
         window = open_window(folder, models, (face, no_face), recorder.name)
         pump(20, lambda: all(window.gallery.card(p).result is not None for p in (face, no_face)))
         window.tabs.setCurrentIndex(0)

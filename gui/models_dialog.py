@@ -1,0 +1,378 @@
+"""The Models dialog: every catalogue model with its size, licence and state, downloaded from here.
+
+A licence is shown before its first download and accepted once (the engine's Downloader records it
+in the models folder). Downloads run one at a time off the GUI thread (gui/model_tasks.py); Cancel
+keeps what arrived and the next Download resumes it. The folder chosen here is remembered by the
+window's config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from PyQt6.QtCore import Qt, QUrl, pyqtSignal
+from PyQt6.QtGui import QCloseEvent, QDesktopServices
+from PyQt6.QtWidgets import (
+    QDialog,
+    QFileDialog,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui.model_tasks import DownloadTuning, EntryState, ModelTasks, size_text
+from realtime.api import CATALOGUE, ModelEntry, ModelStore
+
+_COLOURS = {"missing": "#e0a040", "verified": "#60c080", "unverified": "#c0c060", "damaged": "#e06060"}
+_FETCHABLE = ("missing", "damaged")
+_INTRO = (
+    "Face swapping needs the models marked <b>default</b>. Each file is checked against its "
+    "published SHA-256 before it is used; a stopped download resumes where it stopped."
+)
+
+
+@dataclass(slots=True)
+class _Row:
+    entry: ModelEntry
+    status: QLabel
+    bar: QProgressBar
+    download: QPushButton
+    verify: QPushButton
+    cancel: QPushButton
+
+
+class ModelsDialog(QDialog):
+    """models_changed: a download or check finished (the window checks its models again).
+    folder_changed(Path): the user chose another models folder."""
+
+    models_changed = pyqtSignal()
+    folder_changed = pyqtSignal(object)
+
+    def __init__(
+        self,
+        folder: Path,
+        catalogue: Sequence[ModelEntry] = CATALOGUE,
+        tuning: DownloadTuning | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Models")
+        self._catalogue = tuple(catalogue)
+        self.tasks = ModelTasks(ModelStore(folder, catalogue=self._catalogue), tuning, self)
+        self._states: dict[str, EntryState] = {}
+        self._busy = ""  # the entry downloading now
+        self._queued: list[str] = []  # downloads asked for, not finished
+        self._awaiting_licence: list[str] = []  # downloads waiting for their licence to be accepted
+        self._rows: dict[str, _Row] = {}
+
+        intro = QLabel(_INTRO)
+        intro.setWordWrap(True)
+        self.folder_edit = QLineEdit(str(folder))
+        self.folder_edit.setReadOnly(True)
+        self.choose_button = QPushButton("Choose…")
+        self.choose_button.setToolTip("Keep the models in another folder (remembered)")
+        self.choose_button.clicked.connect(self._choose_folder)
+        self.open_button = QPushButton("Open folder")
+        self.open_button.clicked.connect(self._open_folder)
+        folder_row = QHBoxLayout()
+        folder_row.addWidget(QLabel("Folder"))
+        folder_row.addWidget(self.folder_edit, 1)
+        folder_row.addWidget(self.choose_button)
+        folder_row.addWidget(self.open_button)
+
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(12)
+        for column, title in enumerate(("Model", "Size", "Licence", "Status", "")):
+            header = QLabel(f"<b>{title}</b>")
+            grid.addWidget(header, 0, column)
+        for i, entry in enumerate(self._catalogue, start=1):
+            self._rows[entry.name] = self._add_row(grid, i, entry)
+        grid.setColumnStretch(0, 3)
+        grid.setColumnStretch(2, 2)
+        grid.setColumnStretch(3, 2)
+        holder = QWidget()
+        holder_layout = QVBoxLayout(holder)
+        holder_layout.addLayout(grid)
+        holder_layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(holder)
+
+        self.licence_box = QFrame()
+        self.licence_box.setFrameShape(QFrame.Shape.StyledPanel)
+        self.licence_box.setStyleSheet("QFrame { background:#3a3320; border-radius:4px; }")
+        self.licence_text = QLabel()
+        self.licence_text.setWordWrap(True)
+        self.licence_text.setOpenExternalLinks(True)
+        self.accept_button = QPushButton("Accept and download")
+        self.accept_button.clicked.connect(self._accept_licence)
+        self.decline_button = QPushButton("Decline")
+        self.decline_button.clicked.connect(self._decline_licence)
+        box = QHBoxLayout(self.licence_box)
+        box.addWidget(self.licence_text, 1)
+        box.addWidget(self.accept_button)
+        box.addWidget(self.decline_button)
+        self.licence_box.hide()
+
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color:#e06060;")
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.hide()
+        self.defaults_button = QPushButton("Download the default set")
+        self.defaults_button.clicked.connect(self.download_defaults)
+        close = QPushButton("Close")
+        close.setToolTip("Downloads carry on in the background")
+        close.clicked.connect(self.hide)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.defaults_button)
+        bottom.addStretch(1)
+        bottom.addWidget(close)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addLayout(folder_row)
+        layout.addWidget(scroll, 1)
+        layout.addWidget(self.licence_box)
+        layout.addWidget(self.error_label)
+        layout.addLayout(bottom)
+        self.resize(1000, 560)
+
+        t = self.tasks
+        t.state.connect(self._on_state)
+        t.progress.connect(self._on_progress)
+        t.failed.connect(self._on_failed)
+        t.cancelled.connect(self._on_cancelled)
+        t.busy_changed.connect(self._on_busy)
+        for row in self._rows.values():
+            row.status.setText("checking…")
+        t.refresh()
+
+    def _add_row(self, grid: QGridLayout, i: int, entry: ModelEntry) -> _Row:
+        default = " <i>(default)</i>" if entry.default else ""
+        name = QLabel(f"<b>{entry.name}</b>{default}<br><span style='color:#aaa'>{entry.description}</span>")
+        name.setWordWrap(True)
+        licence = QLabel(f"<a href='{entry.licence_url}' style='color:#8ab4f8'>{entry.licence}</a>")
+        licence.setWordWrap(True)
+        licence.setOpenExternalLinks(True)
+        licence.setToolTip(entry.licence_url)
+        status = QLabel()
+        status.setWordWrap(True)
+        bar = QProgressBar()
+        bar.setTextVisible(True)
+        bar.setMaximumHeight(16)
+        bar.hide()
+        status_cell = QVBoxLayout()
+        status_cell.setSpacing(2)
+        status_cell.addWidget(status)
+        status_cell.addWidget(bar)
+        download = QPushButton("Download")
+        download.clicked.connect(lambda: self.start_download(entry.name))
+        verify = QPushButton("Verify")
+        verify.setToolTip("Read every byte again and compare with the published SHA-256")
+        verify.clicked.connect(lambda: self.verify(entry.name))
+        cancel = QPushButton("Cancel")
+        cancel.setToolTip("Stop; what arrived is kept and Download resumes it")
+        cancel.clicked.connect(self.tasks.cancel)
+        buttons = QHBoxLayout()
+        for button in (download, verify, cancel):
+            buttons.addWidget(button)
+        grid.addWidget(name, i, 0)
+        grid.addWidget(QLabel(size_text(entry.total_size)), i, 1)
+        grid.addWidget(licence, i, 2)
+        grid.addLayout(status_cell, i, 3)
+        grid.addLayout(buttons, i, 4)
+        return _Row(entry, status, bar, download, verify, cancel)
+
+    # ---- queries (what the user sees) -------------------------------------------------------------------
+
+    @property
+    def folder(self) -> Path:
+        return self.tasks.store.models_dir
+
+    def status_text(self, name: str) -> str:
+        return self._rows[name].status.text()
+
+    def row(self, name: str) -> _Row:
+        return self._rows[name]
+
+    def state(self, name: str) -> EntryState | None:
+        return self._states.get(name)
+
+    def missing_defaults(self) -> list[str]:
+        return [
+            e.name
+            for e in self._catalogue
+            if e.default and self._states.get(e.name, EntryState(e.name, "missing")).status in _FETCHABLE
+        ]
+
+    # ---- commands ---------------------------------------------------------------------------------------
+
+    def start_download(self, name: str) -> None:
+        """Download `name`, once its licence is accepted (asked here the first time)."""
+        if name in self._queued or name in self._awaiting_licence:
+            return
+        entry = self._rows[name].entry
+        self.error_label.hide()
+        if not self.tasks.licence_accepted(entry):
+            self._awaiting_licence.append(name)
+            self._show_licence_question()
+            return
+        self._queued.append(name)
+        self.tasks.download(name)
+        self._rows[name].status.setText("waiting to download…")
+        self._update_buttons()
+
+    def download_defaults(self) -> None:
+        for name in self.missing_defaults():
+            self.start_download(name)
+
+    def verify(self, name: str) -> None:
+        self._rows[name].status.setText("checking every byte…")
+        self.tasks.refresh([name], thorough=True)
+
+    def set_folder(self, folder: Path) -> None:
+        """Use another models folder (a running download is stopped first; it resumes there later)."""
+        if self._busy or self._queued:
+            self.tasks.cancel()
+        self.tasks.set_store(ModelStore(folder, catalogue=self._catalogue))
+        self.folder_edit.setText(str(folder))
+        self._states.clear()
+        for row in self._rows.values():
+            row.status.setText("checking…")
+        self.tasks.refresh()
+        self.folder_changed.emit(folder)
+
+    def closeEvent(self, event: QCloseEvent | None) -> None:
+        self.hide()  # downloads carry on; the window's Models… button shows it again
+        if event is not None:
+            event.ignore()
+
+    def shutdown(self) -> None:
+        self.tasks.shutdown()
+
+    # ---- licence ----------------------------------------------------------------------------------------
+
+    def _show_licence_question(self) -> None:
+        if not self._awaiting_licence:
+            self.licence_box.hide()
+            return
+        entry = self._rows[self._awaiting_licence[0]].entry
+        self.licence_text.setText(
+            f"<b>{entry.name}</b> is published under: <b>{entry.licence}</b> "
+            f"(<a href='{entry.licence_url}' style='color:#8ab4f8'>{entry.licence_url}</a>). "
+            "Read it before you accept; you are asked once for each licence."
+        )
+        self.licence_box.show()
+
+    def _accept_licence(self) -> None:
+        if not self._awaiting_licence:
+            return
+        licence = self._rows[self._awaiting_licence[0]].entry.licence
+        self.tasks.accept_licence(self._rows[self._awaiting_licence[0]].entry)
+        same = [n for n in self._awaiting_licence if self._rows[n].entry.licence == licence]
+        self._awaiting_licence = [n for n in self._awaiting_licence if n not in same]
+        for name in same:
+            self.start_download(name)
+        self._show_licence_question()
+
+    def _decline_licence(self) -> None:
+        if not self._awaiting_licence:
+            return
+        licence = self._rows[self._awaiting_licence[0]].entry.licence
+        declined = [n for n in self._awaiting_licence if self._rows[n].entry.licence == licence]
+        self._awaiting_licence = [n for n in self._awaiting_licence if n not in declined]
+        for name in declined:
+            self._rows[name].status.setText("not downloaded: its licence was declined")
+        self._show_licence_question()
+
+    # ---- task reports -----------------------------------------------------------------------------------
+
+    def _on_state(self, state: EntryState) -> None:
+        row = self._rows.get(state.name)
+        if row is None:
+            return
+        old = self._states.get(state.name)
+        self._states[state.name] = state
+        if state.name == self._busy or state.name in self._queued:
+            return  # a look-up that raced a running download: its own report follows
+        row.bar.hide()
+        text = {
+            "missing": "missing",
+            "verified": "verified (SHA-256 matches)",
+            "unverified": f"unverified: {state.detail}",
+            "damaged": f"damaged: {state.detail}",
+        }[state.status]
+        if state.status == "missing" and state.kept_bytes:
+            text = f"paused: {state.kept_bytes / 1e6:,.1f} MB downloaded; Download resumes"
+        row.status.setText(text)
+        row.status.setStyleSheet(f"color:{_COLOURS[state.status]};")
+        row.status.setToolTip(state.detail)
+        self._update_buttons()
+        if old is not None and old.status != state.status:
+            self.models_changed.emit()
+
+    def _on_progress(self, name: str, done: int, total: int) -> None:
+        row = self._rows.get(name)
+        if row is None:
+            return
+        row.bar.show()
+        if total > 0:
+            row.bar.setRange(0, 1000)
+            row.bar.setValue(min(int(done * 1000 / total), 1000))
+            row.bar.setFormat(f"{done * 100 / total:.0f}%")
+            row.status.setText(f"downloading: {done / 1e6:,.1f} of {total / 1e6:,.1f} MB")
+        else:
+            row.bar.setRange(0, 0)  # size unknown: a busy bar
+            row.status.setText(f"downloading: {done / 1e6:,.1f} MB")
+        row.status.setStyleSheet("")
+
+    def _on_failed(self, name: str, message: str) -> None:
+        self._finished(name)
+        self.error_label.setText(message)
+        self.error_label.show()
+
+    def _on_cancelled(self, name: str) -> None:
+        self._finished(name)
+        self.tasks.refresh([name])  # says how much was kept
+
+    def _on_busy(self, name: str) -> None:
+        if not name and self._busy:
+            self._finished(self._busy)
+        self._busy = name
+        self._update_buttons()
+
+    def _finished(self, name: str) -> None:
+        if name in self._queued:
+            self._queued.remove(name)
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        for name, row in self._rows.items():
+            state = self._states.get(name)
+            active = name == self._busy or name in self._queued
+            row.download.setEnabled(not active and (state is None or state.status in _FETCHABLE))
+            row.verify.setEnabled(not active and state is not None and state.status != "missing")
+            row.cancel.setEnabled(active)
+        self.defaults_button.setEnabled(bool([n for n in self.missing_defaults() if n not in self._queued]))
+
+    # ---- folder -----------------------------------------------------------------------------------------
+
+    def _choose_folder(self) -> None:
+        chosen = QFileDialog.getExistingDirectory(self, "Folder for the models", str(self.folder))
+        if chosen:
+            self.set_folder(Path(chosen))
+
+    def _open_folder(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.folder)))

@@ -1,0 +1,59 @@
+"""The panel's runs leave a rotating log file, and the panel opens it."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+from PyQt6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from gui.config import ConfigStore
+from gui.log_file import install_log_file
+from gui.main_window import MainWindow
+from tests.gui.test_gui_helpers import run_config, services_for
+
+
+def test_the_log_file_keeps_what_happened_and_rotates_instead_of_growing(tmp_path: Path) -> None:
+    logger = logging.getLogger("facecast-test-log")
+    logger.propagate = False
+    path = install_log_file(tmp_path / "logs", max_bytes=4_000, logger=logger)
+    try:
+        assert path == tmp_path / "logs" / "facecast.log"
+        logger.info("camera opened")
+        logger.debug("too detailed for the file")
+        for i in range(200):
+            logger.warning("frame %d was late", i)
+    finally:
+        for handler in list(logger.handlers):
+            handler.close()
+            logger.removeHandler(handler)
+    text = path.read_text(encoding="utf-8")
+    assert "frame 199 was late" in text and "too detailed" not in text
+    rotated = sorted(p.name for p in path.parent.iterdir())
+    assert rotated == ["facecast.log", "facecast.log.1", "facecast.log.2", "facecast.log.3"]
+    assert all(p.stat().st_size < 4_200 for p in path.parent.iterdir())
+
+
+def test_a_log_folder_that_cannot_be_written_leaves_the_app_running_without_a_file(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the folder should be")
+    assert install_log_file(blocker, logger=logging.getLogger("facecast-test-nolog")) is None
+
+
+def test_the_log_button_opens_this_runs_log_file(qtbot: QtBot, tmp_path: Path, models_dir: Path) -> None:
+    opened: list[Path] = []
+    log_path = tmp_path / "facecast.log"
+    services = replace(services_for(tmp_path, models_dir), log_path=log_path, open_path=opened.append)
+    window = MainWindow(services, ConfigStore(services.config_path), run_config((), vcam=False))
+    qtbot.addWidget(window)
+    assert str(log_path) in window.log_button.toolTip()
+    qtbot.mouseClick(window.log_button, Qt.MouseButton.LeftButton)
+    assert opened == [log_path]
+
+    no_file = MainWindow(
+        services_for(tmp_path, models_dir), ConfigStore(tmp_path / "s2.toml"), run_config((), vcam=False)
+    )
+    qtbot.addWidget(no_file)
+    assert not no_file.log_button.isEnabled()

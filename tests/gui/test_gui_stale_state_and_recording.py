@@ -1,0 +1,138 @@
+"""Nothing stale stays on the panel, and the outputs say what they are doing while they do it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from PyQt6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from gui.config import ConfigStore, OutputConfig
+from gui.controller import RunState
+from gui.main_window import MainWindow
+from tests.gui.test_gui_helpers import (
+    SIZE,
+    open_window,
+    run_config,
+    services_for,
+    wait_for_face,
+    write_blank_photo,
+)
+from tests.vcam_recorder import RecordingBackendHandle
+
+
+def wait_state(qtbot: QtBot, window: MainWindow, state: RunState) -> None:
+    qtbot.waitUntil(lambda: window.controller.state == state, timeout=15_000)
+
+
+def test_unticking_the_virtual_camera_takes_its_driver_advice_and_banner_down(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, failing_vcam_backend: str
+) -> None:
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=True), failing_vcam_backend)
+    window.toggle_running()
+    panel = window.output_panel.help_panel
+    qtbot.waitUntil(lambda: not panel.isHidden(), timeout=10_000)
+    assert any("Virtual camera unavailable" in t for t in window.messages.texts())
+    window.output_panel.vcam_check.setChecked(False)
+    assert panel.isHidden()
+    assert not any("Virtual camera unavailable" in t for t in window.messages.texts())
+    wait_state(qtbot, window, RunState.RUNNING)  # restarted without it
+    assert window.output_panel.vcam_state.text() == "Virtual camera: off"
+    window.toggle_running()
+    wait_state(qtbot, window, RunState.IDLE)
+
+
+def test_a_runs_error_banner_goes_once_a_restarted_run_is_running(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path
+) -> None:
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
+    window.toggle_running()
+    wait_state(qtbot, window, RunState.RUNNING)
+    window.controller.message.emit("error", "The face swap failed on this frame: boom.")
+    assert "boom" in " ".join(window.messages.texts())
+    window.controller.restart(window.plan)
+    qtbot.waitUntil(lambda: window.controller.state == RunState.STARTING, timeout=5_000)
+    wait_state(qtbot, window, RunState.RUNNING)
+    assert not any("boom" in t for t in window.messages.texts())
+    window.toggle_running()
+    wait_state(qtbot, window, RunState.IDLE)
+
+
+def test_the_graph_is_empty_after_stop_not_frozen_on_the_last_run(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path
+) -> None:
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
+    window.toggle_running()
+    qtbot.waitUntil(lambda: window.graph.samples >= 3, timeout=15_000)
+    window.toggle_running()
+    wait_state(qtbot, window, RunState.IDLE)
+    assert window.graph.samples == 0 and window.fps_label.text() == "– fps"
+
+
+def test_another_detector_checks_the_photos_already_added_again(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path
+) -> None:
+    # The built-in detector finds no face in a grey picture; the det_10g double reports one anywhere.
+    blank = write_blank_photo(tmp_path / "grey.png")
+    window = open_window(qtbot, tmp_path, models_dir, run_config(blank, vcam=False, detector="mtcnn"))
+    card = window.gallery.card(blank)
+    qtbot.waitUntil(lambda: card.result is not None, timeout=15_000)
+    assert card.result is not None and not card.result.usable
+    window.set_override("detector.model", "det_10g")
+    qtbot.waitUntil(lambda: card.result is not None and card.result.usable, timeout=15_000)
+    assert window.gallery.active == blank
+
+
+def test_recording_shows_rec_with_time_and_size_and_a_restart_says_a_new_take_began(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, vcam_recorder: RecordingBackendHandle
+) -> None:
+    opened: list[Path] = []
+    services = replace(services_for(tmp_path, models_dir, vcam_recorder.name), open_path=opened.append)
+    take = tmp_path / "takes" / "call.mp4"
+    take.parent.mkdir()
+    config = run_config(face_photo, vcam=True)
+    config = replace(config, output=replace(config.output, record=True, record_path=str(take)))
+    window = MainWindow(services, ConfigStore(services.config_path), config)
+    qtbot.addWidget(window)
+    window.show()
+    wait_for_face(qtbot, window)
+    assert window.rec_indicator.isHidden()
+    window.toggle_running()
+    wait_state(qtbot, window, RunState.RUNNING)
+    rec = window.rec_indicator
+    assert not rec.isHidden()
+    qtbot.waitUntil(
+        lambda: re.fullmatch(r"● REC 0:0[1-9] · 0\.[0-9] MB", rec.text()) is not None, timeout=10_000
+    )
+    qtbot.waitUntil(lambda: not rec.text().endswith(" 0.0 MB"), timeout=15_000)  # the size grows
+    assert window.output_panel.take_label.text() == f"Recording to: {take}"
+    vcam = window.output_panel.vcam_state.text()
+    assert vcam.startswith("Virtual camera: ") and f"{SIZE[0]}x{SIZE[1]} @ 30" in vcam, vcam
+
+    window.output_panel.vcam_fps.setValue(25)  # an output change restarts the run: a new take
+    second = take.with_name("call-2.mp4")
+    qtbot.waitUntil(
+        lambda: window.output_panel.take_label.text() == f"Recording to: {second}", timeout=15_000
+    )
+    assert any(
+        "a new take began, call-2.mp4" in t and "call.mp4, is complete" in t for t in window.messages.texts()
+    )
+    window.toggle_running()
+    wait_state(qtbot, window, RunState.IDLE)
+    assert rec.isHidden() and window.output_panel.take_label.text() == f"Last recording: {second}"
+    assert take.is_file() and second.is_file()
+    qtbot.mouseClick(window.output_panel.open_folder_button, Qt.MouseButton.LeftButton)
+    assert opened == [take.parent]
+    assert window.output_panel.vcam_state.text() == "Virtual camera: not running"
+
+
+def test_the_readout_explains_dropped_frames_and_advises_the_audio_delay_from_p99(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path
+) -> None:
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
+    assert "skipped so the output never lags" in window.dropped_label.toolTip().replace("\n", " ")
+    window.output_panel.set_latency(42.0, 97.0)
+    assert window.output_panel.latency_value.text().startswith("Suggested audio delay: 97 ms")
+    assert OutputConfig().vcam  # (the default sends to the virtual camera: its state is shown)
