@@ -11,15 +11,17 @@ from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
 from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
 from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
-from models.runtime.session import SessionConfig, SessionFactory, auto_provider
+from models.runtime.providers import auto_provider
+from models.runtime.session import SessionConfig, SessionFactory
 from models.types import Detection, ImageBGR
 from models.wrappers.mtcnn import MTCNN
 from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.build.model_loading import check_models_present, load_analysis_models, quality_model_names
 from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.core.contracts import FrameSink, FrameSource
-from realtime.core.engine import Engine, EngineEvent, StageFactory, passthrough_stages
+from realtime.core.engine import Engine
 from realtime.core.errors import SourceError, VirtualCameraUnavailableError
+from realtime.core.events import EngineEvent
 from realtime.core.frames import VideoFrame
 from realtime.core.metrics import Metrics, StatsSnapshot, Summary
 from realtime.core.overlay import draw_disclosure_label
@@ -32,15 +34,20 @@ from realtime.core.settings import (
     load_preset,
     parse_override,
 )
+from realtime.core.stage_set import StageFactory, passthrough_stages
 from realtime.face.model_api import AnalysisModels, FaceDetector
 from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
+from realtime.io.camera_source import CameraSource
 from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
+from realtime.io.file_sinks import VideoFileSink
 from realtime.io.inputs import open_input
 from realtime.io.outputs import OutputRequest, open_output, open_outputs
-from realtime.io.sinks import NullSink, VideoFileSink, VirtualCameraSink, virtual_camera_fix
-from realtime.io.sources import IMAGE_EXTENSIONS, CameraSource, VideoFileSource, refuse_stream_url
+from realtime.io.sinks import NullSink
+from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
+from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
+from realtime.io.video_file import VideoFileSource
 
 __all__ = [
     "CATALOGUE",

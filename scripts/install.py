@@ -46,7 +46,7 @@ _NETWORK_ERRORS = re.compile(
 _PROVIDER_CHECK = """
 import onnxruntime as ort
 try:
-    from realtime.tools.doctor import probe_providers
+    from realtime.tools.doctor_probes import probe_providers
 except ImportError as err:
     print("ONNX Runtime providers (built in, not verified: %s): %s"
           % (err, ", ".join(ort.get_available_providers())))

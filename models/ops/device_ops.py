@@ -24,7 +24,6 @@ import onnxruntime as ort
 from models.ops.align import Matrix2x3, invert_affine
 from models.ops.crop_geometry import (
     ARCFACE_CROP,
-    INSWAPPER_CROP,
     CropSpec,
     checked_affine,
     paste_box,
@@ -33,22 +32,14 @@ from models.ops.crop_geometry import (
     shift_target,
 )
 from models.ops.device_graphs import (
-    IR_VERSION,
-    OPSET,
-    build_crop_for_arcface,
-    build_crop_for_inswapper,
     build_nv12_to_bgr,
     build_paste_blend,
     build_warp_crop,
 )
 from models.ops.device_twins import (
-    decode_crop,
-    decode_signed_crop,
-    nv12_to_bgr_cv2,
     paste_blend_cv2,
     warp_crop_cv2,
 )
-from models.ops.graph_rules import DEVICE_OPS, HOST_INPUTS, INITIALIZER_INPUTS, device_graph_problems
 from models.ops.yuv import BT601_LIMITED, YuvColour, nv12_to_bgr_host
 from models.runtime.iobinding import BoundSession, TensorView, numpy_dtype
 from models.runtime.session import SessionFactory
@@ -349,32 +340,9 @@ class DeviceOps:
 
 
 __all__ = [
-    "ARCFACE_CROP",
-    "DEVICE_OPS",
-    "HOST_INPUTS",
-    "INITIALIZER_INPUTS",
-    "INSWAPPER_CROP",
-    "IR_VERSION",
-    "OPSET",
-    "CropSpec",
     "DeviceOps",
     "Frame",
     "Nv12ToBgr",
     "PasteBlend",
     "WarpCrop",
-    "build_crop_for_arcface",
-    "build_crop_for_inswapper",
-    "build_nv12_to_bgr",
-    "build_paste_blend",
-    "build_warp_crop",
-    "decode_crop",
-    "decode_signed_crop",
-    "device_graph_problems",
-    "nv12_to_bgr_cv2",
-    "paste_blend_cv2",
-    "paste_box",
-    "sample_box",
-    "shift_source",
-    "shift_target",
-    "warp_crop_cv2",
 ]

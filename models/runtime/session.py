@@ -34,54 +34,33 @@ import onnxruntime as ort
 from models.cli_text import app_command, shown_path
 from models.errors import ModelContractError, ModelError, ModelMissingError
 from models.runtime import trt_cache
-from models.runtime.cuda_libraries import preload_cuda_libraries, prepare_gpu_libraries
+from models.runtime.cuda_libraries import prepare_gpu_libraries
 from models.runtime.output_capture import OutputCapture, run_with_heartbeat
 from models.runtime.providers import (
     CPU,
     CUDA,
     DIRECTML,
-    MIN_DRIVER,
     ORT_PROVIDER,
-    PROVIDER_LABEL,
     TENSORRT,
     ProviderName,
-    auto_provider,
     explain_provider_failure,
     nvidia_driver_present,
     provider_label,
-    required_cuda,
 )
 
 # Names other modules import from here, defined in the modules this one is built from.
 __all__ = [
-    "CPU",
-    "CUDA",
-    "DIRECTML",
-    "MIN_DRIVER",
-    "ORT_PROVIDER",
-    "PROVIDER_LABEL",
-    "TENSORRT",
     "ArenaExtendStrategy",
     "ConvAlgoSearch",
     "InferenceClock",
-    "OutputCapture",
     "ProgressCallback",
     "ProviderEntry",
-    "ProviderName",
     "SessionConfig",
     "SessionFactory",
     "TimedSession",
-    "auto_provider",
     "build_by_running",
-    "explain_provider_failure",
-    "nvidia_driver_present",
     "open_falling_back",
     "open_wrapped",
-    "preload_cuda_libraries",
-    "prepare_gpu_libraries",
-    "provider_label",
-    "required_cuda",
-    "run_with_heartbeat",
     "warmup_feeds",
 ]
 

@@ -130,7 +130,7 @@ class FaceRestorer:
 
     def extra_feeds(self) -> dict[str, npt.NDArray[Any]]:
         """The inputs besides the image (CodeFormer's fidelity weight), for a caller that binds the
-        image itself (realtime.face.device_path). The arrays are live: later settings changes show."""
+        image itself (realtime.face.device_backend). The arrays are live: later settings changes show."""
         return {k: v for k, v in self._feeds.items() if k != self.image_name}
 
     def enhance(self, crop_bgr: ImageBGR, out: ImageBGR | None = None) -> ImageBGR:

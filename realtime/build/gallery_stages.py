@@ -16,8 +16,8 @@ from models.types import ImageBGR
 from realtime.build.model_loading import check_models_present
 from realtime.build.wiring import FaceSwapStages, IdentityMapping, ModelOptions
 from realtime.core.contracts import Analyser, FramePlan, PreparingAnalyser
-from realtime.core.engine import StageSet
 from realtime.core.settings import Settings
+from realtime.core.stage_set import StageSet
 from realtime.face.source_face import SourceIdentity
 
 

@@ -15,7 +15,7 @@ from models.wrappers.maskers import FaceParser, Occluder
 from models.wrappers.mtcnn import MTCNN
 from models.wrappers.router import load_detector, load_recognizer, load_swapper
 from realtime.core.settings import DetectorSettings, Settings
-from realtime.face.model_api import AnalysisModels, FaceDetector, QualityModels, embedding_distance
+from realtime.face.model_api import AnalysisModels, FaceDetector
 
 CATALOGUE_FILE = {
     "det_10g": "det_10g.onnx",
@@ -172,14 +172,9 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
 
 __all__ = [
     "CATALOGUE_FILE",
-    "AnalysisModels",
-    "FaceDetector",
-    "ModelError",
     "ModelPaths",
-    "QualityModels",
     "StoreQualityModels",
     "check_models_present",
-    "embedding_distance",
     "load_analysis_models",
     "load_detector_for",
     "load_swapper_model",

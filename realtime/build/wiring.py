@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from models.files.store import ModelStore, default_models_dir
-from models.runtime.session import InferenceClock, SessionConfig, SessionFactory, auto_provider
+from models.runtime.providers import auto_provider
+from models.runtime.session import InferenceClock, SessionConfig, SessionFactory
 from realtime.build.model_loading import (
     ModelPaths,
     StoreQualityModels,
@@ -22,12 +23,13 @@ from realtime.build.model_loading import (
     load_analysis_models,
     load_swapper_model,
 )
-from realtime.core.engine import StageSet
 from realtime.core.errors import SourceError
 from realtime.core.settings import Settings, SettingsError
+from realtime.core.stage_set import StageSet
+from realtime.face.analyser import FaceAnalyser
 from realtime.face.model_api import AnalysisModels
 from realtime.face.source_face import SourceIdentity, load_identity
-from realtime.face.stages import FaceAnalyser, FaceSwapWorker
+from realtime.face.swap_worker import FaceSwapWorker
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,21 +34,15 @@ from realtime.core.frames import VideoFrame, conform_picture, fit_processing_siz
 from realtime.core.metrics import Metrics, StatsSnapshot
 from realtime.core.overlay import draw_disclosure_label
 from realtime.core.pipes import Job, Pipes, permits
-from realtime.core.reload import analysis_differs, for_loaded_models, load_wanted, needs_reload
+from realtime.core.reload import analysis_differs, for_loaded_models, load_wanted
 from realtime.core.settings import Provider, Settings
 from realtime.core.source_base import complete_source
 from realtime.core.stage_set import StageFactory, StageSet, passthrough_stages
 
 # Where the rest of the code imports them from.
-__all__ = (
+__all__ = [
     "Engine",
-    "EngineEvent",
-    "StageFactory",
-    "StageSet",
-    "analysis_differs",
-    "needs_reload",
-    "passthrough_stages",
-)
+]
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,9 @@ import onnxruntime as ort
 
 from models.errors import ModelOutputError
 from models.ops.align import Matrix2x3, invert_affine, similarity_transform, warp_paste_crop
-from models.ops.device_ops import CropSpec, DeviceOps, decode_crop, decode_signed_crop
+from models.ops.crop_geometry import CropSpec
+from models.ops.device_ops import DeviceOps
+from models.ops.device_twins import decode_crop, decode_signed_crop
 from models.ops.yuv import BT601_LIMITED
 from models.runtime.iobinding import BoundSession, TensorView
 from models.runtime.session import SessionFactory

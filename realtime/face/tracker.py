@@ -518,9 +518,5 @@ class FaceTracker:
 __all__ = [
     "DetectFn",
     "FaceTracker",
-    "GreyImage",
     "TrackedFace",
-    "flow_geometry",
-    "flow_image",
-    "write_flow_image",
 ]

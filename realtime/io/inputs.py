@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Literal
 
 from realtime.core.contracts import FrameSource
+from realtime.io.camera_source import CameraSource
 from realtime.io.source_parts import Decoder
-from realtime.io.sources import (
-    CameraSource,
-    VideoFileSource,
-    open_source,
-    refuse_stream_url,
-)
+from realtime.io.sources import open_source, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
+from realtime.io.video_file import VideoFileSource
 
 # "any": the command line's string, read as open_source does; "camera": a camera index; "video": a
 # video file (a stream's address is refused); "pattern": the built-in test pattern (no spec).

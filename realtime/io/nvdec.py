@@ -53,37 +53,19 @@ from realtime.io.nvdec_device import (
     nvc_errors,
     nvdec_available,
 )
-from realtime.io.source_parts import Decoder
-from realtime.io.sources import (
-    DEFAULT_FPS,
-    GAP_S,
-    IMAGE_EXTENSIONS,
-    FallbackSource,
-    KnownFormat,
-    Pacer,
-    camera_index,
-    open_source,
-    playback_mode,
-    require_video_file,
-)
+from realtime.io.source_parts import DEFAULT_FPS, Decoder, KnownFormat, Pacer
+from realtime.io.sources import IMAGE_EXTENSIONS, FallbackSource, camera_index, open_source
+from realtime.io.video_file import GAP_S, playback_mode, require_video_file
 
 # Importable from here, where the sources that use them are.
-__all__ = (
-    "CtypesCudaDriver",
-    "CudaDriver",
-    "Decoder",
-    "DeviceNV12",
-    "DeviceVideoFrame",
+__all__ = [
     "NvdecFileSource",
     "NvdecStreamSource",
-    "SurfaceCopier",
     "is_stream_spec",
-    "nvc_errors",
-    "nvdec_available",
     "open_gpu_source",
     "open_nvdec_input",
     "stream_open_args",
-)
+]
 
 log = logging.getLogger(__name__)
 

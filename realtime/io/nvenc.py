@@ -32,7 +32,7 @@ from realtime.core.errors import SinkError
 from realtime.core.frames import VideoFrame
 from realtime.io.file_sinks import VideoFileSink, _fraction
 from realtime.io.frame_fit import DEFAULT_FPS, _even
-from realtime.io.nvdec import nvc_errors, nvdec_available
+from realtime.io.nvdec_device import nvc_errors, nvdec_available
 from realtime.io.partial_files import _partial_path, _prepare_target, _reason, _remove, _write_error
 
 log = logging.getLogger(__name__)

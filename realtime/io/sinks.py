@@ -8,31 +8,9 @@ the rest of the code imports from here, and the null sink.
 from __future__ import annotations
 
 from realtime.core.frames import VideoFrame
-from realtime.io.file_sinks import IMAGE_EXTENSIONS, ImageFileSink, VideoFileSink, codec_available
-from realtime.io.frame_fit import DEFAULT_FPS, letterbox_into
-from realtime.io.vcam_sink import (
-    ALTERNATIVES_HINT,
-    LINUX_MODPROBE,
-    LINUX_RELOAD,
-    CameraLike,
-    VirtualCameraSink,
-    virtual_camera_fix,
-)
 
 __all__ = [
-    "ALTERNATIVES_HINT",
-    "DEFAULT_FPS",
-    "IMAGE_EXTENSIONS",
-    "LINUX_MODPROBE",
-    "LINUX_RELOAD",
-    "CameraLike",
-    "ImageFileSink",
     "NullSink",
-    "VideoFileSink",
-    "VirtualCameraSink",
-    "codec_available",
-    "letterbox_into",
-    "virtual_camera_fix",
 ]
 
 

@@ -26,41 +26,23 @@ from realtime.core.errors import SourceError
 from realtime.core.frames import VideoFrame
 from realtime.core.source_base import SourceWrapper
 from realtime.io.camera_source import (
-    PROBE_INDICES,
-    CameraSettings,
     CameraSource,
-    CaptureLike,
-    as_bgr,
-    probe_cameras,
 )
 from realtime.io.source_parts import DEFAULT_FPS, KnownFormat, Pacer, reason
-from realtime.io.video_file import GAP_S, VideoFileSource, playback_mode, require_video_file
+from realtime.io.video_file import VideoFileSource
 
 # The sources' names, importable from here whichever module defines them.
-__all__ = (
-    "DEFAULT_FPS",
-    "GAP_S",
+__all__ = [
     "IMAGE_EXTENSIONS",
     "MAX_CAMERA_INDEX",
-    "PROBE_INDICES",
-    "CameraSettings",
-    "CameraSource",
-    "CaptureLike",
     "FallbackSource",
     "ImageSource",
-    "KnownFormat",
-    "Pacer",
-    "VideoFileSource",
-    "as_bgr",
     "camera_index",
     "file_url_path",
     "load_image",
     "open_source",
-    "playback_mode",
-    "probe_cameras",
     "refuse_stream_url",
-    "require_video_file",
-)
+]
 
 log = logging.getLogger(__name__)
 

@@ -35,10 +35,11 @@ import platformdirs
 from models.runtime.session import InferenceClock
 from models.types import ImageBGR
 from realtime.build.wiring import ModelOptions, prepare_face_swap
-from realtime.core.engine import Engine, StageSet
+from realtime.core.engine import Engine
 from realtime.core.frames import VideoFrame
 from realtime.core.metrics import Summary
 from realtime.core.settings import Settings, load_preset, parse_override
+from realtime.core.stage_set import StageSet
 from realtime.io.sinks import NullSink
 from realtime.tools.bench_peers import DLC_DET_INTERVAL, load_insightface_models, run_dlc_style
 

@@ -191,7 +191,8 @@ def probe_input(source: FrameSource) -> None:
     """Open and close a file or image input once (cheap: one decoded frame), so a missing, empty
     or audio-only file fails now. Cameras and streams are left alone: opening a camera twice
     flashes its light and costs a second, and a stream may take one connection only."""
-    from realtime.io.sources import CameraSource, FallbackSource
+    from realtime.io.camera_source import CameraSource
+    from realtime.io.sources import FallbackSource
 
     inner = source.primary if isinstance(source, FallbackSource) else source
     if isinstance(inner, CameraSource):
@@ -210,7 +211,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
 
         return run_remote(args, out)
     from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
-    from realtime.core.engine import Engine, EngineEvent
+    from realtime.core.engine import Engine
+    from realtime.core.events import EngineEvent
     from realtime.io.inputs import open_input
     from realtime.io.sources import FallbackSource, camera_index
     from realtime.tools.run_control import SafeOutput, StopSignals
@@ -285,7 +287,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
     )
     if unswapped:
         show(unswapped)
-    from realtime.io.sinks import ImageFileSink
+    from realtime.io.file_sinks import ImageFileSink
 
     if isinstance(sink, ImageFileSink) and stats.frames_out > 1:
         # A video into a picture: only one frame can be kept, and the user was not told which.

@@ -46,7 +46,7 @@ def probe_providers(cuda_preload: bool = True) -> list[ProviderProbe]:
     import numpy as np
     import onnxruntime as ort
 
-    from models.runtime.session import prepare_gpu_libraries
+    from models.runtime.cuda_libraries import prepare_gpu_libraries
 
     model = _tiny_model()
     # 2 = warning, ORT's own default: the "why it fell back" lines are logged at W and E by the
@@ -68,7 +68,7 @@ def explain_probe_failure(provider: str, log: str, active: Sequence[str] = ()) -
     """(reason, fix) for a provider whose probe did not run on it, as a report sentence ("CUDA
     provider not usable: ..."): models.runtime.session's explanation, with fixes that use this interpreter's
     pip and the onnxruntime version requirements.txt pins."""
-    from models.runtime.session import explain_provider_failure, provider_label
+    from models.runtime.providers import explain_provider_failure, provider_label
 
     reason, fix = explain_provider_failure(
         provider, log, active=active, pip=_pip_command(), ort_version=_ort_version_for_fix()
@@ -129,7 +129,7 @@ def _check_providers(gpu: GpuInfo) -> list[Check]:
         essential = err.name != "onnx"
         status: Status = "fail" if essential else "warn"
         return [Check("Providers", status, f"cannot test them: {err}", _INSTALL_FIX, essential=essential)]
-    from models.runtime.session import provider_label
+    from models.runtime.providers import provider_label
 
     checks = []
     for probe in probes:
@@ -156,7 +156,7 @@ def _check_providers(gpu: GpuInfo) -> list[Check]:
     accelerated = [p for p in working if p != CPU]
     if accelerated:
         # What --provider auto (the default) picks; the others are there to be asked for by name.
-        from models.runtime.session import ORT_PROVIDER, auto_provider
+        from models.runtime.providers import ORT_PROVIDER, auto_provider
 
         picked = ORT_PROVIDER[auto_provider(working, driver=True)]  # CUDA ran: the driver is there
         others = [provider_label(p) for p in accelerated if p != picked]
@@ -176,7 +176,7 @@ def _check_providers(gpu: GpuInfo) -> list[Check]:
 
 
 def _probe_provider(ort: Any, provider: str, model: bytes, a: Any, b: Any, extra_log: str) -> ProviderProbe:
-    from models.runtime.session import OutputCapture
+    from models.runtime.output_capture import OutputCapture
 
     options = ort.SessionOptions()
     options.log_severity_level = 2
@@ -270,7 +270,7 @@ def _gpu_checks(gpu: GpuInfo) -> tuple[Check, ...]:
             ),
         )
     try:
-        from models.runtime.session import MIN_DRIVER, required_cuda
+        from models.runtime.providers import MIN_DRIVER, required_cuda
     except ImportError:  # no usable onnxruntime (reported under Packages): no CUDA to need a driver
         cuda_major, min_driver = 0, None
     else:

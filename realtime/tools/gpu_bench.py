@@ -47,8 +47,9 @@ import onnxruntime as ort
 from models.errors import ModelError
 from models.ops.align import FFHQ_TEMPLATE_512, arcface_template, similarity_transform
 from models.runtime import trt_cache
-from models.runtime.session import CPU, CUDA, TENSORRT, ProviderName, SessionConfig, SessionFactory
-from realtime.face.device_path import Copies
+from models.runtime.providers import CPU, CUDA, TENSORRT, ProviderName
+from models.runtime.session import SessionConfig, SessionFactory
+from realtime.face.device_backend import Copies
 from realtime.face.host.compositor import Compositor
 from realtime.io.nvenc import bgr_to_nv12
 
@@ -392,7 +393,7 @@ def _one_frame(stages: _Stages, nv12: Any, kps: npt.NDArray[np.float32], composi
 
 
 def _enhancer_spec() -> Any:
-    from models.ops.device_ops import CropSpec
+    from models.ops.crop_geometry import CropSpec
 
     # GFPGAN's input: RGB in [-1, 1].
     return CropSpec(ENHANCER_INPUT, rgb=True, scale=1.0 / 127.5, offset=-1.0)
@@ -434,7 +435,7 @@ def gpu_memory_used_mib(gpu_id: int = 0) -> str:
         except (OSError, subprocess.SubprocessError, ValueError, IndexError) as err:
             return f"n/a ({type(err).__name__})"
     try:
-        from realtime.io.nvdec import CtypesCudaDriver
+        from realtime.io.nvdec_device import CtypesCudaDriver
 
         free, total = CtypesCudaDriver(gpu_id).mem_get_info()
     except RuntimeError:

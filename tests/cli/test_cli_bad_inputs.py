@@ -258,8 +258,8 @@ def test_camera_vanishing_mid_run_leaves_a_finalised_playable_file(tmp_path: Pat
 
     from realtime.core.engine import Engine
     from realtime.core.settings import Settings
-    from realtime.io.sinks import VideoFileSink
-    from realtime.io.sources import CameraSource
+    from realtime.io.camera_source import CameraSource
+    from realtime.io.file_sinks import VideoFileSink
 
     class DyingCamera:
         def __init__(self, *args: object) -> None:
@@ -348,7 +348,7 @@ def test_a_window_without_a_display_is_refused_before_loading_anything(  # type:
 def test_an_error_mid_run_is_said_once(capsys, tmp_path, models, photo, clip, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Every engine error was printed twice, with the `done:` line between the two."""
     from realtime.core.errors import SinkError
-    from realtime.io import sinks
+    from realtime.io import file_sinks as sinks
 
     real_send = sinks.VideoFileSink.send
 

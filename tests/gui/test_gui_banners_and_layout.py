@@ -20,7 +20,7 @@ from gui.gallery import FaceGallery
 from gui.main_window import MainWindow
 from gui.models_banner import MODELS_BANNER, absolute_command, models_banner
 from gui.stage_panel import StagePanel
-from models.runtime.session import auto_provider
+from models.runtime.providers import auto_provider
 from tests.gui.test_gui_helpers import open_window, run_config
 
 LONG_RUN = (

@@ -328,7 +328,7 @@ def test_the_window_s_source_wrapper_passes_stop_and_camera_news_through() -> No
     """The preview tap hid the camera's `interrupt` and `notify` from the engine: in the window a
     Stop did not end a camera's reconnect, and 'looking for it again' was never shown."""
     from gui.preview import TappedSource
-    from realtime.io.sources import CameraSource
+    from realtime.io.camera_source import CameraSource
 
     camera = CameraSource(0, capture_factory=lambda *_: None)  # never opened here
     tapped = TappedSource(camera, OriginalTap())

@@ -32,28 +32,18 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from models.ops.align import invert_affine
-from models.ops.device_ops import (
-    ARCFACE_CROP,
-    INSWAPPER_CROP,
+from models.ops.crop_geometry import ARCFACE_CROP, INSWAPPER_CROP, CropSpec, sample_box, shift_target
+from models.ops.device_graphs import (
     OPSET,
-    CropSpec,
-    DeviceOps,
-    Nv12ToBgr,
-    PasteBlend,
-    WarpCrop,
     build_crop_for_arcface,
     build_crop_for_inswapper,
     build_nv12_to_bgr,
     build_paste_blend,
     build_warp_crop,
-    decode_crop,
-    device_graph_problems,
-    nv12_to_bgr_cv2,
-    paste_blend_cv2,
-    sample_box,
-    shift_target,
-    warp_crop_cv2,
 )
+from models.ops.device_ops import DeviceOps, Nv12ToBgr, PasteBlend, WarpCrop
+from models.ops.device_twins import decode_crop, nv12_to_bgr_cv2, paste_blend_cv2, warp_crop_cv2
+from models.ops.graph_rules import device_graph_problems
 from models.runtime.session import SessionConfig, SessionFactory
 from realtime.face.host.compositor import Compositor, paste_region
 
@@ -446,7 +436,7 @@ def test_paste_blend_graph_matches_its_cv2_twin() -> None:
 def test_signed_paste_takes_a_restorers_output_like_its_decoder() -> None:
     """A restorer's [-1, 1] output pastes like FaceRestorer._decode + the compositor (graph and twin),
     and differently from reading it as a [0, 1] swap (the test can tell the two apart)."""
-    from models.ops.device_ops import decode_signed_crop
+    from models.ops.device_twins import decode_signed_crop
 
     rng = np.random.default_rng(11)
     size = 256

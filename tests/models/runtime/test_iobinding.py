@@ -16,7 +16,8 @@ import pytest
 
 from models.fakes.doubles import DEFAULT_FACE, build_arcface, build_inswapper, build_scrfd
 from models.ops.align import warp_crop
-from models.ops.device_ops import INSWAPPER_CROP, CropSpec, WarpCrop
+from models.ops.crop_geometry import INSWAPPER_CROP, CropSpec
+from models.ops.device_ops import WarpCrop
 from models.runtime.iobinding import BoundSession, TensorView, chain, session_device
 from models.runtime.session import InferenceClock, SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper

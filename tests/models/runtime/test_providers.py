@@ -25,18 +25,11 @@ import pytest
 from onnx import helper
 from onnxruntime.capi.onnxruntime_inference_collection import check_and_normalize_provider_args
 
+from models.runtime import cuda_libraries, trt_cache
 from models.runtime import providers as providers_mod
 from models.runtime import session as session_mod
-from models.runtime import trt_cache
-from models.runtime.session import (
-    CPU,
-    CUDA,
-    TENSORRT,
-    InferenceClock,
-    SessionConfig,
-    SessionFactory,
-    explain_provider_failure,
-)
+from models.runtime.providers import CPU, CUDA, TENSORRT, explain_provider_failure
+from models.runtime.session import InferenceClock, SessionConfig, SessionFactory
 
 ORT_CUDA_LOAD_ERROR = (
     "\x1b[1;31m2026-11-30 04:05:34.854506770 [E:onnxruntime:Default, provider_bridge_ort.cc:2458 operator()] "
@@ -165,9 +158,9 @@ def fake_ort(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
     # Looked up by the factory (session) and by auto_provider (providers).
     monkeypatch.setattr(session_mod, "nvidia_driver_present", lambda: script.driver)
     monkeypatch.setattr(providers_mod, "nvidia_driver_present", lambda: script.driver)
-    session_mod.preload_cuda_libraries.cache_clear()
+    cuda_libraries.preload_cuda_libraries.cache_clear()
     yield script
-    session_mod.preload_cuda_libraries.cache_clear()
+    cuda_libraries.preload_cuda_libraries.cache_clear()
 
 
 # -------------------------------------------------------------------------------------- chains
@@ -597,7 +590,7 @@ def test_only_tensorrt_10_counts_as_installed(
 def test_auto_picks_the_gpu_where_one_can_run_the_models(
     available: list[str], driver: bool, picked: str
 ) -> None:
-    from models.runtime.session import auto_provider
+    from models.runtime.providers import auto_provider
 
     assert auto_provider(available, driver=driver) == picked
 

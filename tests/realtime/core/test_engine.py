@@ -11,9 +11,10 @@ import pytest
 
 from models.errors import FaceCastError
 from realtime.core.contracts import FramePlan, PassthroughAnalyser
-from realtime.core.engine import Engine, StageSet, passthrough_stages
+from realtime.core.engine import Engine
 from realtime.core.errors import SinkError, SourceError
 from realtime.core.settings import Settings, SettingsError
+from realtime.core.stage_set import StageSet, passthrough_stages
 from tests.engine_fakes import FakeSource, RecordingSink, SlowWorker
 
 
@@ -507,7 +508,7 @@ def test_a_worker_model_reload_keeps_the_running_analyser_and_its_tracks() -> No
 
 
 def test_a_detector_size_change_under_mtcnn_reloads_nothing() -> None:
-    from realtime.core.engine import needs_reload
+    from realtime.core.reload import needs_reload
 
     mtcnn = Settings().with_overrides({"detector.model": "mtcnn"})
     assert not needs_reload(mtcnn, mtcnn.with_overrides({"detector.size": 320}))  # MTCNN has no size
@@ -518,7 +519,7 @@ def test_a_detector_size_change_under_mtcnn_reloads_nothing() -> None:
 
 
 def test_switching_between_auto_and_the_provider_it_picks_reloads_nothing() -> None:
-    from realtime.core.engine import analysis_differs, needs_reload
+    from realtime.core.reload import analysis_differs, needs_reload
 
     auto = Settings().with_overrides({"pipeline.provider": "auto"})
     cpu = Settings().with_overrides({"pipeline.provider": "cpu"})
@@ -569,7 +570,7 @@ def test_the_core_imports_nothing_from_the_model_runtime() -> None:
 def test_stop_ends_a_camera_reconnect_instead_of_reopening_the_device_behind_the_run() -> None:
     """stop() returned on time, but the capture thread went on reopening the camera (holding it
     against the next Start) and reported 'disconnected' after 'finished'."""
-    from realtime.io.sources import CameraSource
+    from realtime.io.camera_source import CameraSource
     from tests.fixtures_media import synthetic_frame
 
     opens: list[float] = []

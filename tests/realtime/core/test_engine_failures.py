@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from models.types import ImageBGR
-from realtime.core.engine import Engine, EngineEvent
+from realtime.core.engine import Engine
 from realtime.core.errors import SinkError, SourceError
+from realtime.core.events import EngineEvent
 from realtime.core.frames import VideoFrame
 from realtime.core.settings import Settings
-from realtime.io.sources import as_bgr
+from realtime.io.camera_source import as_bgr
 from tests.engine_fakes import FakeSource, RecordingSink
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from itertools import pairwise
 
 from realtime.core.contracts import PassthroughAnalyser
-from realtime.core.engine import Engine, StageSet
+from realtime.core.engine import Engine
 from realtime.core.settings import Settings
+from realtime.core.stage_set import StageSet
 from tests.engine_fakes import FakeSource, RecordingSink, SlowWorker
 
 

@@ -12,9 +12,10 @@ import pytest
 
 from models.types import Detection, ImageBGR
 from realtime.core.contracts import FramePlan, PassthroughWorker
-from realtime.core.engine import Engine, StageSet
+from realtime.core.engine import Engine
 from realtime.core.frames import VideoFrame, fit_processing_size, processing_shape
 from realtime.core.settings import Settings, SettingsError, TrackerSettings
+from realtime.core.stage_set import StageSet
 from realtime.face.tracker import FaceTracker
 from tests.engine_fakes import FakeSource, RecordingSink
 
@@ -53,7 +54,7 @@ def test_fit_scales_the_picture_itself_without_aliasing() -> None:
 
 def test_a_frame_that_fits_is_not_downloaded_from_the_gpu() -> None:
     """An NVDEC frame's picture stays on the GPU unless it really has to be scaled."""
-    from realtime.io.nvdec import DeviceVideoFrame
+    from realtime.io.nvdec_device import DeviceVideoFrame
 
     downloads: list[int] = []
 

@@ -17,9 +17,9 @@ from realtime.core.settings import Settings
 from realtime.face.backend import FaceBackend, HostBackend
 from realtime.face.chain import FaceJob, FrameJob
 from realtime.face.device_backend import DeviceBackend
-from realtime.face.stages import FaceSwapWorker
+from realtime.face.swap_worker import FaceSwapWorker
 from tests.models.ops.test_device_ops import PASTE_TOL, smooth_frame
-from tests.realtime.face.test_device_path import FACES, FACTORY, H, W, identity
+from tests.realtime.face.test_device_backend import FACES, FACTORY, H, W, identity
 
 
 def protocol_members() -> list[str]:

@@ -17,8 +17,8 @@ import pytest
 
 from models.types import Detection, ImageBGR
 from realtime.core.settings import Settings, TrackerSettings
+from realtime.face.analyser import FaceAnalyser
 from realtime.face.model_api import AnalysisModels
-from realtime.face.stages import FaceAnalyser
 from realtime.face.tracker import FaceTracker, TrackedFace
 from tests.real_faces import group_photo_bgr, group_photo_faces
 

@@ -27,10 +27,10 @@ from models.wrappers.mtcnn import MTCNN
 from models.wrappers.router import load_recognizer
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError
-from realtime.face.analyser import _Chosen
+from realtime.face.analyser import FaceAnalyser, _Chosen
 from realtime.face.model_api import AnalysisModels
 from realtime.face.source_face import SourceIdentity
-from realtime.face.stages import FaceAnalyser, FaceSwapWorker
+from realtime.face.swap_worker import FaceSwapWorker
 from realtime.face.targets import RECHECK_FRAMES, IdentityMapSelector
 from realtime.face.tracker import TrackedFace
 from tests.real_faces import (

@@ -393,8 +393,8 @@ def _weights(analyser: Any, scene: _Scene, s: Any, frames: range) -> list[dict[i
 
 def test_a_new_target_fades_in_when_the_locked_one_leaves() -> None:
     from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
     from realtime.face.model_api import AnalysisModels
-    from realtime.face.stages import FaceAnalyser
 
     class Same:
         def embed(self, image: ImageBGR, kps: Any) -> npt.NDArray[np.float32]:
@@ -411,8 +411,8 @@ def test_a_new_target_fades_in_when_the_locked_one_leaves() -> None:
 
 def test_a_target_that_turns_out_to_be_someone_else_fades_out() -> None:
     from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
     from realtime.face.model_api import AnalysisModels
-    from realtime.face.stages import FaceAnalyser
 
     reference = np.zeros(512, np.float32)
     reference[0] = 1.0
@@ -448,8 +448,8 @@ def test_a_threshold_or_swap_model_change_keeps_the_locked_face() -> None:
     """Moving the reference-threshold slider, or picking the fp16 swapper, rebuilt the selector:
     the swap cross-faded to whoever was largest at that moment."""
     from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
     from realtime.face.model_api import AnalysisModels
-    from realtime.face.stages import FaceAnalyser
 
     class Same:
         def embed(self, image: ImageBGR, kps: Any) -> npt.NDArray[np.float32]:
@@ -596,8 +596,8 @@ def test_switching_the_target_mode_live_swaps_every_face() -> None:
     """ "largest" -> "all" while running: the second face is swapped within the fade, without a
     restart (the selector of the old mode kept choosing one face)."""
     from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
     from realtime.face.model_api import AnalysisModels
-    from realtime.face.stages import FaceAnalyser
 
     scene = _Scene()
     s = Settings()
@@ -611,8 +611,8 @@ def test_switching_the_target_mode_live_swaps_every_face() -> None:
 def test_switching_to_reference_mode_live_without_a_photo_is_refused() -> None:
     from models.errors import FaceCastError
     from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
     from realtime.face.model_api import AnalysisModels
-    from realtime.face.stages import FaceAnalyser
 
     scene = _Scene()
     s = Settings()
@@ -626,8 +626,8 @@ def test_the_reference_threshold_slider_applies_live() -> None:
     """A face at cosine distance 0.5 from the reference photo: not swapped at a 0.4 threshold;
     raising the slider to 0.6 while running swaps it (the selector kept the old threshold)."""
     from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
     from realtime.face.model_api import AnalysisModels
-    from realtime.face.stages import FaceAnalyser
 
     class HalfWay:  # cosine distance 0.5 to the reference [1, 0]
         def embed(self, image: ImageBGR, kps: Any) -> npt.NDArray[np.float32]:
@@ -649,8 +649,8 @@ def test_a_live_detection_interval_change_changes_how_often_faces_are_detected()
     """ "Detect every N frames" is live (no reload): lowering it from 10 to 1 for fast motion must
     detect on every frame from then on."""
     from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
     from realtime.face.model_api import AnalysisModels
-    from realtime.face.stages import FaceAnalyser
 
     class Counting(_Scene):
         calls = 0
@@ -702,8 +702,8 @@ def test_the_target_fades_in_once_and_a_bystander_walking_out_is_not_passed_thro
     the picture is not counted as a face passed through (the metric counts faces the swap had to
     skip, which this one never was)."""
     from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
     from realtime.face.model_api import AnalysisModels
-    from realtime.face.stages import FaceAnalyser
 
     class Leaving(_Scene):
         def detect(self, image: ImageBGR, max_faces: int = 0) -> list[Detection]:

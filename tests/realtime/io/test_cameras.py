@@ -182,7 +182,7 @@ def test_listing_opens_cameras_through_the_backend_captures_use(monkeypatch: pyt
     import cv2
 
     from realtime.io import cameras
-    from realtime.io.sources import CameraSource
+    from realtime.io.camera_source import CameraSource
 
     # On Windows MSMF and DSHOW number cameras differently (only DSHOW sees OBS's virtual camera):
     # "Camera 1" in the list must be the camera a capture of index 1 opens.

@@ -33,16 +33,13 @@ import pytest
 
 from realtime.core.errors import SinkError, SourceError
 from realtime.io import nvdec, nvenc
-from realtime.io.nvdec import (
-    DeviceVideoFrame,
-    NvdecFileSource,
-    NvdecStreamSource,
-    open_gpu_source,
-    stream_open_args,
-)
+from realtime.io.camera_source import CameraSource
+from realtime.io.file_sinks import VideoFileSink
+from realtime.io.nvdec import NvdecFileSource, NvdecStreamSource, open_gpu_source, stream_open_args
+from realtime.io.nvdec_device import DeviceVideoFrame
 from realtime.io.outputs import OutputRequest, route_output
-from realtime.io.sinks import VideoFileSink
-from realtime.io.sources import CameraSource, ImageSource, VideoFileSource
+from realtime.io.sources import ImageSource
+from realtime.io.video_file import VideoFileSource
 from tests.fixtures_media import read_frame_number, synthetic_frame
 
 FRAMES = 12

@@ -19,16 +19,12 @@ import pyvirtualcam.camera
 from realtime.core.errors import SinkError, VirtualCameraUnavailableError
 from realtime.core.frames import VideoFrame
 from realtime.io import file_sinks
+from realtime.io.file_sinks import ImageFileSink, VideoFileSink
+from realtime.io.frame_fit import letterbox_into
 from realtime.io.outputs import open_output
-from realtime.io.sinks import (
-    ImageFileSink,
-    NullSink,
-    VideoFileSink,
-    VirtualCameraSink,
-    letterbox_into,
-    virtual_camera_fix,
-)
-from realtime.io.sources import VideoFileSource
+from realtime.io.sinks import NullSink
+from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
+from realtime.io.video_file import VideoFileSource
 from tests.fixtures_media import read_frame_number, synthetic_frame
 from tests.paths import REPO_ROOT
 from tests.vcam_recorder import OpenRequest, RecordingBackendHandle
@@ -416,7 +412,7 @@ _CRASHING_WRITER = """
 import os, sys, time
 sys.path.insert(0, {root!r})
 from realtime.core.frames import VideoFrame
-from realtime.io.sinks import VideoFileSink
+from realtime.io.file_sinks import VideoFileSink
 from tests.realtime.io.test_sinks import synthetic_frame
 sink = VideoFileSink({out!r})
 sink.open(96, 64, 25.0)

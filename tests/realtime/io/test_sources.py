@@ -20,8 +20,11 @@ from models.cli_text import app_command
 from realtime.core.contracts import FrameSource
 from realtime.core.errors import SourceError
 from realtime.core.frames import VideoFrame
+from realtime.io.camera_source import CameraSource
 from realtime.io.cameras import camera_access_hint
-from realtime.io.sources import CameraSource, ImageSource, Pacer, VideoFileSource, open_source
+from realtime.io.source_parts import Pacer
+from realtime.io.sources import ImageSource, open_source
+from realtime.io.video_file import VideoFileSource
 from tests.fixtures_media import (
     make_audio_only_file,
     make_test_video,

@@ -21,24 +21,13 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from models.runtime import cuda_libraries
 from models.runtime import providers as providers_mod
 from models.runtime import session as session_mod
 from realtime.tools import doctor, doctor_probes
-from realtime.tools.doctor import (
-    CPU,
-    CUDA,
-    SECTION_TITLES,
-    TENSORRT,
-    Check,
-    DoctorReport,
-    GpuInfo,
-    Section,
-    collect_report,
-    explain_probe_failure,
-    format_report,
-    probe_providers,
-    run_doctor,
-)
+from realtime.tools.doctor import collect_report, run_doctor
+from realtime.tools.doctor_probes import CPU, CUDA, TENSORRT, explain_probe_failure, probe_providers
+from realtime.tools.doctor_report import SECTION_TITLES, Check, DoctorReport, GpuInfo, Section, format_report
 
 NO_GPU = GpuInfo(found=False, error="nvidia-smi not found on PATH")
 CUDA_LOG = (
@@ -218,9 +207,9 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: [CUDA, CPU])
     monkeypatch.setattr(onnxruntime, "InferenceSession", _FallingBackSession)
     monkeypatch.setattr(onnxruntime, "preload_dlls", lambda *a, **k: calls.append("preload"), raising=False)
-    session_mod.preload_cuda_libraries.cache_clear()  # it runs once per process: start afresh
+    cuda_libraries.preload_cuda_libraries.cache_clear()  # it runs once per process: start afresh
     yield calls
-    session_mod.preload_cuda_libraries.cache_clear()
+    cuda_libraries.preload_cuda_libraries.cache_clear()
 
 
 def test_silent_cuda_fallback_is_not_working_and_names_cuda_13_and_cudnn_9(
@@ -271,7 +260,7 @@ def test_a_provider_that_really_loads_is_reported_working(monkeypatch: pytest.Mo
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: [CUDA, CPU])
     monkeypatch.setattr(onnxruntime, "InferenceSession", Loaded)
     monkeypatch.setattr(onnxruntime, "preload_dlls", lambda *a, **k: None, raising=False)
-    session_mod.preload_cuda_libraries.cache_clear()
+    cuda_libraries.preload_cuda_libraries.cache_clear()
 
     probes = {p.provider: p for p in probe_providers()}
 
@@ -577,7 +566,8 @@ def test_fix_commands_paste_into_windows_powershell(monkeypatch: pytest.MonkeyPa
 def test_the_doctor_checks_the_models_folder_and_the_default_models(tmp_path: Path) -> None:
     """The doctor said nothing about models: a missing or cut-off swapper was found only by `run`."""
     from models.fakes.doubles import write_all
-    from realtime.tools.doctor import MODELS, collect_report
+    from realtime.tools.doctor import collect_report
+    from realtime.tools.doctor_report import MODELS
 
     nothing = collect_report(check_cameras=False, check_vcam=False, models_dir=tmp_path / "none")
     (folder,) = nothing.section(MODELS).checks

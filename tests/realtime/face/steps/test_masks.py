@@ -25,7 +25,6 @@ from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import DEFAULT_REGION_CLASSES, MasksSettings, Settings
 from realtime.face.host.compositor import Compositor, scale_crop_matrix
 from realtime.face.source_face import SourceIdentity
-from realtime.face.stages import FaceSwapWorker
 from realtime.face.steps.masks import (
     MOUTH_DOWN,
     MOUTH_HALF_WIDTH,
@@ -38,6 +37,7 @@ from realtime.face.steps.masks import (
     mouth_polygon,
     soften,
 )
+from realtime.face.swap_worker import FaceSwapWorker
 from realtime.tools.bench import astronaut_bgr
 from tests.real_faces import astronaut_face
 

@@ -104,8 +104,8 @@ def test_colour_match_measures_the_face_not_what_covers_the_middle_of_its_crop(t
     from realtime.core.contracts import FramePlan, SwapTarget
     from realtime.core.settings import Settings
     from realtime.face.source_face import SourceIdentity
-    from realtime.face.stages import FaceSwapWorker
     from realtime.face.steps.masks import face_core_mask
+    from realtime.face.swap_worker import FaceSwapWorker
     from tests.real_faces import astronaut_bgr, astronaut_face
 
     write_all(tmp_path)

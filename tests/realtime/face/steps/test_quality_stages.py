@@ -28,8 +28,8 @@ from realtime.face.host.colour import colour_transfer
 from realtime.face.host.compositor import Compositor, compose_affine, paste_region
 from realtime.face.host.enhancer import FaceEnhanceStage
 from realtime.face.source_face import SourceIdentity
-from realtime.face.stages import FaceSwapWorker, StageUnavailableError
 from realtime.face.steps.sharpen import unsharp_mask
+from realtime.face.swap_worker import FaceSwapWorker, StageUnavailableError
 from realtime.tools.bench import astronaut_bgr
 from tests.real_faces import astronaut_face
 

@@ -1,4 +1,4 @@
-"""realtime.face.device_path through FaceSwapWorker, forced onto the CPU provider (device_graphs=True).
+"""realtime.face.device_backend through FaceSwapWorker, forced onto the CPU provider (device_graphs=True).
 
 The device path (crop graph -> inswapper with IOBinding -> paste graph) must give the OpenCV path's
 frame within the device-op tests' paste tolerance (<= 2 levels, tests/models/ops/test_device_ops.py) and leave
@@ -21,17 +21,18 @@ import pytest
 from models.fakes.doubles import build_inswapper, build_restorer, write_all
 from models.files.store import ModelStore
 from models.ops.align import arcface_template, estimate_norm, invert_affine
-from models.ops.device_ops import CropSpec
+from models.ops.crop_geometry import CropSpec
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper
 from realtime.build.model_loading import ModelPaths, StoreQualityModels
 from realtime.core.contracts import FramePlan, SwapTarget
-from realtime.core.engine import Engine, StageSet
+from realtime.core.engine import Engine
 from realtime.core.frames import VideoFrame
 from realtime.core.settings import Settings, load_preset
+from realtime.core.stage_set import StageSet
 from realtime.face.host.compositor import Compositor, paste_region
 from realtime.face.source_face import SourceIdentity
-from realtime.face.stages import FaceSwapWorker
+from realtime.face.swap_worker import FaceSwapWorker
 from tests.engine_fakes import FakeSource, RecordingSink
 from tests.models.ops.test_device_ops import PASTE_TOL, bgr_to_nv12, smooth_frame
 
@@ -462,7 +463,7 @@ def test_a_decoded_picture_on_the_device_replaces_the_upload(swapper_file: Path)
 
 
 def test_the_engine_hands_an_nvdec_frames_picture_to_the_worker(swapper_file: Path) -> None:
-    from realtime.io.nvdec import DeviceVideoFrame
+    from realtime.io.nvdec_device import DeviceVideoFrame
 
     people = [identity(1), identity(2)]
 
@@ -564,7 +565,7 @@ def test_a_float16_swapper_s_nan_is_refused_on_the_device_path_too(tmp_path: Pat
     from models.errors import ModelOutputError
     from models.fakes.doubles import build_inswapper
     from realtime.core.contracts import FramePlan
-    from realtime.face.stages import FaceSwapWorker
+    from realtime.face.swap_worker import FaceSwapWorker
     from tests.models.ops.test_device_ops import smooth_frame
 
     path = tmp_path / "inswapper_128_fp16.onnx"
