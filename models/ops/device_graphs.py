@@ -5,7 +5,7 @@ crop, and the same again for the paste-back. These graphs do the same work on th
 so with IOBinding (models.runtime.iobinding) a frame is uploaded once (or decoded on the GPU as NV12) and
 only the finished frame comes back. CI has no GPU, so the very same graphs run on the CPU provider
 in the tests and are checked against their OpenCV twins (models.ops.device_twins, which are also
-the CPU production path: OpenCV is far faster there, see ARCHITECTURE.md). models.ops.device_ops
+the CPU production path: OpenCV is far faster there, see docs/ARCHITECTURE.md). models.ops.device_ops
 runs them.
 
 Graphs (opset 17, IR 8):
@@ -25,7 +25,7 @@ Pixel convention (the one OpenCV uses): pixel i has its centre at coordinate i. 
 with align_corners=0, whose denormalisation is x = ((g+1)*W - 1)/2, so the graph normalises a
 frame coordinate x as g = (2x+1)/W - 1; the two cancel exactly.
 
-Kernel rules obeyed (GPU_API_NOTES.md §5) and asserted by models.ops.graph_rules: GridSample only
+Kernel rules obeyed (docs/GPU_API_NOTES.md §5) and asserted by models.ops.graph_rules: GridSample only
 in float32 with mode 'bilinear' at opset <= 19; no AffineGrid; no Pad; uint8 only at the graph
 edge through Cast (TensorRT); Slice/Resize parameters are initializers; every input that a CUDA
 kernel reads on the host (Reshape shape, Range bounds, Clip limits, ...) comes from initializers or

@@ -5,7 +5,7 @@ crop, and the same again for the paste-back. `DeviceOps` runs tiny ONNX graphs
 (models.ops.device_graphs) for the same work on the session's device with IOBinding
 (models.runtime.iobinding), so a frame is uploaded once (or decoded on the GPU as NV12) and only
 the finished frame comes back. Without the graphs it runs their OpenCV twins
-(models.ops.device_twins), the CPU production path: OpenCV is far faster there (ARCHITECTURE.md).
+(models.ops.device_twins), the CPU production path: OpenCV is far faster there (docs/ARCHITECTURE.md).
 The crop specs and geometry are models.ops.crop_geometry; the graphs' GPU rules are
 models.ops.graph_rules. Their names stay importable from here.
 """
