@@ -1,4 +1,4 @@
-"""The catalogue must carry exactly the facts of /work/shared/MODEL_CONTRACTS.md."""
+"""The catalogue carries exactly the facts of docs/MODEL_CONTRACTS.md."""
 
 from __future__ import annotations
 
