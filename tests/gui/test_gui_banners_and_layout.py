@@ -24,7 +24,7 @@ from models.runtime.providers import auto_provider
 from tests.gui.test_gui_helpers import open_window, run_config
 
 LONG_RUN = (
-    "video file /work/scratch/review_gui2/inputs/Grandma's 80th birthday, family recording, final edit "
+    "video file /home/someone/videos/Grandma's 80th birthday, family recording, final edit "
     "v3 (1080p).mp4 (1920x1080 @ 30 fps, real time, looping) → virtual camera (unavailable)"
 )
 

@@ -233,7 +233,7 @@ def test_the_run_description_stops_short_of_the_fps_figure(
     window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
     window.resize(900, 600)
     window.fps_label.setText("24.0 fps")
-    folder = "/work/scratch/review_user/media/with/a/rather/deep/folder"
+    folder = "/home/someone/media/with/a/rather/deep/folder"
     text = (
         f"video file {folder}/clip.mp4 (640x360 @ 24 fps, real time, looping) → "
         f"video file {folder}/recordings/take-2.mp4"
