@@ -18,7 +18,13 @@ import pytest
 from onnx import TensorProto, helper
 
 from models.fakes import standins
-from models.fakes.doubles import DEFAULT_FACE, face_in_frame, scrfd_constant_outputs
+from models.fakes.doubles import (
+    DEFAULT_FACE,
+    build_scrfd,
+    face_in_frame,
+    frame_with_faces,
+    scrfd_constant_outputs,
+)
 from models.fakes.standins import (
     MANIFEST_NAME,
     STANDIN_NAMES,
@@ -30,6 +36,7 @@ from models.fakes.standins import (
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper
 from models.wrappers.router import load_detector, load_swapper
+from models.wrappers.scrfd import SCRFD
 
 FACTORY = SessionFactory(SessionConfig())
 DET_SHAPE = {"input.1": (1, 3, 640, 640)}
@@ -339,3 +346,11 @@ def test_interrupted_build_leaves_nothing_half_written(
 def test_ensure_standins_rejects_unknown_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="known: det_10g"):
         ensure_standins(tmp_path, which=("inswapper_256",), log=lambda _: None)
+
+
+def test_the_double_finding_its_face_where_given_emits_the_stand_ins_tensors() -> None:
+    det = SCRFD(FACTORY.create(build_scrfd([DEFAULT_FACE]).SerializeToString(), "d"))
+    blob, _ = det.preprocess(frame_with_faces([DEFAULT_FACE], 640, 640))
+    got = det.session.run(det.output_names, {det.input_name: blob})
+    for g, want in zip(got, scrfd_constant_outputs([DEFAULT_FACE]), strict=True):
+        np.testing.assert_allclose(g, want, atol=0.02)
