@@ -447,7 +447,7 @@ def inswapper_weights(seed: int = 0) -> tuple[npt.NDArray[np.float32], npt.NDArr
     return w, emap
 
 
-INSWAPPER_BEND = 0.5  # times position_ramp(128): up to +-32 levels where the mix is mid-grey
+INSWAPPER_BEND = 0.2  # times position_ramp(128): up to +-13 levels where the mix is mid-grey
 
 
 def build_inswapper(seed: int = 0, fp16: bool = False, fp16_io: bool = False) -> onnx.ModelProto:
