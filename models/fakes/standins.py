@@ -290,26 +290,16 @@ _SCRFD_GROUPS = ((1, "score"), (4, "bbox"), (10, "kps"))  # output width per anc
 
 
 def _scrfd_double_outputs() -> list[npt.NDArray[np.float32]]:
-    """The nine tensors models.fakes.doubles.build_scrfd emits for its DEFAULT_FACE at 640x640.
+    """The nine tensors the detector double reports for its DEFAULT_FACE found where it is given, at
+    640x640.
 
     DEFAULT_FACE is centred horizontally on the canvas and vertically on the part a 16:9 frame fills
-    (rows 0..360), so any common frame shows one face in its middle. Running the double reuses its
-    encoding (anchor choice, distances, background values) instead of copying it.
+    (rows 0..360), so any common frame shows one face in its middle. Reusing the double's encoding
+    (anchor choice, distances, background values) keeps the two in step.
     """
-    # Lazy import: models must stay importable where the tests package is not installed.
-    import onnxruntime as ort
+    from models.fakes.doubles import DEFAULT_FACE, scrfd_constant_outputs
 
-    from models.fakes.doubles import DEFAULT_FACE, build_scrfd
-
-    double = build_scrfd([DEFAULT_FACE])
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(
-        double.SerializeToString(), sess_options=so, providers=["CPUExecutionProvider"]
-    )
-    blob = np.zeros((1, 3, 640, 640), dtype=np.float32)
-    outs = sess.run(None, {sess.get_inputs()[0].name: blob})
-    return [np.ascontiguousarray(o, dtype=np.float32) for o in outs]
+    return [np.ascontiguousarray(o, dtype=np.float32) for o in scrfd_constant_outputs([DEFAULT_FACE])]
 
 
 def build_scrfd_standin(seed: int = 0) -> onnx.ModelProto:

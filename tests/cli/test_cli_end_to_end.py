@@ -125,11 +125,13 @@ def test_run_to_a_video_file(
     if detector == "mtcnn":
         assert_swapped_only_the_face(inputs, outputs, boxes, exact=False)
     else:
-        # The SCRFD double always reports its one configured face, wherever the astronaut is.
-        from models.fakes.doubles import DEFAULT_FACE, face_in_frame
+        # The SCRFD double reports its one configured face where it finds the astronaut's skin.
+        from models.runtime.session import SessionConfig, SessionFactory
+        from models.wrappers.scrfd import SCRFD
 
-        box, _ = face_in_frame(DEFAULT_FACE, W, H)
-        assert_swapped_only_the_face(inputs, outputs, [np.asarray(box, dtype=np.float64)] * N, exact=False)
+        det = SCRFD(SessionFactory(SessionConfig(provider="cpu")).create(models / "det_10g.onnx"))
+        found = [np.asarray(det.detect(f)[0].box, dtype=np.float64) for f in inputs]
+        assert_swapped_only_the_face(inputs, outputs, found, exact=False)
 
 
 def test_run_to_a_recording_virtual_camera(

@@ -33,11 +33,11 @@ def write_models(folder: Path) -> Path:
 
 
 def write_face_photo(path: Path, variant: int = 0) -> Path:
-    """The astronaut, mirrored (a clear face, not the test pattern's own picture). variant 1 swaps the
-    colour channels: still a face to the detector, another identity to the recogniser double."""
+    """The astronaut, mirrored (a clear face, not the test pattern's own picture). variant 1 is her
+    unmirrored photo: still skin to the detector double, another identity to the recogniser double."""
     image = astronaut_bgr()[:, ::-1].copy()
     if variant == 1:
-        image = np.ascontiguousarray(image[:, :, ::-1])
+        image = astronaut_bgr()
     path.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(path), image)
     return path

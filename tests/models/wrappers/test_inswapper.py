@@ -11,7 +11,15 @@ import pytest
 from onnx import numpy_helper
 
 from models.errors import ModelContractError
-from models.fakes.doubles import FakeArg, FakeSession, build_inswapper, build_scrfd, inswapper_weights
+from models.fakes.doubles import (
+    INSWAPPER_BEND,
+    FakeArg,
+    FakeSession,
+    build_inswapper,
+    build_scrfd,
+    inswapper_weights,
+    position_ramp,
+)
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper, read_emap
 
@@ -50,11 +58,13 @@ def crop(seed: int) -> np.ndarray:
 
 
 def expected_swap(crop_bgr: np.ndarray, latent: np.ndarray, seed: int = 0) -> np.ndarray:
-    """What the double computes, in numpy: 0.5 * crop + 0.5 * colour(latent), BGR uint8."""
+    """What the double computes, in numpy: m = 0.5 * crop + 0.5 * colour(latent), bent by the
+    position ramp, BGR uint8."""
     w, _ = inswapper_weights(seed)
     colour_rgb = (np.tanh(latent.reshape(1, 512) @ w) + 1.0) / 2.0  # (1, 3) RGB
     rgb = crop_bgr[:, :, ::-1].astype(np.float32) / 255.0
-    out = 0.5 * rgb + 0.5 * colour_rgb.reshape(1, 1, 3)
+    m = 0.5 * rgb + 0.5 * colour_rgb.reshape(1, 1, 3)
+    out = m + INSWAPPER_BEND * position_ramp(128)[:, :, None] * m * (1.0 - m)
     return np.asarray(np.clip(out * 255.0, 0, 255).astype(np.uint8)[:, :, ::-1])
 
 

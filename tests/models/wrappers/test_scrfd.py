@@ -18,6 +18,7 @@ from models.fakes.doubles import (
     build_scrfd,
     det_scale_for,
     face_in_frame,
+    paint_face,
     scrfd_signature,
 )
 from models.runtime.session import SessionConfig, SessionFactory
@@ -46,14 +47,36 @@ def noise_frame(w: int, h: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
 
 
+def noise_with(faces: list[FaceSpec], w: int, h: int, seed: int = 0) -> np.ndarray:
+    """A noise frame showing faces[i] in the double's colour key i, where face_in_frame puts it."""
+    frame = noise_frame(w, h, seed)
+    for i, face in enumerate(faces):
+        paint_face(frame, face, i)
+    return frame
+
+
+# The double finds a painted face's centroid: within a detector pixel of where it was painted.
+DET_TOL = 1.0
+
+
+def portrait_safe(face: FaceSpec, w: int, h: int) -> FaceSpec:
+    """DEFAULT_FACE lies outside a portrait frame's letterboxed picture; move it inside."""
+    if h <= w:
+        return face
+    return face._replace(box=[v - 100.0 if i % 2 == 0 else v for i, v in enumerate(face.box)],
+                         kps=np.asarray(face.kps, dtype=np.float64) - [100.0, 0.0])  # fmt: skip
+
+
 def test_default_face_found_at_frame_coordinates_for_every_aspect() -> None:
-    det = make_detector(build_scrfd([DEFAULT_FACE]))
     for w, h in FRAME_SIZES:
-        faces = det.detect(noise_frame(w, h))
+        face = portrait_safe(DEFAULT_FACE, w, h)
+        det = make_detector(build_scrfd([face]))
+        faces = det.detect(noise_with([face], w, h))
         assert len(faces) == 1, (w, h)
-        box, kps = face_in_frame(DEFAULT_FACE, w, h)
-        np.testing.assert_allclose(faces[0].box, box, atol=1e-3, err_msg=f"{w}x{h}")
-        np.testing.assert_allclose(faces[0].kps, kps, atol=1e-3, err_msg=f"{w}x{h}")
+        box, kps = face_in_frame(face, w, h)
+        tol = DET_TOL / det_scale_for(w, h)
+        np.testing.assert_allclose(faces[0].box, box, atol=tol, err_msg=f"{w}x{h}")
+        np.testing.assert_allclose(faces[0].kps, kps, atol=tol, err_msg=f"{w}x{h}")
         assert faces[0].box.dtype == np.float32 and faces[0].box.shape == (4,)
         assert faces[0].kps.dtype == np.float32 and faces[0].kps.shape == (5, 2)
         assert faces[0].score == pytest.approx(0.92, abs=1e-6)
@@ -73,13 +96,15 @@ def test_a_smaller_detector_input_finds_the_same_face_like_the_real_model(det_si
         (det_size // s) ** 2 * 2 for s in (8, 16, 32)
     ]
     for w, h in ((1280, 720), (640, 480)):
-        faces = det.detect(noise_frame(w, h))
+        img = noise_with([DEFAULT_FACE], w, h)
+        faces = det.detect(img)
         assert len(faces) == 1
         box, kps = face_in_frame(DEFAULT_FACE, w, h)
-        # Anchors sit on a coarser grid at a smaller size: within a pixel of the 640 position.
-        np.testing.assert_allclose(faces[0].box, box, atol=1.0)
-        np.testing.assert_allclose(faces[0].kps, kps, atol=1.0)
-        dets, kpss = ref.detect(noise_frame(w, h))
+        # A coarser picture at a smaller size: within a detector pixel of the painted position.
+        tol = DET_TOL / (det_scale_for(w, h) * det_size / 640)
+        np.testing.assert_allclose(faces[0].box, box, atol=tol)
+        np.testing.assert_allclose(faces[0].kps, kps, atol=tol)
+        dets, kpss = ref.detect(img)
         np.testing.assert_allclose(faces[0].box, dets[0, :4], rtol=1e-6, atol=1e-3)
         np.testing.assert_allclose(faces[0].kps, kpss[0], rtol=1e-6, atol=1e-3)
 
@@ -100,11 +125,11 @@ def test_several_faces_on_all_strides_sorted_by_score() -> None:
         face_at(320, 500, 260, 200, 0.80),  # stride 32
     ]
     det = make_detector(build_scrfd(specs))
-    faces = det.detect(noise_frame(640, 640))
+    faces = det.detect(noise_with(specs, 640, 640))
     assert [round(f.score, 2) for f in faces] == [0.95, 0.80, 0.70]
     for f, spec in zip(faces, [specs[1], specs[2], specs[0]], strict=True):
-        np.testing.assert_allclose(f.box, spec.box, atol=1e-3)
-        np.testing.assert_allclose(f.kps, np.asarray(spec.kps), atol=1e-3)
+        np.testing.assert_allclose(f.box, spec.box, atol=DET_TOL)
+        np.testing.assert_allclose(f.kps, np.asarray(spec.kps), atol=DET_TOL)
 
 
 def test_nms_keeps_the_better_of_two_overlapping_faces_and_both_of_two_apart() -> None:
@@ -112,13 +137,17 @@ def test_nms_keeps_the_better_of_two_overlapping_faces_and_both_of_two_apart() -
     b = face_at(310, 306, 100, 120, 0.80)  # IoU ~0.8 with a
     c = face_at(500, 150, 60, 70, 0.60)  # far away
     det = make_detector(build_scrfd([a, b, c]))
-    faces = det.detect(noise_frame(1280, 720))
+    # b as a small disc at its centre on top of a: both centroids stay where they are given.
+    frame = noise_with([a], 1280, 720)
+    paint_face(frame, b, 1, size=0.1)
+    paint_face(frame, c, 2)
+    faces = det.detect(frame)
     assert [round(f.score, 2) for f in faces] == [0.90, 0.60]
-    np.testing.assert_allclose(faces[0].box, np.asarray(a.box) / 0.5, atol=1e-3)
+    np.testing.assert_allclose(faces[0].box, np.asarray(a.box) / 0.5, atol=DET_TOL / 0.5)
 
     # Slightly overlapping (IoU < 0.4): both stay.
     d = face_at(380, 300, 100, 120, 0.85)
-    faces = make_detector(build_scrfd([a, d])).detect(noise_frame(640, 640))
+    faces = make_detector(build_scrfd([a, d])).detect(noise_with([a, d], 640, 640))
     assert [round(f.score, 2) for f in faces] == [0.90, 0.85]
 
 
@@ -133,18 +162,19 @@ def test_nms_threshold_boundary_matches_greedy_definition() -> None:
 def test_score_threshold_is_respected() -> None:
     specs = [face_at(200, 200, 100, 120, 0.45), face_at(450, 400, 100, 120, 0.55)]
     model = build_scrfd(specs)
-    faces = make_detector(model).detect(noise_frame(640, 640))
+    img = noise_with(specs, 640, 640)
+    faces = make_detector(model).detect(img)
     assert [round(f.score, 2) for f in faces] == [0.55]
-    faces = make_detector(model, score_threshold=0.4).detect(noise_frame(640, 640))
+    faces = make_detector(model, score_threshold=0.4).detect(img)
     assert [round(f.score, 2) for f in faces] == [0.55, 0.45]
     # The background anchors (score 0.01) never come through at a sane threshold.
-    assert len(make_detector(model, score_threshold=0.02).detect(noise_frame(640, 640))) == 2
+    assert len(make_detector(model, score_threshold=0.02).detect(img)) == 2
 
 
 def test_max_faces_keeps_the_best() -> None:
     specs = [face_at(100 + 200 * i, 320, 90, 110, s) for i, s in enumerate([0.6, 0.9, 0.7])]
     det = make_detector(build_scrfd(specs))
-    faces = det.detect(noise_frame(640, 640), max_faces=2)
+    faces = det.detect(noise_with(specs, 640, 640), max_faces=2)
     assert [round(f.score, 2) for f in faces] == [0.9, 0.7]
     assert make_detector(build_scrfd([])).detect(noise_frame(640, 480)) == []
 
@@ -163,7 +193,10 @@ def test_same_result_as_insightface_scrfd_on_the_same_double() -> None:
     ref = InsightSCRFD(session=FACTORY.create(model.SerializeToString(), "ref"))
     ref.prepare(-1, input_size=(640, 640))
     for w, h in FRAME_SIZES:
-        img = noise_frame(w, h)
+        img = noise_with([specs[0]], w, h)
+        paint_face(img, specs[1], 1, size=0.1)  # small, on top of face 0: both centroids hold
+        paint_face(img, specs[2], 2)
+        paint_face(img, portrait_safe(specs[3], w, h), 3)
         dets, kpss = ref.detect(img)
         faces = ours.detect(img)
         assert len(faces) == len(dets) > 0
@@ -202,7 +235,7 @@ def test_preprocess_matches_insightface_and_reuses_its_buffers() -> None:
 def test_facefusion_input_name_means_bgr() -> None:
     det = make_detector(build_scrfd([DEFAULT_FACE], input_name="input"))
     assert det.swap_rb is False
-    img = noise_frame(640, 480)
+    img = noise_with([DEFAULT_FACE], 640, 480)
     blob, _ = det.preprocess(img)
     np.testing.assert_allclose(blob, reference_blob(img, swap_rb=False), atol=1e-5)
     assert len(det.detect(img)) == 1
@@ -251,8 +284,22 @@ def test_fixed_size_model_must_run_at_its_size() -> None:
 
 
 def test_output_size_mismatch_at_run_time_is_a_contract_error() -> None:
-    # The double's outputs are sized for 640x640; run at 320 the row counts cannot match.
-    det = make_detector(build_scrfd([DEFAULT_FACE]), input_size=(320, 320))
+    # A session whose outputs keep the 640x640 row counts, whatever the input size.
+    fixed = make_detector(build_scrfd([DEFAULT_FACE]))
+    session = fixed.session
+    outs = session.run(fixed.output_names, {"input.1": np.zeros((1, 3, 640, 640), np.float32)})
+
+    class FixedRows:
+        def get_inputs(self) -> Any:
+            return session.get_inputs()
+
+        def get_outputs(self) -> Any:
+            return session.get_outputs()
+
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            return outs
+
+    det = SCRFD(FixedRows(), input_size=(320, 320))  # type: ignore[arg-type]
     with pytest.raises(ModelContractError, match="stride 8"):
         det.detect(noise_frame(640, 480))
 
@@ -274,7 +321,7 @@ def test_an_fp16_input_gets_the_same_blob_in_half_precision() -> None:
 def test_a_read_only_picture_the_detector_size_is_detected_without_a_copy() -> None:
     """640x480 needs no letterbox resize: the picture itself is normalised, read-only or not."""
     det = make_detector(build_scrfd([DEFAULT_FACE]))
-    img = noise_frame(640, 480)
+    img = noise_with([DEFAULT_FACE], 640, 480)
     want = det.preprocess(img)[0].copy()
     img.flags.writeable = False
     np.testing.assert_array_equal(det.preprocess(img)[0], want)

@@ -178,7 +178,7 @@ def test_a_live_change_of_max_missed_reaches_the_selector_and_keeps_the_lock(rec
 def test_a_live_detector_threshold_change_applies_at_once(recognizer: ArcFace) -> None:
     """The threshold is live (a reload would reset every track), but a mutation ignoring the
     change — in the tracker and in SCRFD — passed every test."""
-    from models.fakes.doubles import FaceSpec, build_scrfd
+    from models.fakes.doubles import FaceSpec, build_scrfd, paint_face
     from models.wrappers.scrfd import SCRFD
 
     rel = np.array([[0.3, 0.4], [0.7, 0.4], [0.5, 0.6], [0.33, 0.8], [0.67, 0.8]])
@@ -188,7 +188,7 @@ def test_a_live_detector_threshold_change_applies_at_once(recognizer: ArcFace) -
         {"detector.threshold": 0.5, "detector.interval": 1, "tracker.fade_frames": 0}
     )
     analyser = FaceAnalyser(AnalysisModels(detector, recognizer, "det_10g"), low)
-    frame = np.full((640, 640, 3), 90, np.uint8)
+    frame = paint_face(np.full((640, 640, 3), 90, np.uint8), face)
     assert [t.weight for t in analyser.analyse(frame, 0.0, low).targets] == [1.0]  # 0.7 >= 0.5: swapped
     high = low.with_overrides({"detector.threshold": 0.8})
     weights = [t.weight for f in range(1, 4) for t in analyser.analyse(frame, f / 30, high).targets]
