@@ -6,19 +6,20 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import cv2
 from PyQt6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from gui.config import ConfigStore, OutputConfig
 from gui.controller import RunState
 from gui.main_window import MainWindow
+from models.fakes.doubles import DEFAULT_FACE, frame_with_faces
 from tests.gui.test_gui_helpers import (
     SIZE,
     open_window,
     run_config,
     services_for,
     wait_for_face,
-    write_blank_photo,
 )
 from tests.vcam_recorder import RecordingBackendHandle
 
@@ -74,8 +75,9 @@ def test_the_graph_is_empty_after_stop_not_frozen_on_the_last_run(
 def test_another_detector_checks_the_photos_already_added_again(
     qtbot: QtBot, tmp_path: Path, models_dir: Path
 ) -> None:
-    # The built-in detector finds no face in a grey picture; the det_10g double reports one anywhere.
-    blank = write_blank_photo(tmp_path / "grey.png")
+    # The built-in detector finds no face in a plain skin-coloured oval; the det_10g double does.
+    blank = tmp_path / "oval.png"
+    cv2.imwrite(str(blank), frame_with_faces([DEFAULT_FACE], 320, 240))
     window = open_window(qtbot, tmp_path, models_dir, run_config(blank, vcam=False, detector="mtcnn"))
     card = window.gallery.card(blank)
     qtbot.waitUntil(lambda: card.result is not None, timeout=15_000)
