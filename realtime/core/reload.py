@@ -109,6 +109,5 @@ def load_wanted(
     if base is not None:
         return needs_reload(base, new, auto_provider)
     # Nothing built and nothing loading after a failed first load: any choice loads (passthrough
-    # until then). Compared with `old`, the run would stay in passthrough, the failed choice never
-    # retried.
+    # until then). Compared with `old`, the run would stay in passthrough, never retrying the choice.
     return failed is not None or needs_reload(old, new, auto_provider)
