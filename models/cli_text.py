@@ -42,7 +42,7 @@ def shown_arg(path: Path) -> str:
 
 def app_command(args: str) -> str:
     """'.venv/bin/python main.py ARGS', as this interpreter and this checkout spell it."""
-    # main.py is an argument: `&` goes before the program only (a second one broke the command).
+    # main.py is an argument: `&` goes before the program only (PowerShell rejects a second one).
     return f"{shown_path(Path(sys.executable))} {shown_arg(PROJECT_ROOT / 'main.py')} {args}"
 
 

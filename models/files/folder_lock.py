@@ -1,7 +1,7 @@
 """One download into a models folder at a time, across processes.
 
-Two `models download` runs into one folder (two terminals, a script and a user) wrote the same
-`.part` files: one truncated what the other appended to, and both failed. The lock is an OS file
+Two `models download` runs into one folder (two terminals, a script and a user) would write the same
+`.part` files: one truncates what the other appends to, and both fail. The lock is an OS file
 lock on `<folder>/.download.lock`, released by the OS if the holder dies; the file itself stays
 (deleting a lock file races with the next process opening it).
 """
@@ -42,8 +42,8 @@ def _try_lock(fh: IO[bytes]) -> bool:
     except OSError as err:
         if err.errno not in _NO_LOCKING:
             raise
-        # A network or FUSE folder without file locks: go on unlocked (as before the lock existed)
-        # rather than call the folder unwritable.
+        # A network or FUSE folder without file locks: go on unlocked rather than call the folder
+        # unwritable.
         log.warning("The models folder cannot be locked (%s); two downloads at once could clash.", err)
     return True
 

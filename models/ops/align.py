@@ -132,8 +132,8 @@ def warp_crop(image: ImageBGR, m: Matrix2x3, size: int, out: ImageBGR | None = N
 def warp_paste_crop(image: ImageBGR, m: Matrix2x3, size: int, out: ImageBGR | None = None) -> ImageBGR:
     """Crop `size` x `size` pixels through `m` (bilinear) for a crop whose result is pasted back:
     beyond the frame the edge pixels are repeated. With black there (insightface's crop), a face cut
-    by the frame's edge came back with a dark line along that edge (bilinear taps mixed the black
-    into the last row and column), and the swapper and the colour match saw a black slab.
+    by the frame's edge comes back with a dark line along that edge (bilinear taps mix the black
+    into the last row and column), and the swapper and the colour match see a black slab.
     Embeddings keep `warp_crop`'s black border, as insightface computes them."""
     dst = np.empty((size, size, 3), dtype=np.uint8) if out is None else out
     cv2.warpAffine(image, m, (size, size), dst=dst, borderMode=cv2.BORDER_REPLICATE)
@@ -154,10 +154,10 @@ def transform_points(points: npt.ArrayLike, m: Matrix2x3) -> FloatArray:
 def plausible_landmarks(kps: npt.ArrayLike) -> bool:
     """Whether five landmarks can be a face to align: finite, with the eyes apart and the mouth on
     the side of the eye line a face has it (at any roll). A mirrored set (left and right swapped)
-    has no similarity fit: its scale collapses and the 'face' crop took in the whole frame, which
-    the paste then smeared over every pixel."""
+    has no similarity fit: its scale collapses and the 'face' crop would take in the whole frame,
+    which the paste would then smear over every pixel."""
     # Ten numbers in Python scalars: this runs on every face of every frame, and numpy's per-call
-    # cost on a (5, 2) array was ten times the maths.
+    # cost on a (5, 2) array is ten times the maths.
     values = np.asarray(kps, dtype=np.float64).reshape(10).tolist()
     if not all(math.isfinite(v) for v in values):
         return False

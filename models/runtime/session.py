@@ -234,7 +234,7 @@ class SessionFactory:
         if self.config.provider == "cpu":
             # Idle ORT threads spin-wait by default. With several small sessions run one after
             # another (detector, tracker, swapper) on few cores, spinning pools starve each other
-            # and the GUI: measured ~2x faster MTCNN with spinning off on a 2-core machine.
+            # and the GUI: with spinning off MTCNN runs ~2x faster on a 2-core machine.
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
             so.add_session_config_entry("session.inter_op.allow_spinning", "0")
         so.log_severity_level = 3  # errors only: fallbacks are reported by us, not by log spam
@@ -463,8 +463,8 @@ class SessionFactory:
             log.debug("ONNX Runtime output while opening %s:\n%s", name, log_text)
 
     def _add_fallback(self, model: str, text: str) -> None:
-        """One note per distinct reason, naming every model it hit (each model's own copy of the
-        same sentence pushed the window's earlier messages out)."""
+        """One note per distinct reason, naming every model it hit (a copy of the same sentence per
+        model would push the window's earlier messages out)."""
         for i, note in enumerate(self.fallbacks):
             names, sep, rest = note.partition(": ")
             if sep and rest == text:
@@ -474,7 +474,7 @@ class SessionFactory:
         msg = f"{model}: {text}"
         self.fallbacks.append(msg)
         # Info, not warning: the CLI and the window show `fallbacks` to the user themselves
-        # (a warning here printed each one twice).
+        # (a warning here would print each one twice).
         log.info("%s", msg)
 
 

@@ -167,7 +167,7 @@ class FaceRestorer:
         # FaceFusion's normalisation: clip to [-1, 1], (x + 1)/2 * 255, round; RGB -> BGR.
         np.copyto(self._scratch, pred[0].transpose(1, 2, 0)[:, :, ::-1], casting="same_kind")
         if not np.isfinite(self._scratch).all():
-            # Cast to uint8, NaN and -inf became black and +inf white: blocks in the face.
+            # Cast to uint8, NaN and -inf would become black and +inf white: blocks in the face.
             raise ModelOutputError(f"{self.contract.label} returned NaN or infinite values.")
         np.clip(self._scratch, -1.0, 1.0, out=self._scratch)
         np.add(self._scratch, np.float32(1.0), out=self._scratch)

@@ -65,7 +65,7 @@ def read_emap_cached(path: Path | str, cache_dir: Path | None = None) -> FloatAr
     """read_emap, cached as a 1 MB .npy beside the user cache for large model files.
 
     Parsing the 554 MB inswapper protobuf holds the GIL for about a second and briefly doubles
-    memory; it used to happen once per swap worker at every start and model reload.
+    memory; uncached, that happens once per swap worker at every start and model reload.
     """
     p = Path(path)
     if p.stat().st_size < EMAP_CACHE_MIN_BYTES:
@@ -116,7 +116,7 @@ def read_emap(path: Path | str) -> FloatArray:
 
 
 def _non_finite_output() -> ModelOutputError:
-    # Cast to uint8, NaN became black: a black square in the face.
+    # Cast to uint8, NaN would become black: a black square in the face.
     return ModelOutputError(
         "The face swapper returned NaN or infinite values (a float16 overflow?).",
         hint="Use the fp32 swapper (swap.model = inswapper_128).",
@@ -148,7 +148,7 @@ class InSwapper:
         self._source: npt.NDArray[Any] = np.zeros(SOURCE_SHAPE, dtype=self.source_dtype)
         self._feeds = {TARGET_NAME: self._target, SOURCE_NAME: self._source}
         # Per-channel scratch: whole contiguous planes convert at memory speed, where the same maths
-        # through transposed HWC views took twice as long.
+        # through transposed HWC views takes twice as long.
         self._planes_u8 = [np.empty((CROP_SIZE, CROP_SIZE), dtype=np.uint8) for _ in range(3)]
         self._plane_f32: FloatArray = np.empty((CROP_SIZE, CROP_SIZE), dtype=np.float32)
 

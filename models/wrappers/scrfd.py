@@ -209,7 +209,7 @@ class SCRFD:
             normalise_into_blob(region, self._blob, swap_rb=self.swap_rb, mean=INPUT_MEAN, std=INPUT_STD)
             return self._blob, det_scale
         # fp16 inputs: split into contiguous planes first (normalising plane by plane runs at
-        # memory speed, where the same maths through a transposed HWC view took twice as long).
+        # memory speed, where the same maths through a transposed HWC view takes twice as long).
         bgr = list(cv2.split(region, self._planes))  # into the reused planes
         planes = bgr[::-1] if self.swap_rb else bgr
         for channel, plane in enumerate(planes):

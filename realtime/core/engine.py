@@ -11,7 +11,7 @@ Threads and hand-offs (nothing unbounded anywhere):
 - sink: sends frames in capture order (a reorder buffer of at most as many entries as permits),
   records glass-to-glass latency, and releases the permit. One clock paces a run, never two: a
   live source's (a camera delivers at its rate), else the virtual camera's frame clock (callers
-  build it with pace=not source.is_live; two clocks held each frame up to a frame period).
+  build it with pace=not source.is_live; two clocks would hold each frame up to a frame period).
 Control (stop, new settings) never waits behind video: it is read by every thread each frame.
 The slot, the permits and the reorder buffer are realtime.core.flow's policies.
 """
@@ -293,8 +293,8 @@ class Engine:
 
     def _stages_and_settings(self) -> tuple[StageSet, Settings]:
         """The stage set for the next frame and the settings to hand it, taken together: read apart,
-        a reload swapping in between gave a worker another model set's fields, and it loaded those
-        models inline on the frame path (a freeze)."""
+        a reload swapping in between could give a worker another model set's fields, which it would
+        then load inline on the frame path (a freeze)."""
         with self._lock:
             stages = self._swap_in_pending()
             return stages, self._frame_settings()
@@ -306,8 +306,8 @@ class Engine:
             old, old_built, auto = self._stages, self._built_with, self._auto_provider
             if old is not None and old_built is not None and not analysis_differs(old_built, built, auto):
                 # Only worker models changed (swapper, enhancer, masks): keep the running analyser
-                # and its tracks. A new one restarted every face at weight 0 (the swap blinked)
-                # and chose the target again (in "largest" mode, possibly another person).
+                # and its tracks. A new one would restart every face at weight 0 (the swap blinks)
+                # and choose the target again (in "largest" mode, possibly another person).
                 stages = replace(stages, analyser=old.analyser)
             self._stages, self._built_with = stages, built
             self._pending_stages = None
@@ -349,7 +349,7 @@ class Engine:
 
     def _note_failure(self, exc: FaceCastError) -> None:
         """Record why the run ends and stop it (before anyone can see it ended: a run seen over with
-        no error yet read as "the input ended"). Telling comes after: a listener that raises must
+        no error yet reads as "the input ended"). Telling comes after: a listener that raises must
         not leave the run hanging."""
         if self.error is None:
             self.error = exc
@@ -462,7 +462,7 @@ class Engine:
     def _timeline(self, frame: VideoFrame, live: bool) -> float:
         """The time the analysis (smoothing, fades) sees: when the picture was taken for live input,
         the video's own time for files. A file is read as fast as the machine goes, so wall-clock
-        steps would make smoothing depend on the machine (measured: 6.5x the jitter at 5 fps)."""
+        steps would make smoothing depend on the machine (6.5x the jitter at 5 fps)."""
         if live:
             return frame.capture_ts
         if frame.pts is not None:
@@ -575,7 +575,7 @@ class Engine:
         self._finished.set()
         # A capture or sink thread still inside read()/send() after the join (a camera stuck in its
         # driver, a slow disk) releases its own device when that call returns: closing it from here
-        # under the running call crashed or leaked the device.
+        # under the running call can crash or leak the device.
         with self._io_lock:
             self._closing = True
             close_source, close_sink = not self._capture_running, not self._sink_running

@@ -31,8 +31,8 @@ class Pipes:
     """All hand-off state, guarded by one lock: the slot in front of the analyser, the permits
     that bound the frames between capture and sink, the jobs waiting for a worker, and the
     reorder buffer in front of the sink. Each kind of waiter has its own condition on that lock,
-    so a hand-off wakes only the thread that can act on it (one shared condition woke every thread
-    on every change: ~30 context switches per frame, a fifth of the CPU on 2 cores)."""
+    so a hand-off wakes only the thread that can act on it (one shared condition would wake every
+    thread on every change: ~30 context switches per frame, a fifth of the CPU on 2 cores)."""
 
     def __init__(self, limit: Callable[[], int]) -> None:
         self.lock = threading.Lock()

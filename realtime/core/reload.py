@@ -42,8 +42,8 @@ def _differ(
 
 
 def _as_run(settings: Settings, auto_provider: Provider | None) -> Settings:
-    """`auto` as what it runs on here (`auto_provider`, where known): switching between `auto` and
-    the provider it picks (the control panel's list) reloaded every model for nothing."""
+    """`auto` as what it runs on here (`auto_provider`, where known), so switching between `auto`
+    and the provider it picks (the control panel's list) reloads nothing."""
     if settings.pipeline.provider != "auto" or auto_provider is None:
         return settings
     return replace(settings, pipeline=replace(settings.pipeline, provider=auto_provider))
@@ -51,7 +51,7 @@ def _as_run(settings: Settings, auto_provider: Provider | None) -> Settings:
 
 def needs_reload(old: Settings, new: Settings, auto_provider: Provider | None = None) -> bool:
     """Changes that need new model sessions (loaded in the background). MTCNN has no input size:
-    a detector.size change under it reloaded every model for nothing. `auto_provider`: what the
+    a detector.size change under it reloads nothing. `auto_provider`: what the
     provider "auto" runs on here (None: not known, "auto" is compared as written)."""
     if old.detector.model == new.detector.model == "mtcnn" and old.detector.size != new.detector.size:
         new = replace(new, detector=replace(new.detector, size=old.detector.size))
@@ -67,8 +67,8 @@ def analysis_differs(old: Settings, new: Settings, auto_provider: Provider | Non
 
 def for_loaded_models(latest: Settings, built: Settings, auto_provider: Provider | None = None) -> Settings:
     """`latest`, but with the model fields as `built` has them: what running stages may be handed
-    while a reload is pending (or after one failed). Handing them new model settings made the old
-    workers load those models inline, on every worker, freezing the output for the whole load."""
+    while a reload is pending (or after one failed). Handed new model settings, the old workers
+    would load those models inline, on every worker, freezing the output for the whole load."""
     if not needs_reload(built, latest, auto_provider):
         return latest
     sections: dict[str, Any] = {}
@@ -93,10 +93,10 @@ def load_wanted(
     """Whether settings changed from `old` to `new` start a model load. Compared with what runs
     (`built`), is being loaded or has just loaded (`on_its_way`), not with the last request:
     choosing again a model whose load failed (`failed`: what, when) tries it again -- but not at
-    every slider move within `retry_s` of the failure (each one retried the load and said it failed
-    again)."""
+    every slider move within `retry_s` of the failure (each would retry the load and report the
+    failure again)."""
     # Back to the failed choice while another loads is a choice, not a slider move: without it the
-    # other model ran while the settings (and the window) named the failed one.
+    # other model would run while the settings (and the window) name the failed one.
     retrying_too_soon = (
         failed is not None
         and on_its_way is None
@@ -109,5 +109,5 @@ def load_wanted(
     if base is not None:
         return needs_reload(base, new, auto_provider)
     # Nothing built and nothing loading after a failed first load: any choice loads (passthrough
-    # until then). Compared with `old` it stayed in passthrough, the failed choice never retried.
+    # until then). Compared with `old`, the run would stay in passthrough, never retrying the choice.
     return failed is not None or needs_reload(old, new, auto_provider)

@@ -73,7 +73,7 @@ def probe_cameras(
 def as_bgr(image: Any) -> ImageBGR:
     """A camera picture as 3-channel 8-bit BGR: DirectShow hands grey/IR cameras' Y8 frames out as
     one channel, a few drivers BGRA, and infrared cameras Y16 (scaled down, not wrapped: a cast
-    turned mid-grey black)."""
+    would turn mid-grey black)."""
     return to_bgr8(image)
 
 
@@ -103,8 +103,8 @@ class CameraSource(KnownFormat):
 
     The capture is released only by the thread that reads it: close() from another thread while a
     read is stuck in the driver (V4L2 waits up to 10 s) marks the source closed, and the reader
-    releases the device when its read returns. Releasing it under a running read crashed, and a
-    reconnect finishing after close() leaked the device.
+    releases the device when its read returns. Releasing it under a running read can crash, and a
+    reconnect finishing after close() would leak the device.
     """
 
     def __init__(
@@ -128,7 +128,7 @@ class CameraSource(KnownFormat):
         self._capture_factory = capture_factory
         self._list_cameras = list_cameras
         # Told (level, message) while the camera is being looked for (the engine shows it; logging
-        # alone left the user staring at a frozen picture for seconds).
+        # alone leaves the user staring at a frozen picture for seconds).
         self.notify: Notify | None = None
         self._cap: CaptureLike | None = None
         self._pending: ImageBGR | None = None
@@ -333,7 +333,7 @@ class CameraSource(KnownFormat):
             found = list(self._list_cameras())
         elif self._capture_factory is cv2.VideoCapture:
             # The system's list (sysfs on Linux: instant, and without FaceCast's own virtual
-            # cameras); opening ten indices took seconds and listed loopback devices as cameras.
+            # cameras); opening ten indices takes seconds and lists loopback devices as cameras.
             found = [camera.index for camera in list_cameras()]
         else:
             found = probe_cameras(backend=self.settings.backend, capture_factory=self._capture_factory)

@@ -3,8 +3,8 @@
 FanOutSink sends every frame to each of its sinks in turn, on the engine's sink thread. OptionalSink
 wraps the virtual camera so a missing driver is reported once and the rest of the run goes on
 (preview and recording keep working) instead of failing the whole start. BackgroundSink runs the
-recording on its own thread: its H.264 encode no longer delays the virtual camera (+60 ms p50 at
-720p on 2 cores), and a full disk stops the recording, not the call's camera.
+recording on its own thread, so its H.264 encode does not delay the virtual camera (it would add
+60 ms p50 at 720p on 2 cores), and a full disk stops the recording, not the call's camera.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class OptionalSink:
             except Exception as abort_error:
                 log.warning("discarding %s failed: %s", self.sink.description, abort_error)
             if self._on_lost is None:
-                raise  # nobody to tell: fail the run as before
+                raise  # nobody to tell: the failure ends the run
             self._on_lost(exc)
 
     def close(self) -> None:

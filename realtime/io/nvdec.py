@@ -19,7 +19,7 @@ realtime.io.nvdec_device.
   sentence saying which and why; open_nvdec_input: that with the decoder asked for (the NVDEC side of
   the input router, realtime.io.inputs.open_input).
 
-Nothing in this module has run on a GPU yet: see docs/GPU.md, "Not verified on a GPU".
+This module is not verified on a GPU: see docs/GPU.md, "Not verified on a GPU".
 """
 
 from __future__ import annotations

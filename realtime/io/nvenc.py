@@ -9,7 +9,7 @@ first keyframe's SPS/PPS.
 When NVENC cannot start (no driver, no free encoder session, unsupported size), the sink says why
 (`fallback_reason`, a log warning) and writes the same file with realtime.io.file_sinks.VideoFileSink.
 
-Nothing here has run on a GPU yet: see docs/GPU.md, "Not verified on a GPU".
+This module is not verified on a GPU: see docs/GPU.md, "Not verified on a GPU".
 """
 
 from __future__ import annotations

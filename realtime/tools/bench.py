@@ -283,7 +283,7 @@ def prepare_models(
     args: argparse.Namespace, settings: Settings, log: Callable[[str], None], scratch: Path
 ) -> BenchSetup:
     """The models the bench runs: stand-ins (cached), the user's folder, or doubles written into
-    `scratch` (a folder the caller removes: every run used to leave one in the temp folder)."""
+    `scratch` (a folder the caller removes, so no run leaves one in the temp folder)."""
     if args.standins:
         from models.fakes.standins import DEFAULT_STANDINS, ensure_standins
 
@@ -386,7 +386,7 @@ def run_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
             live_frames = int(args.duration * 30)
             log(f"FaceCast engine live at 30 fps for {args.duration:.0f} s ...")
             results.append(run_engine(clip, live_frames, settings, options, photo_path, live_fps=30.0))
-    # Each round's own ratio, then the median: the loops of one round ran minutes apart at most.
+    # Each round's own ratio, then the median: the loops of one round run minutes apart at most.
     speedup = statistics.median(_ratio(n.ms_per_frame, e.ms_per_frame) for n, _, e in rounds)
     speedup_dlc = statistics.median(_ratio(d.ms_per_frame, e.ms_per_frame) for _, d, e in rounds)
     header = (

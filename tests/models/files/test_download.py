@@ -104,8 +104,8 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if drop:
             payload = payload[: route.drop_after]
-        # Recorded before sending: recorded after, a loaded machine let the client finish and the
-        # test read `hits` before this thread got to it (a flaky empty list).
+        # Recorded before sending: recorded after, a loaded machine can let the client finish and
+        # the test read `hits` before this thread gets to it (a flaky empty list).
         self._record(rng, len(payload))
         self.wfile.write(payload)
         self.wfile.flush()
@@ -504,7 +504,7 @@ def test_files_sharing_an_archive_come_from_one_download(tmp_path: Path, server:
 
 
 def test_a_models_folder_that_is_a_file_is_a_clear_error(tmp_path: Path, server: FakeServer) -> None:
-    """mkdir/the licence file raised a bare FileExistsError (or OSError) traceback."""
+    """A models folder that is a file is a DownloadError naming it, not a FileExistsError traceback."""
     url = server.add("/tiny.onnx", Route(BODY))
     store, dl = make(tmp_path, entry((url,)))
     store.models_dir.write_text("not a folder")
@@ -543,8 +543,8 @@ class _FullDisk(io.RawIOBase):
 def test_a_full_disk_is_a_message_even_when_closing_the_file_fails_again(
     tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The buffered bytes left at close hit the full disk a second time, and that bare OSError
-    replaced the "disk is full, the partial download is kept" message with a traceback."""
+    """The buffered bytes left at close hit the full disk a second time: the user still sees the
+    "disk is full" message, not a bare OSError traceback."""
     url = server.add("/tiny.onnx", Route(BODY))
     _store, dl = make(tmp_path, entry((url,)))
     real_open = Path.open
@@ -584,8 +584,8 @@ def _tiny_onnx() -> bytes:
 def test_a_file_without_a_hash_must_still_be_a_whole_model(
     tmp_path: Path, server: FakeServer, route: Route, reason: str
 ) -> None:
-    """With nothing to check it against, a login page or a body cut off by a dropped connection
-    was installed under the model's name, and then counted as installed for ever."""
+    """With no hash to check it against, a login page or a body cut off by a dropped connection is
+    refused and nothing is installed under the model's name."""
     url = server.add("/loose.onnx", route)
     store, dl = make(tmp_path, entry((url,), files=(LOOSE_FILE,), name="loose"))
     with pytest.raises(DownloadError, match=reason):
@@ -610,8 +610,8 @@ def test_a_damaged_file_without_a_hash_is_replaced_by_the_next_download(
 def test_a_connection_dropped_before_a_whole_chunk_arrived_is_retried(
     tmp_path: Path, server: FakeServer
 ) -> None:
-    """A drop less than one read into a response looked like 'no progress' and gave up on the only
-    source at once, although the next request would have worked."""
+    """A drop less than one read into a response is retried, not taken for 'no progress': the
+    only source delivers the file on a later request."""
     url = server.add("/tiny.onnx", Route(BODY, drop_after=100, drops_left=2))
     store, dl = make(tmp_path, entry((url,)))
     dl.download("tiny", Accept())
@@ -630,7 +630,8 @@ def test_an_overloaded_server_is_asked_again(tmp_path: Path, server: FakeServer)
 def test_a_second_download_into_the_folder_waits_and_then_uses_what_the_first_installed(
     tmp_path: Path, server: FakeServer
 ) -> None:
-    """Two downloads of one file at once wrote the same .part: both failed, one with a traceback."""
+    """A second download into the folder waits for the first (the folder lock), then finds the file
+    installed and fetches nothing."""
     from models.files.folder_lock import FolderLock
 
     url = server.add("/tiny.onnx", Route(BODY))
@@ -649,8 +650,8 @@ def test_a_second_download_into_the_folder_waits_and_then_uses_what_the_first_in
 
 
 def test_hints_keep_the_models_folder_the_user_chose(tmp_path: Path) -> None:
-    """The 'run models download X again' hint dropped --models-dir: following it filled the
-    default folder and the next run failed the same way."""
+    """The 'run models download X again' hint keeps --models-dir, so following it fills the folder
+    the run reads."""
     store, dl = make(tmp_path, entry((closed_port_url(),)))
     with pytest.raises(DownloadError) as info:
         dl.download("tiny", Accept())
@@ -658,7 +659,8 @@ def test_hints_keep_the_models_folder_the_user_chose(tmp_path: Path) -> None:
 
 
 def test_a_declined_licence_is_asked_once_per_command(tmp_path: Path, server: FakeServer) -> None:
-    """Saying no to the InsightFace licence for inswapper_128 asked again for buffalo_l."""
+    """A licence declined once is not asked again in the same command for another model under it
+    (inswapper_128, then buffalo_l)."""
     body2 = BODY[:1000]
     f2 = ModelFile("two.onnx", hashlib.sha256(body2).hexdigest(), len(body2))
     a = entry((server.add("/tiny.onnx", Route(BODY)),), name="a")

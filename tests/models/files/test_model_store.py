@@ -145,8 +145,8 @@ def test_resolve_unpinned_file_is_accepted(store: ModelStore) -> None:
 def test_an_unpinned_file_that_is_not_a_model_is_damaged_and_says_how_to_fix_it(
     store: ModelStore, content: bytes
 ) -> None:
-    """A file without a published hash was taken as installed whatever it held (a login page, a
-    body cut off by a dropped connection), and `models download` then refused to replace it."""
+    """A file without a published hash that is no ONNX model (a login page, a body cut off by a
+    dropped connection) is reported damaged, with the `models download` that replaces it."""
     put(store, "loose.onnx", content)
     assert store.check(CAT[1].files[0]).status == "corrupt"
     lenient = ModelStore(store.models_dir, allow_unverified=True, catalogue=CAT)
@@ -158,7 +158,7 @@ def test_an_unpinned_file_that_is_not_a_model_is_damaged_and_says_how_to_fix_it(
 
 
 def test_verify_reads_every_byte_again(store: ModelStore) -> None:
-    """`models verify` trusted its hash cache: a byte changed with the file's time kept passed."""
+    """`models verify` hashes every file again: a byte changed with the file's time kept fails."""
     path = put(store, "swap.onnx", GOOD)
     assert store.check(CAT[0].files[0]).status == "ok"  # caches the hash
     st = path.stat()
@@ -170,7 +170,8 @@ def test_verify_reads_every_byte_again(store: ModelStore) -> None:
 
 
 def test_hints_name_the_models_folder_when_it_is_not_the_default(store: ModelStore) -> None:
-    """Following the hint without --models-dir downloaded into the default folder instead."""
+    """The hint names --models-dir when the folder is not the default, so following it downloads
+    into the folder the run reads."""
     with pytest.raises(ModelMissingError) as info:
         store.resolve("swap")
     assert f"models download swap --models-dir {store.models_dir}" in info.value.user_message()
@@ -312,8 +313,8 @@ def test_print_models_path(store: ModelStore) -> None:
 def test_a_read_only_models_folder_is_hashed_once_not_at_every_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cache could not be written into a shared, read-only folder, so every check read and
-    hashed every model again (the control panel checks at start-up and at each Start)."""
+    """With a shared, read-only models folder the hash cache goes to the user's cache, so a model
+    is hashed once, not at every check (the control panel checks at start-up and at each Start)."""
     folder = tmp_path / "models"
     folder.mkdir()
     (folder / "swap.onnx").write_bytes(GOOD)

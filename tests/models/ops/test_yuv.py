@@ -105,6 +105,6 @@ def test_the_gpu_path_sees_the_colours_the_cpu_path_sees(
     for y, x in centres:
         assert np.abs(ours[y, x].astype(int) - cpu[y, x]).max() <= 2, (colour, cpu[y, x], ours[y, x])
     if not colour.is_opencv:
-        # The bug this guards against: converting every stream as BT.601 limited range.
+        # Converting every stream as BT.601 limited range would be visibly off here.
         wrong = nv12_to_bgr_host(nv12, BT601_LIMITED)
         assert max(np.abs(wrong[y, x].astype(int) - cpu[y, x]).max() for y, x in centres) > 5

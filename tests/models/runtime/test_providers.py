@@ -3,7 +3,7 @@
 GPU providers cannot load here, so ONNX Runtime's InferenceSession is replaced by a fake that behaves
 like the 1.31.1 wheel does when they fail (docs/GPU_API_NOTES.md §3-4): the C++ logger's lines go to file
 descriptor 2, the "EP Error ... Falling back" lines are Python prints, and get_providers() lists
-only what really loaded. The texts are the ones the real wheel printed on this machine.
+only what really loaded. The texts are verbatim what the real wheel prints.
 """
 
 from __future__ import annotations
@@ -292,15 +292,15 @@ def test_cuda_fallback_names_the_provider_the_reason_and_the_fix(
     # preload_dlls ran once, before the first CUDA session, and not again.
     factory.create(tiny_model(), "det_10g")
     assert fake_ort.preloads == 1
-    # The same reason for a second model is one note naming both (each model's copy of the same
-    # sentence pushed the window's earlier messages out).
+    # The same reason for a second model is one note naming both (a copy of the same sentence per
+    # model would push the window's earlier messages out).
     (message,) = factory.fallbacks
     assert message.startswith("inswapper_128, det_10g: CUDA did not load")
 
 
 def test_without_an_nvidia_driver_the_fallback_does_not_prescribe_cuda_downloads(fake_ort: Script) -> None:
-    """On a machine with no NVIDIA GPU the note said to install ~1 GB of CUDA wheels (ORT fails on
-    the missing CUDA libraries before it ever looks for a GPU)."""
+    """On a machine with no NVIDIA GPU the note says so and suggests --provider cpu, not ~1 GB of
+    CUDA wheels (ORT fails on the missing CUDA libraries before it ever looks for a GPU)."""
     fake_ort.native_log = ORT_CUDA_LOAD_ERROR
     fake_ort.driver = False
     factory = SessionFactory(SessionConfig(provider="tensorrt"))
@@ -476,8 +476,8 @@ def test_model_files_are_hashed_once_per_factory(
 def test_an_engine_cache_that_cannot_be_written_runs_without_one_and_says_so(
     tmp_path: Path, fake_ort: Script
 ) -> None:
-    """The cache sits in the models folder by default: a read-only or shared models folder made
-    every TensorRT start a traceback."""
+    """The cache sits in the models folder by default: under a read-only or shared models folder
+    TensorRT still starts, without a cache, and the note says so (no traceback)."""
     fake_ort.loaded = (TENSORRT, CUDA, CPU)
     blocked = tmp_path / "models" / "trt-cache"
     blocked.parent.mkdir()
@@ -598,7 +598,7 @@ def test_auto_picks_the_gpu_where_one_can_run_the_models(
 def test_the_default_provider_is_auto_and_runs_on_what_this_machine_has(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A GPU user running `main.py run` with no --provider ran on the CPU (the default was cpu)."""
+    """With no --provider, `main.py run` runs on the GPU where there is one: the default is auto."""
     from realtime.build import wiring as app
     from realtime.core.settings import Settings, load_preset
 

@@ -247,7 +247,8 @@ def test_codeformer_entry() -> None:
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_a_restoration_with_nan_or_inf_is_refused_not_pasted_as_blocks(bad: float) -> None:
-    """Cast to uint8, NaN and -inf became black and +inf white: blocks in the face."""
+    """NaN or infinity in a restorer's output is a ModelOutputError, not pasted (cast to uint8 they
+    would be black and white blocks in the face)."""
     from models.errors import ModelOutputError
 
     pred = np.zeros((1, 3, 256, 256), np.float32)

@@ -202,7 +202,7 @@ def test_large_model_emap_is_cached_and_a_replaced_file_misses(tmp_path, monkeyp
 
 def test_the_app_loads_the_swapper_emap_from_the_cache(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # The engine loads a swapper per worker at every start and reload: the 554 MB parse must not
-    # happen each time (it held the GIL and froze the window ~1 s per worker).
+    # happen each time (it holds the GIL and freezes the window ~1 s per worker).
     import onnx
     import platformdirs
 

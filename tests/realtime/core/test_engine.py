@@ -99,8 +99,8 @@ def test_camera_vanishing_mid_run_finalises_the_output_and_reports_why() -> None
 
 
 def test_finish_output_waits_for_a_write_that_outlived_stop_and_its_late_close() -> None:
-    """Ctrl+C during a slow write: stop() returns in 1 s, and the CLI exited before the sink thread
-    finalised the recording. finish_output() is what lets it wait."""
+    """Ctrl+C during a slow write: stop() returns in 1 s, before the sink thread has finalised the
+    recording; finish_output() lets the CLI wait until it has."""
     source, sink = FakeSource(frames=100), RecordingSink(send_delay_s=2.5)
     engine = Engine(source, sink, settings(1))
     engine.start()
@@ -350,8 +350,8 @@ def test_a_threshold_or_frames_in_flight_change_does_not_reload_the_models() -> 
 
 
 def test_running_stages_never_see_model_settings_they_were_not_built_for() -> None:
-    """Old workers handed the new enhancer setting loaded it inline, on every worker, freezing the
-    output for the whole load; they keep their own until the new stages swap in."""
+    """While the new enhancer loads, the old workers keep the model settings they were built for
+    (handed the new one, each would load it inline and freeze the output); other changes apply."""
     seen: list[tuple[str, str, float]] = []
 
     class Worker:
@@ -568,8 +568,8 @@ def test_the_core_imports_nothing_from_the_model_runtime() -> None:
 
 
 def test_stop_ends_a_camera_reconnect_instead_of_reopening_the_device_behind_the_run() -> None:
-    """stop() returned on time, but the capture thread went on reopening the camera (holding it
-    against the next Start) and reported 'disconnected' after 'finished'."""
+    """stop() during a reconnect returns at once, the capture thread stops reopening the camera
+    (which would hold it against the next Start), and no error comes after 'finished'."""
     from realtime.io.camera_source import CameraSource
     from tests.fixtures_media import synthetic_frame
 
@@ -619,8 +619,9 @@ def test_stop_ends_a_camera_reconnect_instead_of_reopening_the_device_behind_the
 
 
 def test_a_model_load_running_at_stop_can_be_waited_for_before_the_process_exits() -> None:
-    """Closing the window while models loaded let the process exit under ONNX Runtime's running
-    load: it died in native code ('terminate called without an active exception')."""
+    """stop() does not wait for a running model load, but loads_finished() lets the process wait
+    for it: exiting under ONNX Runtime's running load dies in native code ('terminate called
+    without an active exception')."""
     loading = threading.Event()
 
     def slow(s: Settings) -> StageSet:
@@ -661,8 +662,8 @@ def enhancer_factory(available: set[str], load_s: float = 0.0) -> Callable[[Sett
 
 
 def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
-    """The engine compared with the last request: re-choosing the model did nothing, and it went
-    on reporting a model that was not running."""
+    """Choosing a model whose load failed again loads it (the engine compares with what runs, not
+    with the last request), but slider moves right after the failure do not retry it."""
     available: set[str] = {"none"}
     events: list[tuple[str, str]] = []
     factory = enhancer_factory(available)
@@ -676,7 +677,7 @@ def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
         wanted = engine.settings.with_overrides({"enhancer.model": "gpen_256"})
         engine.update_settings(wanted)
         assert _wait_for(lambda: any(k == "error" for k, _ in events))
-        # Slider moves right after the failure do not retry it (each one did, with an error each).
+        # Slider moves right after the failure do not retry it (each would report an error).
         for opacity in (0.95, 0.9, 0.85):
             engine.update_settings(wanted.with_overrides({"composite.opacity": opacity}))
         time.sleep(0.2)
@@ -696,9 +697,8 @@ def test_choosing_again_a_model_whose_load_failed_tries_it_again() -> None:
 
 def test_a_model_that_failed_to_load_at_start_is_tried_again_when_chosen_again() -> None:
     """The first load of a run fails (the enhancer is not downloaded yet): the run goes on in
-    passthrough. Once the user has it and picks it again, it loads. It stayed in passthrough
-    (nothing running to compare with, the failed choice looked unchanged) until another model was
-    picked and then this one again, or the run restarted."""
+    passthrough. Once the user has it and picks it again, it loads, although nothing runs to compare
+    with and the choice looks unchanged."""
     available: set[str] = {"none"}
     events: list[tuple[str, str]] = []
     factory = enhancer_factory(available)
@@ -723,8 +723,8 @@ def test_a_model_that_failed_to_load_at_start_is_tried_again_when_chosen_again()
 
 def test_going_back_to_a_failed_model_while_another_loads_is_not_ignored() -> None:
     """Model F fails; the user picks G (loading) and then F again at once (it has just been
-    downloaded). F was taken for a slider move after its failure and not loaded: G ran while the
-    settings, and the window, named F."""
+    downloaded). F loads: going back to it is a choice, not a slider move, so G does not run
+    while the settings, and the window, name F."""
     available: set[str] = {"none", "gfpgan_1.4"}
     factory = enhancer_factory(available, load_s=0.3)
     base = settings(2)
@@ -746,8 +746,8 @@ def test_going_back_to_a_failed_model_while_another_loads_is_not_ignored() -> No
 
 
 def test_a_settings_change_after_stop_loads_nothing() -> None:
-    """After a failed first load, a change made once the run has stopped said "loading models"
-    (and started a loader thread) for a run that was over."""
+    """After a failed first load, a change made once the run has stopped neither says "loading
+    models" nor starts a loader thread."""
     events: list[str] = []
 
     def factory(s: Settings) -> StageSet:

@@ -30,8 +30,8 @@ class CrashingSink(RecordingSink):
 
 def test_a_run_seen_over_after_a_sink_crash_already_has_its_error() -> None:
     """The GUI polls `running` and, seeing the run over with no error, says "The input ended".
-    The sink thread marked the run over before its crash was recorded: 144 of 150 tight polls
-    saw no error."""
+    So the sink thread's crash is recorded before the run reads as over: no tight poll sees the
+    end without the error."""
     for _ in range(20):
         engine = Engine(
             FakeSource(frames=1000, fps=500.0, is_live=True, pace=True), CrashingSink(), Settings()
@@ -47,8 +47,8 @@ def test_a_run_seen_over_after_a_sink_crash_already_has_its_error() -> None:
 
 
 def test_a_preview_that_raises_is_dropped_and_the_video_goes_on() -> None:
-    """A preview window closed under the run raised from its callback: it ended the run (the
-    virtual camera went dark and a recording stopped) for a picture nobody looks at."""
+    """A preview window closed under the run raises from its callback: that preview is dropped,
+    and the run (the virtual camera, a recording) goes on for the outputs someone uses."""
     sink = RecordingSink()
     engine = Engine(FakeSource(frames=100_000, fps=200.0, is_live=True, pace=True), sink, Settings())
     shown: list[int] = []
@@ -78,8 +78,8 @@ class FailingClose(RecordingSink):
 
 @pytest.mark.parametrize("how", ["stop", "input ends"])
 def test_a_sink_that_fails_to_close_is_reported_and_the_run_still_finishes(how: str) -> None:
-    """A full disk found at the recording's end: it escaped stop() (the CLI lost its summary), the
-    run never said "finished" and its error stayed empty."""
+    """A full disk found at the recording's end is the run's error, told as an error event, and
+    the run still says "finished" (the CLI keeps its summary)."""
     events: list[EngineEvent] = []
     live = how == "stop"
     source = FakeSource(frames=100_000 if live else 30, fps=200.0, is_live=live, pace=live)
@@ -105,9 +105,8 @@ class BrokenDriver(FakeSource):
 
 
 def test_a_source_that_raises_something_unexpected_ends_as_an_input_failure() -> None:
-    """A driver's OSError (not a SourceError) was an "Internal error in capture" and the frames
-    already read were dropped; now it is the input failing, like a camera unplugged: every frame
-    read reaches the output, which is finished (not discarded)."""
+    """A driver's OSError (not a SourceError) is the input failing, like a camera unplugged, not an
+    internal error: every frame read reaches the output, which is finished (not discarded)."""
     events: list[EngineEvent] = []
     sink = RecordingSink()
     engine = Engine(BrokenDriver(frames=1000), sink, Settings(), on_event=events.append)
@@ -145,8 +144,8 @@ class CustomSource(FakeSource):
 
 @pytest.mark.parametrize("convert", list(CUSTOM_PICTURES))
 def test_pictures_a_custom_source_hands_out_reach_the_output_as_bgr(convert: str) -> None:
-    """A plug-in source's grey, BGRA, 16-bit or view pictures: the sink crashed on them, or every
-    frame failed its swap, or 16-bit came out as noise."""
+    """A plug-in source's grey, BGRA, 16-bit or view pictures reach the sink and the swap as
+    contiguous 8-bit BGR, 16-bit scaled rather than turned into noise."""
     source = CustomSource(frames=20)
     source.convert = convert
     received: list[ImageBGR] = []
@@ -183,8 +182,8 @@ def test_float_pictures_end_the_run_with_a_message_naming_them() -> None:
 
 
 def test_an_infrared_cameras_16_bit_picture_is_scaled_not_wrapped() -> None:
-    """A Y16 camera's mid-grey (32896) was cast to 8 bits by wrapping: 128 -> 128 survived only by
-    luck, 32768 came out black. Scaled, the picture keeps its brightness."""
+    """A Y16 camera's picture is scaled to 8 bits, so it keeps its brightness: wrapped by a cast,
+    32768 (mid-grey) would come out black."""
     y16 = np.array([[0, 32768, 65535, 1000]], dtype=np.uint16)
     out = as_bgr(y16)
     assert out.shape == (1, 4, 3) and out.dtype == np.uint8
@@ -222,7 +221,8 @@ def test_an_output_that_fails_while_the_last_frames_drain_is_discarded_not_finis
 
 
 def test_a_failing_close_is_named_as_the_output_failing() -> None:
-    """An OSError from the output's close (a full disk) was "Internal error in MainThread"."""
+    """An OSError from the output's close (a full disk) names the output and the reason, not an
+    internal error."""
 
     class FullDiskAtClose(RecordingSink):
         def close(self) -> None:

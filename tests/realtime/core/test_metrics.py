@@ -11,7 +11,8 @@ from realtime.core.metrics import Metrics, RingBuffer, RunRecord
 
 @given(capacity=st.integers(1, 50), n=st.integers(0, 200))
 def test_the_ring_buffer_gives_the_last_samples_oldest_first(capacity: int, n: int) -> None:
-    """Once full it returned its storage order, rotated: the bench's drift compared scrambled thirds."""
+    """Once full it gives the last samples oldest first, not its rotated storage order (the bench's
+    drift would compare scrambled thirds)."""
     buf = RingBuffer(capacity)
     for i in range(n):
         buf.add(float(i))
@@ -35,7 +36,8 @@ def test_the_run_record_spans_the_whole_run_in_order_in_fixed_memory(n: int) -> 
 
 
 def test_latency_drift_over_a_long_run_is_seen_from_start_to_end() -> None:
-    """Latency growing by 36 ms over a 2-minute run read as +4 ms (the last 600 samples, rotated)."""
+    """Latency growing by 36 ms over a 2-minute run shows between the run's first and last thirds
+    (the last 600 samples alone would show ~4 ms of it)."""
     metrics = Metrics()
     for i in range(3600):  # 2 minutes at 30 fps, latency 20 -> 56 ms
         metrics.frame_out(capture_ts=0.0, now=(20.0 + 36.0 * i / 3599) / 1000.0)
@@ -54,7 +56,7 @@ def test_stage_counts_cover_the_whole_run() -> None:
 
 
 def test_stage_means_cover_the_whole_run() -> None:
-    """The bench's per-stage figures were the last 600 samples' while its latency was the run's."""
+    """The bench's per-stage figures cover the whole run, like its latency, not the last 600 samples."""
     metrics = Metrics()
     for i in range(1200):
         metrics.stage("paste", 1.0 if i < 600 else 3.0)

@@ -145,8 +145,8 @@ def _one_face_scaled_to_width(image: ImageBGR) -> list[Detection]:
 
 
 def test_the_tracker_keeps_its_faces_through_a_processing_size_change() -> None:
-    """A live processing-size change dropped every track: the swap blinked out and faded back in,
-    and in "largest" mode could land on another person."""
+    """A live processing-size change keeps every track: the swap does not blink out and fade back
+    in, nor (in "largest" mode) land on another person."""
 
     tracker = FaceTracker(_one_face_scaled_to_width, TrackerSettings(), interval=3)
     big = np.full((480, 640, 3), 120, np.uint8)

@@ -29,8 +29,8 @@ def test_every_preset_loads_and_validates(name: str) -> None:
     ],
 )
 def test_non_finite_numbers_are_refused_naming_the_key(text: str) -> None:
-    """inf passed the old `>= 0` checks; the One-Euro filter then made every landmark NaN and the
-    run passed every frame through with an SVD error that named no setting."""
+    """inf and nan are refused naming the key: let through, the One-Euro filter would make every
+    landmark NaN and the run pass every frame through with an SVD error that names no setting."""
     key, value = parse_override(text)
     with pytest.raises(SettingsError, match=key.replace(".", r"\.")):
         Settings().with_overrides({key: value})
@@ -39,7 +39,7 @@ def test_non_finite_numbers_are_refused_naming_the_key(text: str) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
-        ("detector.max_faces", 3_000_000_000, "0 (no limit) to 64"),  # crashed the GUI's spin box
+        ("detector.max_faces", 3_000_000_000, "0 (no limit) to 64"),  # too big for the GUI's spin box
         ("tracker.min_cutoff", 0.0, "0.01-30"),
         ("tracker.beta", 11.0, "0-10"),
         ("tracker.d_cutoff", 40.0, "0.01-30"),
@@ -53,10 +53,10 @@ def test_smoothing_and_face_count_are_bounded(key: str, value: Any, expected: st
 @pytest.mark.parametrize(
     ("section", "field", "value"),
     [
-        ("tracker", "enabled", "false"),  # a truthy string: tracking stayed on
+        ("tracker", "enabled", "false"),  # a truthy string: tracking would stay on
         ("composite", "colour_match", "false"),
         ("detector", "model", "yolo"),
-        ("pipeline", "frames_in_flight", 2.0),  # Engine.start then died with a TypeError
+        ("pipeline", "frames_in_flight", 2.0),  # Engine.start would die with a TypeError
         ("detector", "size", 640.0),
         ("tracker", "beta", float("inf")),
         ("masks", "region_classes", (1, "2")),

@@ -1,5 +1,5 @@
-"""A window opens only where a display answers: a stale DISPLAY (SSH without X forwarding, tmux
-from another session) made Qt abort the process (exit 134) blaming a library that was installed."""
+"""A window opens only where a display answers: with a stale DISPLAY (SSH without X forwarding, tmux
+from another session) Qt aborts the process (exit 134), blaming a library that is installed."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def test_a_dead_wayland_socket_falls_back_to_x(tmp_path: object) -> None:
 
 
 def test_the_control_panel_refuses_a_display_that_does_not_answer(tmp_path: object) -> None:
-    """In a subprocess: on a regression Qt aborts the process."""
+    """main.py with a DISPLAY that does not answer exits 2 naming it and the outputs that need no
+    window. In a subprocess, because Qt would abort the process."""
     import os
     import subprocess
     from pathlib import Path

@@ -955,7 +955,8 @@ def test_open_input_on_the_cpu_or_without_nvdec_is_the_plain_source(
 def test_nvdec_failing_to_open_a_file_falls_back_to_the_cpu_decoder(
     fake_nvc: FakeNvc, monkeypatch: pytest.MonkeyPatch, h264_clip: Path
 ) -> None:
-    """A decoder NVDEC could not create (an old driver, no free decoder) ended the run at start."""
+    """A decoder NVDEC cannot create (an old driver, no free decoder) falls back to the CPU decoder,
+    which plays every frame, instead of ending the run at start."""
     from realtime.io.sources import FallbackSource
 
     def no_decoder(*_args: Any, **_kwargs: Any) -> Any:
@@ -978,8 +979,9 @@ def test_nvdec_failing_to_open_a_file_falls_back_to_the_cpu_decoder(
 def test_with_nvdec_a_camera_stays_with_opencv_and_a_rotated_file_goes_to_the_cpu(
     fake_nvc: FakeNvc, tmp_path: Path
 ) -> None:
-    """With NVDEC, /dev/video0 went to FFmpeg's H.264 camera path (opened up to three times before
-    the run, no reconnect), and a phone's portrait video stayed sideways on NVDEC."""
+    """With NVDEC, /dev/video0 stays with OpenCV (FFmpeg's H.264 camera path would open it up to
+    three times before the run, with no reconnect), and a phone's portrait video goes to the CPU
+    decoder, which turns it upright."""
     from tests.fixtures_media import make_test_video
 
     camera, _ = nvdec.open_nvdec_input("/dev/video0", realtime=True, loop=False, decoder="auto")

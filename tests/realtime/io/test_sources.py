@@ -181,7 +181,7 @@ def test_damaged_packets_are_skipped_and_decoding_continues(tmp_path: Path) -> N
 def test_frames_lost_in_a_damaged_stretch_are_counted_and_said(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A .ts with garbage in the middle played 436 of 600 frames with exit 0 and no word:
+    """A .ts with garbage in the middle: the frames it loses are counted and a warning says so.
     FFmpeg resyncs silently, so the jump in time is the only trace."""
     path = make_test_video(tmp_path / "long.ts", frames=120)
     data = bytearray(path.read_bytes())
@@ -425,7 +425,8 @@ class ReplugCamera:
 
 
 def test_a_camera_held_by_another_app_is_given_up_within_its_budget() -> None:
-    """Each attempt added the camera's whole warm-up wait: a 3 s budget ended after 5 s."""
+    """A camera that opens but sends nothing is given up within its reconnect budget: the warm-up
+    wait of each attempt counts against it."""
 
     class OpensButSendsNothing(FakeCamera):
         def factory(self, index: int, api: int) -> FakeCapture:
@@ -449,8 +450,8 @@ def test_a_camera_held_by_another_app_is_given_up_within_its_budget() -> None:
 
 
 def test_a_replugged_camera_that_needs_a_warm_up_is_picked_up_again() -> None:
-    """The reconnect tried one read per reopen (a camera that is back but needs a few empty reads
-    was refused every time) and gave up after 1.5 s: any real unplug ended the run."""
+    """A camera that is back but needs a few empty reads is waited for on each reopen, within a
+    budget long enough for a real unplug, and its return is said as good news."""
     camera = ReplugCamera(away_s=0.6)
     source = CameraSource(0, capture_factory=camera.factory, reconnect_s=5.0, retry_delay_s=0.05)
     said: list[str] = []
@@ -600,7 +601,7 @@ def test_a_slow_starting_camera_gets_a_moment_for_its_first_picture() -> None:
 
 def test_a_camera_whose_picture_cannot_be_used_is_said_so_and_released() -> None:
     """A camera handing out a format FaceCast cannot read (raw 2-channel YUYV): the message says
-    so, and the device is let go at once (it stayed held, so no other app could use it)."""
+    so, and the device is let go at once (held, no other app could use it)."""
     released: list[bool] = []
 
     class RawYuyv(FakeCapture):
@@ -643,7 +644,7 @@ def test_camera_requests_come_in_the_order_the_backend_keeps(backend: int, order
 
 def test_a_phone_video_tagged_as_rotated_comes_out_upright(tmp_path: Path) -> None:
     """Portrait phone videos are stored sideways with a display-rotation tag players obey; the
-    source handed out the stored picture (sideways on the camera and in recordings)."""
+    source obeys it too, so the camera and recordings show them upright."""
     path = make_test_video(tmp_path / "phone.mp4", frames=5, size=(96, 64), rotation=-90)
     source = VideoFileSource(path)
     source.open()
@@ -658,8 +659,9 @@ def test_a_phone_video_tagged_as_rotated_comes_out_upright(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("name", ["clip.ts", "clip.h264"])
 def test_looping_starts_every_pass_at_the_first_frame(tmp_path: Path, name: str) -> None:
-    """A seek to the start failed on raw H.264 ('Operation not permitted': the run died) and
-    landed after the first keyframe group in MPEG-TS (each pass lost its first 25 frames)."""
+    """Every pass of a looped raw H.264 or MPEG-TS file starts at its first frame: a seek to the
+    start fails on raw H.264 ('Operation not permitted') and lands after the first keyframe group
+    in MPEG-TS (25 frames here)."""
     path = tmp_path / name
     with av.open(str(path), mode="w") as container:  # x264's default preset: B-frames, as cameras
         stream = container.add_stream("libx264", rate=25)
@@ -678,7 +680,7 @@ def test_looping_starts_every_pass_at_the_first_frame(tmp_path: Path, name: str)
 
 
 def test_a_jump_in_a_files_time_does_not_freeze_real_time_playback(tmp_path: Path) -> None:
-    """A 5 s jump in the timestamps froze the picture for 5 s while the log said 'skipped'."""
+    """A 5 s jump in the timestamps plays on at the frame rate, with no 5 s freeze."""
     path = tmp_path / "gap.mp4"
     images = [synthetic_frame(n) for n in range(20)]
     with av.open(str(path), mode="w") as container:
@@ -701,8 +703,8 @@ def test_a_jump_in_a_files_time_does_not_freeze_real_time_playback(tmp_path: Pat
 
 
 def test_a_slow_video_is_paced_at_its_own_rate(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A timelapse under 2 fps had every frame taken for a jump in time: it played as fast as it
-    decoded, with a warning per frame."""
+    """A timelapse under 2 fps plays at its own rate: its frame gaps are not taken for jumps in
+    time (which would play it as fast as it decodes, with a warning per frame)."""
     path = make_test_video(tmp_path / "timelapse.mp4", frames=4, fps=1.0)
     source = VideoFileSource(path, realtime=True)
     source.open()
@@ -738,7 +740,7 @@ def test_stopping_ends_a_real_time_wait_at_once(tmp_path: Path) -> None:
 
 
 def test_a_file_address_is_the_file(tmp_path: Path) -> None:
-    """file:// paths (copied from a browser or a file manager) were called network streams."""
+    """file:// paths (copied from a browser or a file manager) are files, not network streams."""
     path = make_test_video(tmp_path / "my clip.mp4", frames=3)
     source = open_source(path.as_uri(), realtime=None, loop=False)
     assert isinstance(source, VideoFileSource) and source.path == path
@@ -757,7 +759,7 @@ def test_inputs_that_cannot_work_say_why(spec: str, message: str) -> None:
 
 
 def test_a_v4l2_device_node_is_that_camera() -> None:
-    """`--input /dev/video0` (ffmpeg's and OBS's spelling) was 'Video file not found'."""
+    """`--input /dev/video0` (ffmpeg's and OBS's spelling) is that camera, not a missing video file."""
     source = open_source("/dev/video2", realtime=None, loop=False)
     assert isinstance(source, CameraSource) and source.settings.index == 2
 
@@ -774,7 +776,8 @@ def test_a_device_or_pipe_given_as_a_video_file_is_named_as_such(tmp_path: Path)
 
 @pytest.mark.parametrize("suffix", [".jfif", ".jpe", ".ppm"])
 def test_other_still_image_files_repeat_like_a_png(tmp_path: Path, suffix: str) -> None:
-    """A .jfif (how Windows and browsers save JPEGs) was taken for a video: one frame, then the end."""
+    """A .jfif (how Windows and browsers save JPEGs) is a still image that repeats, not a one-frame
+    video."""
     ok, data = cv2.imencode(".ppm" if suffix == ".ppm" else ".jpg", synthetic_frame(0))
     assert ok
     path = tmp_path / f"photo{suffix}"
@@ -787,7 +790,8 @@ def test_other_still_image_files_repeat_like_a_png(tmp_path: Path, suffix: str) 
 
 
 def test_a_picture_size_change_mid_file_keeps_its_shape(tmp_path: Path) -> None:
-    """A 96x64 (3:2) file continuing at 160x120 (4:3) was squeezed into 96x64, distorted."""
+    """A 96x64 (3:2) file continuing at 160x120 (4:3) keeps the later part's shape, letterboxed
+    into 96x64 rather than squeezed."""
     parts = []
     for n, size in ((0, (96, 64)), (1, (160, 120))):
         part = tmp_path / f"part{n}.h264"

@@ -49,7 +49,7 @@ def test_json_on_stdout_parses_and_holds_both_loops(tmp_path: Path) -> None:
         "FaceCast engine (live 30 fps)",
     ]
     payload["results"].pop()
-    # Every run used to leave its 2 MB of model doubles in the temp folder.
+    # No run leaves its 2 MB of model doubles in the temp folder.
     assert not list(own_tmp.glob("facecast-bench-*"))  # (a library of insightface leaves a .ses file)
     assert payload["speedup"] > 0 and payload["speedup_vs_dlc_style"] > 0
     for result in payload["results"]:
@@ -59,8 +59,8 @@ def test_json_on_stdout_parses_and_holds_both_loops(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("preset", ["ultra-low-latency", "quality"])
 def test_every_preset_runs_in_the_table_mode(preset: str) -> None:
-    """The ultra-low-latency preset's 320 px detector once crashed the naive loop (the detector
-    double only answered at 640)."""
+    """Every preset runs all the loops, the ultra-low-latency preset's 320 px detector included
+    (a detector double that only answers at 640 would crash the naive loop)."""
     done = bench("--preset", preset)
     assert done.returncode == 0, done.stderr
     assert "speed-up FaceCast / naive:" in done.stdout

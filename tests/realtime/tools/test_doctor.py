@@ -564,7 +564,7 @@ def test_fix_commands_paste_into_windows_powershell(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_doctor_checks_the_models_folder_and_the_default_models(tmp_path: Path) -> None:
-    """The doctor said nothing about models: a missing or cut-off swapper was found only by `run`."""
+    """The doctor checks the models folder, so a missing or cut-off swapper shows before `run`."""
     from models.fakes.doubles import write_all
     from realtime.tools.doctor import collect_report
     from realtime.tools.doctor_report import MODELS

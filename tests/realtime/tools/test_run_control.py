@@ -19,7 +19,7 @@ def test_a_signal_asks_to_stop_without_raising_anywhere() -> None:
     said: list[str] = []
     with StopSignals(said.append) as signals:
         assert not signals.requested
-        os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt here used to cut a file's close
+        os.kill(os.getpid(), signal.SIGINT)  # a KeyboardInterrupt here would cut a file's close
         assert signals.wait(2.0) and signals.requested
         os.kill(os.getpid(), signal.SIGTERM)
         signals.wait(0.05)
