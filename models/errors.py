@@ -40,6 +40,12 @@ class ModelHashError(ModelError):
     pass
 
 
+class ModelsFolderError(ModelError):
+    """The models folder is a file, or a model file's name is taken by a folder."""
+
+    exit_code = EXIT_MODELS_FOLDER
+
+
 class ModelContractError(ModelError):
     pass
 
