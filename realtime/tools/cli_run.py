@@ -125,9 +125,23 @@ def _settings_for_run(args: argparse.Namespace) -> Settings:
         overrides["swap.target"] = "reference"
     if args.maps:
         overrides["swap.target"] = "mapped"
-    if args.label:
-        overrides["composite.disclosure_label"] = True
+    label = _wants_label(args)
+    if label is not None:
+        overrides["composite.disclosure_label"] = label
     return settings.with_overrides(overrides)
+
+
+LIVE_OUTPUTS = ("vcam", "window")
+
+
+def _wants_label(args: argparse.Namespace) -> bool | None:
+    """The disclosure mark: `--label` / `--no-label`, else on for a live output (what the panel
+    does); None leaves the preset's (or a `--set composite.disclosure_label=...`) choice."""
+    if args.label is not None:
+        return bool(args.label)
+    if any(o.split("=", 1)[0].strip() == "composite.disclosure_label" for o in args.overrides):
+        return None
+    return True if args.output.strip().lower() in LIVE_OUTPUTS else None
 
 
 def _nothing_swapped_note(
@@ -206,13 +220,19 @@ def probe_input(source: FrameSource) -> None:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None = None) -> int:
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
-    if getattr(args, "remote", None):
-        from realtime.remote.cli import run_remote
-
-        return run_remote(args, out)
+    from realtime.consent import ensure_consent
     from realtime.tools.run_control import SafeOutput, StopSignals
 
     show, complain = SafeOutput(out), SafeOutput(sys.stderr)
+    # The confirmation the panel asks for on first use, stored in the same place (realtime.consent).
+    ensure_consent(bool(getattr(args, "consent", False)), sys.stdin, show)
+    if args.label is False and args.output.strip().lower() in LIVE_OUTPUTS:
+        show('note: --no-label: the output carries no "AI-modified" mark; tell the people who see it')
+    if getattr(args, "remote", None):
+        from realtime.remote.cli import run_remote
+
+        # Consent is established: the server is told so (it refuses without).
+        return run_remote(argparse.Namespace(**{**vars(args), "consent": True}), out)
     # Signals only ask the run to stop, from the first line on: a Ctrl+C while the engine's modules
     # import or compile used to land inside an llvmlite callback, which swallowed the
     # KeyboardInterrupt, and the run went on to record everything. Start-up checks the request
