@@ -91,7 +91,7 @@ def nv12_to_bgr_host(
     gain, black, matrix = colour.coefficients()
     luma = nv12[:height]
     if black:
-        luma = cv2.max(luma, black)
+        luma = np.maximum(luma, np.uint8(black))
     uv = nv12[height:].reshape(height // 2, width // 2, 2)
     u, v = cv2.split(cv2.resize(uv, (width, height), interpolation=cv2.INTER_NEAREST))
     yuv = cv2.merge((luma, u, v))
