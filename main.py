@@ -144,4 +144,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
 
 if __name__ == "__main__":
     threading.current_thread().name = "main"
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:  # before a command's own handling (while the arguments are parsed)
+        code = 130
+    sys.exit(code)

@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -22,6 +23,7 @@ from gui.log_file import install_log_file
 from gui.main_window import MainWindow
 from gui.services import AppServices
 from gui.theme import apply_dark_theme
+from realtime.api import consent_path, consent_recorded, record_consent
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +36,12 @@ _CLOSED_BY_SIGNAL = 2  # a dialog result beside Rejected (0) and Accepted (1)
 def ask_consent(config: GuiConfig, store: ConfigStore) -> GuiConfig | int:
     """The first-run dialog; the answer is stored so it is asked once. An int: the user declined or
     a signal (Ctrl+C in the terminal) closed the dialog, and the app exits with that code."""
-    if config.consent_accepted:
-        return config
+    # One confirmation for the panel and the command line: the shared file beside the settings.
+    shared = consent_path(store.path)
+    if config.consent_accepted or consent_recorded(shared):
+        if not consent_recorded(shared):
+            _store_consent(shared)  # accepted by an older panel: the command line sees it now
+        return config if config.consent_accepted else replace(config, consent_accepted=True)
     dialog = ConsentDialog()
     # The dialog runs its own event loop before the window's handlers exist: without these,
     # Ctrl+C was ignored (Python never got to run its handler) and only SIGKILL ended the app.
@@ -49,9 +55,17 @@ def ask_consent(config: GuiConfig, store: ConfigStore) -> GuiConfig | int:
     if answer != QDialog.DialogCode.Accepted:
         return DECLINED_CODE
     config = replace(config, consent_accepted=True)
+    _store_consent(shared)
     with contextlib.suppress(OSError):  # saved again on exit, where a failure is reported
         store.save(config)
     return config
+
+
+def _store_consent(path: Path) -> None:
+    try:
+        record_consent(path)
+    except OSError as exc:  # the settings file keeps it for the panel; the command line asks again
+        log.warning("could not store the consent confirmation in %s: %s", path, exc)
 
 
 def create_window(services: AppServices, loaded: LoadResult, store: ConfigStore) -> MainWindow:

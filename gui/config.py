@@ -25,7 +25,7 @@ from typing import Any, Literal, cast, get_args
 import platformdirs
 import tomli_w
 
-from realtime.api import DEFAULT_PRESET
+from realtime.api import DEFAULT_PRESET, settings_path
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,9 @@ _GEOMETRY = re.compile(r"[A-Za-z0-9+/=]*")  # QWidget.saveGeometry() in base64
 
 
 def default_config_path() -> Path:
-    """`$FACECAST_CONFIG` if set, else <user config dir>/FaceCast/settings.toml."""
-    override = os.environ.get(CONFIG_ENV, "").strip()
-    if override:
-        return Path(override).expanduser()
-    return Path(platformdirs.user_config_dir("FaceCast")) / "settings.toml"
+    """`$FACECAST_CONFIG` if set, else <user config dir>/FaceCast/settings.toml (the command line's
+    consent file lives beside it: realtime.consent)."""
+    return settings_path()
 
 
 def default_record_path() -> Path:

@@ -5,14 +5,10 @@ from __future__ import annotations
 from PyQt6.QtCore import Qt
 from PyQt6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
-from realtime.api import get_entry
+from realtime.api import CONSENT_TEXT, get_entry
 
 LICENSED_MODELS = ("inswapper_128", "buffalo_l")
-
-CONSENT_TEXT = (
-    "I have the consent of every person whose face I use, and I will use the models only as their "
-    "licences allow."
-)
+__all__ = ["CONSENT_TEXT", "LICENSED_MODELS", "ConsentDialog", "licence_lines"]
 
 
 def licence_lines() -> list[str]:

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 EntryStatus = Literal["missing", "verified", "unverified", "damaged"]
 PROGRESS_EVERY_S = 0.1  # a 554 MB download in 64 KiB chunks is ~8500 chunks: not a signal each
-_BAD = ("mismatch", "truncated", "corrupt")
+_BAD = ("mismatch", "truncated", "corrupt", "wrong_kind")
 
 
 class DownloadCancelled(Exception):

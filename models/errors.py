@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+# Exit codes beside 0 (done): README lists them; the remote client's own (3-8) are in
+# realtime/remote/errors.py.
+EXIT_USAGE = 2  # a bad argument, input or model file (every FaceCastError's default)
+EXIT_IMAGE_TOO_LARGE = 9  # a picture over the pixel limit, refused before decoding
+EXIT_NO_CONSENT = 10  # the consent confirmation was not given
+EXIT_MODELS_FOLDER = 11  # the models folder (or a model file's place in it) is the wrong kind of thing
+EXIT_INTERRUPTED = 130  # Ctrl+C (128 + SIGINT, as a shell reports it)
+
 
 class FaceCastError(Exception):
     """An error the user can act on. `str(err)` is the one-line message shown by the CLI/GUI.
@@ -9,7 +17,7 @@ class FaceCastError(Exception):
     `hint` (optional) is the next step, printed after the message.
     """
 
-    exit_code: int = 2
+    exit_code: int = EXIT_USAGE
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -30,6 +38,12 @@ class ModelMissingError(ModelError):
 
 class ModelHashError(ModelError):
     pass
+
+
+class ModelsFolderError(ModelError):
+    """The models folder is a file, or a model file's name is taken by a folder."""
+
+    exit_code = EXIT_MODELS_FOLDER
 
 
 class ModelContractError(ModelError):

@@ -18,6 +18,7 @@ from models.wrappers.mtcnn import MTCNN
 from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.build.model_loading import check_models_present, load_analysis_models, quality_model_names
 from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
+from realtime.consent import CONSENT_TEXT, consent_path, consent_recorded, record_consent, settings_path
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
 from realtime.core.errors import SourceError, VirtualCameraUnavailableError
@@ -51,6 +52,7 @@ from realtime.io.video_file import VideoFileSource
 
 __all__ = [
     "CATALOGUE",
+    "CONSENT_TEXT",
     "DEFAULT_PRESET",
     "IMAGE_EXTENSIONS",
     "MODELS_DIR_ENV",
@@ -106,6 +108,8 @@ __all__ = [
     "auto_provider",
     "available_presets",
     "check_models_present",
+    "consent_path",
+    "consent_recorded",
     "default_entries",
     "default_models_dir",
     "draw_disclosure_label",
@@ -125,9 +129,11 @@ __all__ = [
     "probe_modes",
     "quality_model_names",
     "read_image",
+    "record_consent",
     "refuse_stream_url",
     "requests_get",
     "resolve_provider",
+    "settings_path",
     "virtual_camera_fix",
     "write_model_doubles",
 ]

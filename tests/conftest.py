@@ -71,3 +71,15 @@ def failing_vcam_backend() -> Iterator[str]:
         yield name
     finally:
         pyvirtualcam.camera.BACKENDS.pop(name, None)
+
+
+@pytest.fixture(autouse=True)
+def _consent_given_and_settings_kept_aside(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A run needs the user's confirmation of consent: the tests give it with FACECAST_CONSENT=1
+    (the consent tests take it away), and the settings and consent files they write stay out of
+    the user's own config folder."""
+    monkeypatch.setenv("FACECAST_CONSENT", "1")
+    config = tmp_path_factory.getbasetemp() / "user-config" / "settings.toml"
+    monkeypatch.setenv("FACECAST_CONFIG", str(config))

@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeGuard
 import platformdirs
 
 from models.cli_text import app_command, shown_arg
-from models.errors import ModelHashError, ModelMissingError
+from models.errors import ModelHashError, ModelMissingError, ModelsFolderError
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, entry_for_file
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,8 @@ MODELS_DIR_ENV = "FACECAST_MODELS_DIR"
 VERIFIED_CACHE = ".verified.json"
 _HASH_CHUNK = 1 << 20
 
-Status = Literal["ok", "missing", "mismatch", "truncated", "unpinned", "corrupt"]
+# wrong_kind: the models folder is a file, or a folder stands where a model file should be.
+Status = Literal["ok", "missing", "mismatch", "truncated", "unpinned", "corrupt", "wrong_kind"]
 
 
 def default_models_dir() -> Path:
@@ -138,6 +139,12 @@ class ModelStore:
 
     # ---- lookup -------------------------------------------------------------------------------------
 
+    def folder_problem(self) -> str | None:
+        """Why the models folder cannot hold models (it is a file), or None."""
+        if self.models_dir.exists() and not self.models_dir.is_dir():
+            return f"the models folder {self.models_dir} is a file, not a folder"
+        return None
+
     def path_for(self, filename: str) -> Path:
         return self.models_dir / filename
 
@@ -246,7 +253,14 @@ class ModelStore:
         ONNX ("corrupt" when not: a web page, a cut-off body) and are hashed only if `hash_unpinned`.
         `use_cache=False` reads every byte again instead of trusting the cached results."""
         path = self.path_for(spec.name)
+        problem = self.folder_problem()
+        if problem is not None:
+            return VerifyResult(spec.name, path, "wrong_kind", problem)
+        if path.is_dir():
+            return VerifyResult(spec.name, path, "wrong_kind", f"{path} is a folder, not a file")
         if not path.is_file():
+            if path.exists():  # a socket, a device: nothing that holds a model either
+                return VerifyResult(spec.name, path, "wrong_kind", f"{path} is not a regular file")
             return VerifyResult(spec.name, path, "missing", f"not in {self.models_dir}")
         size = path.stat().st_size
         if spec.size is not None and size < spec.size:
@@ -279,6 +293,14 @@ class ModelStore:
         spec = self._spec(name)
         result = self.check(spec)
         fix = download_command(self.entry_for(spec.name).name, self.models_dir)
+        if result.status == "wrong_kind":
+            folder_hint = (
+                f"Rename or remove that file, or pass --models-dir (or set {MODELS_DIR_ENV}) to a folder."
+            )
+            raise ModelsFolderError(
+                f"Cannot use model {spec.name}: {result.detail}.",
+                hint=folder_hint if self.folder_problem() else f"Remove it, then run `{fix}`.",
+            )
         if result.status == "missing":
             raise ModelMissingError(
                 f"Model file {spec.name} (sha256 {spec.sha256 or 'not published'}) is missing "

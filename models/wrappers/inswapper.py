@@ -24,7 +24,6 @@ import platformdirs
 from onnx import numpy_helper
 
 from models.errors import ModelContractError, ModelOutputError
-from models.ops.pixel_kernels import bgr_into_rgb_planes, rgb_planes_into_bgr
 from models.runtime.session import SessionFactory
 from models.types import FloatArray, ImageBGR
 
@@ -210,6 +209,9 @@ class InSwapper:
         # BGR -> RGB, HWC -> CHW, x / 255 into the reused blob (float32 maths like
         # cv2.dnn.blobFromImage, cast on store for a float16 input).
         if self._target.dtype == np.float32:
+            # Imported here: numba (1.3 s, ~200 MB) loads only where the CPU path runs this.
+            from models.ops.pixel_kernels import bgr_into_rgb_planes
+
             bgr_into_rgb_planes(crop_bgr, self._target, 1.0 / 255.0)  # one pass, without the GIL
             return
         b, g, r = cv2.split(crop_bgr, self._planes_u8)
@@ -232,6 +234,8 @@ class InSwapper:
             raise ValueError(f"out must be a ({CROP_SIZE}, {CROP_SIZE}, 3) uint8 array")
         if pred.dtype == np.float32 and pred.shape == (1, 3, CROP_SIZE, CROP_SIZE):
             # One pass without the GIL; the same values as the numpy steps below.
+            from models.ops.pixel_kernels import rgb_planes_into_bgr
+
             if not rgb_planes_into_bgr(pred, dst, 255.0):
                 raise _non_finite_output()
             return dst

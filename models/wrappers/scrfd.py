@@ -17,7 +17,6 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from models.errors import ModelContractError
-from models.ops.pixel_kernels import normalise_into_blob
 from models.types import Detection, FloatArray, ImageBGR
 from models.wrappers.nms import nms
 
@@ -206,6 +205,9 @@ class SCRFD:
             if resized is not region:  # OpenCV allocated instead of writing into the view
                 np.copyto(region, resized)
         if self._blob.dtype == np.float32:
+            # Imported here: numba (1.3 s, ~200 MB) loads only where the CPU path runs this.
+            from models.ops.pixel_kernels import normalise_into_blob
+
             normalise_into_blob(region, self._blob, swap_rb=self.swap_rb, mean=INPUT_MEAN, std=INPUT_STD)
             return self._blob, det_scale
         # fp16 inputs: split into contiguous planes first (normalising plane by plane runs at

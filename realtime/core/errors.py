@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from models.errors import FaceCastError
+from models.errors import EXIT_IMAGE_TOO_LARGE, FaceCastError
 
 
 class SourceError(FaceCastError):
     """An input (camera, video, image, source photo) cannot be used."""
+
+
+class ImageTooLargeError(SourceError):
+    """A picture whose header says it is larger than FaceCast decodes (checked before decoding)."""
+
+    exit_code = EXIT_IMAGE_TOO_LARGE
 
 
 class NoFaceError(SourceError):

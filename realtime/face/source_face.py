@@ -13,6 +13,7 @@ import numpy.typing as npt
 from models.types import Detection, ImageBGR
 from models.wrappers.arcface import ArcFace
 from realtime.core.errors import NoFaceError, SourceError
+from realtime.core.image_header import check_pixel_count
 from realtime.face.model_api import FaceDetector
 
 MIN_FACE_PX = 40
@@ -34,20 +35,26 @@ class SourceIdentity:
     notes: tuple[str, ...] = field(default=())
 
 
-def read_image(path: Path) -> ImageBGR:
-    """cv2.imread that works with non-ASCII paths and says clearly why a file is unusable."""
+def read_image(path: Path, role: str = "source") -> ImageBGR:
+    """cv2.imread that works with non-ASCII paths and says clearly why a file is unusable; the
+    header's pixel count is checked before anything is decoded. `role` names the photo."""
+    what = f"{role.capitalize()} photo"
     if not path.exists():
-        raise SourceError(f"Source photo {path} does not exist.", hint="Check the path.")
+        raise SourceError(f"{what} {path} does not exist.", hint="Check the path.")
     if not path.is_file():
-        raise SourceError(f"Source photo {path} is not a file.")
+        raise SourceError(f"{what} {path} is not a file.")
     try:
         data = np.fromfile(str(path), dtype=np.uint8)
     except OSError as exc:
-        raise SourceError(f"Source photo {path} cannot be read: {exc.strerror}.") from exc
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+        raise SourceError(f"{what} {path} cannot be read: {exc.strerror}.") from exc
+    check_pixel_count(path, data[: 1 << 20].tobytes(), what)
+    try:
+        image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    except cv2.error as exc:  # a header OpenCV refuses (its own size limit, a damaged file)
+        raise SourceError(f"{what} {path} cannot be decoded: {str(exc).strip().splitlines()[-1]}.") from exc
     if image is None:
         raise SourceError(
-            f"Source photo {path} is not an image OpenCV can read.",
+            f"{what} {path} is not an image OpenCV can read.",
             hint="Use a JPEG, PNG, BMP or WebP photo.",
         )
     return np.asarray(image, dtype=np.uint8)
@@ -84,7 +91,7 @@ def load_identity(
     notes: list[str] = []
     embeddings: list[npt.NDArray[np.float32]] = []
     for path in paths:
-        image = read_image(Path(path))
+        image = read_image(Path(path), role)
         faces = detector.detect(image)
         face, note = pick_face(Path(path), faces, role)
         if note:

@@ -3,11 +3,15 @@
 On Linux the names come from sysfs (instant, and it does not open the devices, so it neither turns
 on camera LEDs nor fails on a camera another program is using). v4l2loopback devices are virtual
 cameras — FaceCast's *output* — so they are listed apart, by `list_loopback_devices()`.
-Elsewhere OpenCV gives no names, so indices are probed with `cv2.VideoCapture`.
+On Windows and macOS cv2-enumerate-cameras asks the system's own device list (DirectShow,
+AVFoundation) for names, in the order OpenCV numbers them, without opening any camera. Only where
+that package is missing or fails are indices probed with `cv2.VideoCapture` (each miss can cost a
+second, and each hit flashes the camera's light).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -17,6 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from realtime.core.errors import SourceError
+
+log = logging.getLogger(__name__)
 
 SYSFS_VIDEO4LINUX = Path("/sys/class/video4linux")
 
@@ -161,7 +167,32 @@ def list_cameras(
     """
     if platform.startswith("linux"):
         return [dev.info for dev in _read_sysfs(sysfs_root) if not dev.loopback and dev.node_index == 0]
+    if capture_factory is None:
+        named = _enumerate_named(default_camera_backend(platform))
+        if named is not None:
+            return named
     return _probe_indices(max_index, capture_factory or _open_capture)
+
+
+def _enumerate_named(backend: int) -> list[CameraInfo] | None:
+    """The cameras `backend` numbers, with their names, from cv2-enumerate-cameras (nothing is
+    opened); None when the package is missing or fails, and the indices are probed instead."""
+    try:
+        from cv2_enumerate_cameras import enumerate_cameras
+    except ImportError as exc:
+        log.debug("cv2-enumerate-cameras is not installed (%s): probing camera indices", exc)
+        return None
+    try:
+        found = enumerate_cameras(backend)
+    except (OSError, RuntimeError, NotImplementedError, AttributeError) as exc:
+        log.warning("could not list the cameras by name (%s): probing camera indices", exc)
+        return None
+    cameras: dict[int, CameraInfo] = {}
+    for camera in found:
+        index = int(camera.index)
+        name = str(camera.name or "").strip() or f"Camera {index}"
+        cameras.setdefault(index, CameraInfo(index=index, name=name, path=None))
+    return [cameras[index] for index in sorted(cameras)]
 
 
 def list_loopback_devices(

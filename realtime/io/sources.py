@@ -24,6 +24,7 @@ from models.types import ImageBGR
 from realtime.core.contracts import FrameSource
 from realtime.core.errors import SourceError
 from realtime.core.frames import VideoFrame
+from realtime.core.image_header import check_pixel_count
 from realtime.core.source_base import SourceWrapper
 from realtime.io.camera_source import (
     CameraSource,
@@ -65,9 +66,15 @@ def load_image(path: str | Path) -> ImageBGR:
         data = np.fromfile(path, dtype=np.uint8)
     except FileNotFoundError as err:
         raise SourceError(f"Image not found: {path}") from err
+    except IsADirectoryError as err:
+        raise SourceError(f"Image {path} is a folder, not a file.") from err
     except OSError as err:
         raise SourceError(f"Cannot read image {path} ({reason(err)}).") from err
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    check_pixel_count(path, data[: 1 << 20].tobytes(), "Image")
+    try:
+        image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    except cv2.error as err:  # a header OpenCV refuses (its own size limit, a damaged file)
+        raise SourceError(f"{path} cannot be decoded: {str(err).strip().splitlines()[-1]}.") from err
     if image is None:
         raise SourceError(
             f"{path} is not an image that can be read (PNG, JPEG, BMP, WebP, TIFF, PNM or JPEG 2000)."

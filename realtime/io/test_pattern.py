@@ -1,8 +1,8 @@
 """A built-in animated test pattern: a live FrameSource that needs no camera.
 
 It scrolls a colour gradient with a bar strip, sweeps a one-revolution-per-second clock hand (so
-lag and stutter are visible at a glance), stamps the frame number, and moves skimage's astronaut
-(a real, detectable face) around the picture so the face swap has something to act on.
+lag and stutter are visible at a glance), stamps the frame number, and moves the bundled astronaut photo
+(data/astronaut.jpg, a real, detectable face) around the picture so the face swap has something to act on.
 Frames are paced like a camera from one absolute start time (realtime.io.source_parts.Pacer).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 
 F32 = npt.NDArray[np.float32]
 
-# The astronaut's head and shoulders in skimage's 512x512 photo (x1, y1, x2, y2): the face that
+ASTRONAUT_PHOTO = Path(__file__).with_name("data") / "astronaut.jpg"  # NASA, public domain
+
+# The astronaut's head and shoulders in the 512x512 photo (x1, y1, x2, y2): the face that
 # MTCNN finds at (182, 61, 268, 172) plus hair and chin, so the pasted patch looks like a portrait.
 _ASTRONAUT_CROP = (128, 16, 320, 240)
 _FACE_HEIGHT_FRACTION = 0.45  # of the frame height
@@ -39,16 +42,23 @@ _BAR_COLOURS_BGR = (
 )
 
 
+def astronaut_photo() -> ImageBGR:
+    """The bundled 512x512 astronaut photo (scikit-image's, NASA), as BGR."""
+    image = cv2.imdecode(np.fromfile(ASTRONAUT_PHOTO, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if image is None:
+        raise OSError(f"{ASTRONAUT_PHOTO} cannot be decoded")
+    return np.ascontiguousarray(image, dtype=np.uint8)
+
+
 def astronaut_patch() -> ImageBGR | None:
-    """skimage's astronaut head crop as BGR, or None when scikit-image is not installed."""
+    """The astronaut's head crop as BGR, or None when the bundled photo is missing or unreadable."""
     try:
-        from skimage import data
-    except ImportError:
-        log.warning("scikit-image is not installed: the test pattern has no face to swap.")
+        photo = astronaut_photo()
+    except OSError as exc:
+        log.warning("the test pattern has no face to swap: %s", exc)
         return None
     x1, y1, x2, y2 = _ASTRONAUT_CROP
-    rgb = np.asarray(data.astronaut())[y1:y2, x1:x2]
-    return np.ascontiguousarray(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), dtype=np.uint8)
+    return np.ascontiguousarray(photo[y1:y2, x1:x2])
 
 
 def _soft_ellipse(width: int, height: int) -> F32:

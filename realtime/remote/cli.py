@@ -148,7 +148,8 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
+def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool = True) -> None:
+    """`with_consent=False`: the parser declares `--consent` itself (main.py's `run` does)."""
     group = parser.add_argument_group("remote GPU (run --remote)")
     group.add_argument("--remote", metavar="URL", default=None, help="run the swap on a `serve` server")
     group.add_argument("--token", default=None, help="the server's bearer token (or $FACECAST_TOKEN)")
@@ -160,11 +161,13 @@ def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="trust-on-first-use store (default: user config folder)",
     )
-    group.add_argument(
-        "--consent",
-        action="store_true",
-        help="confirm you have the consent of the person in the source photo (the server refuses without)",
-    )
+    if with_consent:
+        group.add_argument(
+            "--consent",
+            action="store_true",
+            help="confirm you have the consent of the person in the source photo "
+            "(the server refuses without)",
+        )
     group.add_argument("--reconnect-for", type=float, default=120.0, help="give up after this many s down")
     group.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
 

@@ -55,12 +55,12 @@ def peak_rss_mb() -> float:
 
 
 def astronaut_bgr() -> ImageBGR:
-    from skimage import data
+    from realtime.io.test_pattern import astronaut_photo
 
-    return np.ascontiguousarray(cv2.cvtColor(data.astronaut(), cv2.COLOR_RGB2BGR))
+    return astronaut_photo()
 
 
-# The astronaut's face in skimage's photo (x1, y1, x2, y2), as MTCNN finds it.
+# The astronaut's face in the bundled photo (x1, y1, x2, y2), as MTCNN finds it.
 ASTRONAUT_FACE_BOX = (182.0, 61.0, 268.0, 172.0)
 
 

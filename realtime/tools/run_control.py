@@ -69,6 +69,12 @@ class StopSignals:
     def requested(self) -> bool:
         return self._event.is_set()
 
+    def checkpoint(self) -> None:
+        """Raise KeyboardInterrupt (exit 130) if a stop was asked for: start-up calls this between
+        its steps, where nothing needs finishing yet."""
+        if self._event.is_set():
+            raise KeyboardInterrupt
+
     def wait(self, timeout: float) -> bool:
         """Sleep up to `timeout` s, waking early on a stop request; True when one came."""
         return self._event.wait(timeout)

@@ -402,3 +402,23 @@ def test_a_bad_input_is_reported_before_any_model_loads(capsys, tmp_path, photo,
         "absent camera": "could not be opened",
     }
     assert expected[kind] in line
+
+
+@pytest.mark.parametrize("role", ["--source", "--reference", "--input"])
+def test_a_huge_picture_is_refused_before_decoding_with_its_own_exit_code(
+    capsys, tmp_path, models, photo, clip, role
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.realtime.core.test_image_header import huge_png
+
+    huge = huge_png(tmp_path / "huge.png")
+    source, given, extra = photo, clip, []
+    if role == "--source":
+        source = huge
+    elif role == "--input":
+        given = huge
+    else:
+        extra = ["--reference", str(huge)]
+    code, err = run_cli(capsys, *base_args(models, source, given, tmp_path / "o.mp4", *extra))
+    line = error_line(err)
+    assert code == 9 and "40000x40000 pixels" in line and "up to 100 MP" in line
+    assert not (tmp_path / "o.mp4").exists()

@@ -161,8 +161,10 @@ def test_run_to_a_recording_virtual_camera(
         vcam_recorder.name,
         "--vcam-device",
         "FaceCast 2",
+        "--no-label",  # the disclosure mark (on by default for vcam) would change the far pixels
     )
     assert code == 0, text
+    assert 'note: --no-label: the output carries no "AI-modified" mark' in text
     assert len(vcam_recorder.opens) == 1
     opened = vcam_recorder.opens[0]
     assert (opened.width, opened.height) == (W, H)

@@ -116,35 +116,32 @@ def test_cpu_install_on_linux_without_a_gpu(tmp_path: Path, no_nvidia_smi: None)
     assert runner.streamed[0] == (sys.executable, "-m", "venv", str(tmp_path / "venv"))
     assert all(argv[0] == venv_python for argv in runner.streamed[1:])
     pip_calls = runner.pip_calls()
-    assert pip_calls[:3] == [
+    assert pip_calls[:2] == [
         ("install", "--upgrade", "pip"),  # a new environment gets a current pip
-        ("install", "-r", _req("requirements.txt")),
-        ("install", "--no-deps", "-r", _req("requirements-nodeps.txt")),
+        ("install", "--require-hashes", "--no-deps", "-r", _req("requirements.lock")),
     ]
-    assert not any("[cuda,cudnn]" in " ".join(call) for call in pip_calls)
+    assert not any("requirements-cuda.lock" in " ".join(call) for call in pip_calls)
     assert not any("uninstall" in call for call in pip_calls)
     assert (venv_python, "-c", install.IMPORT_CHECK) in runner.captured
 
 
-def test_cuda_install_adds_the_pip_cuda_libraries_before_the_no_deps_step(
+def test_cuda_install_adds_the_cuda_lock_in_the_same_hash_checked_command(
     tmp_path: Path, nvidia_smi: None
 ) -> None:
     runner = FakeRunner()
 
     install.install(_options(tmp_path, dev=True), runner, platform_name="linux", machine="x86_64")
 
-    pip_calls = runner.pip_calls()
-    assert ("install", "-r", _req("requirements.txt"), "-r", _req("requirements-dev.txt")) in pip_calls
-    cuda = ("install", f"onnxruntime-gpu[cuda,cudnn]=={ORT_PIN}")
-    no_deps = ("install", "--no-deps", "-r", _req("requirements-nodeps.txt"))
-    assert pip_calls.index(cuda) < pip_calls.index(no_deps) == len(pip_calls) - 1
+    locks = ("requirements.lock", "requirements-cuda.lock", "requirements-dev.lock")
+    files = tuple(part for name in locks for part in ("-r", _req(name)))
+    assert runner.pip_calls()[-1] == ("install", "--require-hashes", "--no-deps", *files)
     assert ("/usr/bin/nvidia-smi", "-L") in runner.captured
 
 
 def test_cpu_flag_skips_cuda_even_with_a_gpu(tmp_path: Path, nvidia_smi: None) -> None:
     runner = FakeRunner()
     install.install(_options(tmp_path, accelerator="cpu"), runner, platform_name="win32", machine="AMD64")
-    assert not any("[cuda,cudnn]" in " ".join(call) for call in runner.pip_calls())
+    assert not any("requirements-cuda.lock" in " ".join(call) for call in runner.pip_calls())
     assert ("/usr/bin/nvidia-smi", "-L") not in runner.captured
 
 
@@ -153,7 +150,7 @@ def test_no_cuda_on_macos_even_with_nvidia_smi_and_cuda_flag_is_an_error(
 ) -> None:
     runner = FakeRunner(ort_answers=[{"onnxruntime": ORT_PIN}])
     install.install(_options(tmp_path), runner, platform_name="darwin", machine="arm64")
-    assert not any("[cuda,cudnn]" in " ".join(call) for call in runner.pip_calls())
+    assert not any("requirements-cuda.lock" in " ".join(call) for call in runner.pip_calls())
 
     with pytest.raises(install.InstallError, match="Linux x86_64 and Windows x64 only"):
         install.install(
@@ -192,24 +189,58 @@ def test_both_onnxruntime_builds_are_removed_and_the_right_one_reinstalled(
 
     pip_calls = runner.pip_calls()
     uninstall = ("uninstall", "-y", "onnxruntime", "onnxruntime-gpu")
-    reinstall = ("install", "--no-deps", f"onnxruntime-gpu=={ORT_PIN}")
-    assert pip_calls.index(uninstall) + 1 == pip_calls.index(reinstall)
-    assert pip_calls.index(uninstall) > pip_calls.index(
-        ("install", "--no-deps", "-r", _req("requirements-nodeps.txt"))
-    )
+    at = pip_calls.index(uninstall)
+    assert pip_calls[at + 1][:4] == ("install", "--no-deps", "--require-hashes", "-r")
+    assert at > pip_calls.index(("install", "--require-hashes", "--no-deps", "-r", _req("requirements.lock")))
 
 
-def test_repair_plan() -> None:
+def test_repair_plan(tmp_path: Path) -> None:
     plan = install.plan_ort_repair
-    assert plan("py", {"onnxruntime-gpu": "1.0"}, "onnxruntime-gpu", "1.0") == []
-    assert [s.argv for s in plan("py", {}, "onnxruntime", "1.0")] == [
-        ("py", "-m", "pip", "install", "--no-deps", "onnxruntime==1.0")
+    pin = tmp_path / "pin.txt"
+    assert plan("py", {"onnxruntime-gpu": "1.0"}, "onnxruntime-gpu", "1.0", pin) == []
+    assert [s.argv for s in plan("py", {}, "onnxruntime", "1.0", pin)] == [
+        ("py", "-m", "pip", "install", "--no-deps", "--require-hashes", "-r", str(pin))
     ]
-    wrong = plan("py", {"onnxruntime": "1.0"}, "onnxruntime-gpu", "1.0")
+    wrong = plan("py", {"onnxruntime": "1.0"}, "onnxruntime-gpu", "1.0", pin)
     assert [s.argv[3:] for s in wrong] == [
         ("uninstall", "-y", "onnxruntime", "onnxruntime-gpu"),
-        ("install", "--no-deps", "onnxruntime-gpu==1.0"),
+        ("install", "--no-deps", "--require-hashes", "-r", str(pin)),
     ]
+
+
+def test_the_repair_pin_is_the_locks_entry_with_its_hashes() -> None:
+    entry = install.lock_entry(ROOT / "requirements.lock", "onnxruntime-gpu")
+    lines = entry.splitlines()
+    assert lines[0].startswith(f"onnxruntime-gpu=={ORT_PIN} ;")
+    assert all(line.strip().startswith("--hash=sha256:") for line in lines[1:]) and len(lines) > 2
+    assert not entry.rstrip().endswith("\\") and "# via" not in entry
+
+
+def test_every_lock_pins_every_package_with_hashes_and_no_plain_onnxruntime_on_cuda_platforms() -> None:
+    for name in ("requirements.lock", "requirements-cuda.lock", "requirements-dev.lock"):
+        text = (ROOT / name).read_text(encoding="utf-8")
+        pins = [line for line in text.splitlines() if line and not line[0].isspace() and line[0] != "#"]
+        assert pins, name
+        for line in pins:
+            assert "==" in line and line.rstrip().endswith("\\"), (name, line)
+        assert "opencv-python==" not in text, name  # overridden: the headless build only
+    runtime = (ROOT / "requirements.lock").read_text(encoding="utf-8")
+    assert "scikit-image" not in runtime and "insightface" not in runtime
+    plain = next(line for line in runtime.splitlines() if line.startswith("onnxruntime=="))
+    assert "sys_platform == 'linux'" in plain  # marker-limited: never beside onnxruntime-gpu
+    cuda = (ROOT / "requirements-cuda.lock").read_text(encoding="utf-8")
+    assert "nvidia-cudnn-cu13==" in cuda and "onnxruntime-gpu==" not in cuda
+
+
+def test_the_launcher_runs_main_py_with_the_environments_python(tmp_path: Path) -> None:
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    posix = install.write_launcher(str(python), ROOT, "linux")
+    assert posix.name == "facecast" and os.access(posix, os.X_OK)
+    assert posix.read_text().splitlines()[-1] == f'exec {python} {ROOT / "main.py"} "$@"'
+    windows = install.write_launcher(str(python), ROOT, "win32")
+    assert windows.read_bytes().decode() == f'@"{python}" "{ROOT / "main.py"}" %*\r\n'
+    assert not list(tmp_path.rglob("*.part"))
 
 
 def test_a_repair_that_does_not_take_is_an_error(tmp_path: Path, no_nvidia_smi: None) -> None:
@@ -239,7 +270,7 @@ def test_no_network_is_one_clear_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert err[0].startswith("error: no network: pip could not reach the package index while running `")
-    assert "-m pip install -r" in err[0]
+    assert "-m pip install --require-hashes --no-deps -r" in err[0]
 
 
 def test_pip_failure_shows_the_command_and_pips_error() -> None:

