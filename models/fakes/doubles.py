@@ -227,6 +227,26 @@ def frame_with_faces(
     return frame
 
 
+
+def build_scrfd_fixed(faces: Sequence[FaceSpec], det_size: int = DET_SIZE) -> onnx.ModelProto:
+    """An SCRFD double that always reports `faces` where they are given and reads nothing of its
+    input: near-zero cost, for the benchmark of the pipeline's own overhead only. Tests use
+    build_scrfd, which finds the faces in the picture."""
+    g = _Graph()
+    names = [f"{prefix}_{s}" for prefix in ("score", "bbox", "kps") for s in STRIDES]
+    out_infos = []
+    for name, tensor in zip(names, scrfd_constant_outputs(faces, det_size), strict=True):
+        g.op("Identity", [g.const(tensor)], out=name)
+        out_infos.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(tensor.shape)))
+    graph = helper.make_graph(
+        g.nodes,
+        "scrfd_fixed_double",
+        [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [1, 3, "h", "w"])],
+        out_infos,
+        initializer=g.inits,
+    )
+    return _finish(graph)
+
 class _Graph:
     """Collects nodes and initializers with unique names (a builder's local state)."""
 
@@ -740,14 +760,18 @@ def _finish(graph: onnx.GraphProto) -> onnx.ModelProto:
     return model
 
 
-def write_all(dirpath: Path | str, det_size: int = DET_SIZE) -> dict[str, Path]:
+def write_all(
+    dirpath: Path | str, det_size: int = DET_SIZE, *, fixed_detector: bool = False
+) -> dict[str, Path]:
     """Write every double under the catalogue's file names; {file name: path}. The detectors'
-    outputs are sized for a det_size input (the pipeline's detector.size)."""
+    outputs are sized for a det_size input (the pipeline's detector.size). fixed_detector: the
+    detectors report their face without looking (build_scrfd_fixed), for the overhead benchmark."""
     d = Path(dirpath)
     d.mkdir(parents=True, exist_ok=True)
+    detector = build_scrfd_fixed if fixed_detector else build_scrfd
     models = {
-        "det_10g.onnx": build_scrfd([DEFAULT_FACE], det_size=det_size),
-        "scrfd_2.5g.onnx": build_scrfd([DEFAULT_FACE._replace(score=0.87)], det_size=det_size),
+        "det_10g.onnx": detector([DEFAULT_FACE], det_size=det_size),
+        "scrfd_2.5g.onnx": detector([DEFAULT_FACE._replace(score=0.87)], det_size=det_size),
         "w600k_r50.onnx": build_arcface(seed=0),
         "inswapper_128.onnx": build_inswapper(seed=0),
         "inswapper_128_fp16.onnx": build_inswapper(seed=0, fp16=True),

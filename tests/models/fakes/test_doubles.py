@@ -229,3 +229,17 @@ def test_a_parser_wrapper_that_transposes_or_flips_the_crop_is_caught(doubles: d
     right = changed(crop)
     for name, wrong in mistakes(changed).items():
         assert (wrong(crop) != right).mean() > 0.2, name
+
+
+def test_the_benchmarks_fixed_detector_reports_its_face_where_the_seeing_one_finds_it() -> None:
+    """The overhead benchmark's detector answers without looking, with the same face as the one
+    that finds it in the picture (so the benchmark's pipeline does the same work)."""
+    from models.fakes.doubles import build_scrfd_fixed
+
+    fixed = SCRFD(FACTORY.create(build_scrfd_fixed([DEFAULT_FACE]).SerializeToString()))
+    seeing = SCRFD(FACTORY.create(build_scrfd([DEFAULT_FACE]).SerializeToString()))
+    picture = frame_with_faces([DEFAULT_FACE], 640, 640)
+    (a,) = fixed.detect(np.zeros((640, 640, 3), np.uint8))
+    (b,) = seeing.detect(picture)
+    np.testing.assert_allclose(a.box, b.box, atol=1.5)
+    np.testing.assert_allclose(a.kps, b.kps, atol=1.5)
