@@ -123,6 +123,7 @@ class FaceSwapStages:
             0 if settings.detector.model == "mtcnn" else settings.detector.size,  # MTCNN has no size
             settings.pipeline.provider,
             settings.pipeline.fp16,
+            settings.swap.recognizer,
         )
         analysis = self._reuse_analysis(settings)
         if analysis is None and self._analysis is not None and self._analysis[0] == key:
@@ -157,6 +158,7 @@ class FaceSwapStages:
         same = (
             warm_settings.detector == settings.detector
             and warm_settings.pipeline.provider == settings.pipeline.provider
+            and warm_settings.swap.recognizer == settings.swap.recognizer
         )
         return models if same else None
 
@@ -194,7 +196,7 @@ def prepare_face_swap(
     analysis = load_analysis_models(paths, settings, factory)
     mapped = tuple(
         IdentityMapping(
-            load_identity([ref], analysis.detector, analysis.recognizer, "reference").embedding,
+            load_identity([ref], analysis.detector, analysis.identity, "reference").embedding,
             load_identity([src], analysis.detector, analysis.recognizer),
             ref,
         )
@@ -207,7 +209,7 @@ def prepare_face_swap(
     reference = None
     if reference_photo is not None:
         reference = load_identity(
-            [reference_photo], analysis.detector, analysis.recognizer, "reference"
+            [reference_photo], analysis.detector, analysis.identity, "reference"
         ).embedding
     stages = FaceSwapStages(options, identity, reference, mappings=mapped)
     stages._warm = (settings, analysis)

@@ -62,7 +62,7 @@ class FaceAnalyser:
                     hint="Pass --map REF_PHOTO=SOURCE_PHOTO (repeatable).",
                 )
             return IdentityMapSelector(
-                self._mapped, settings.swap.reference_threshold, max_missed=settings.tracker.max_missed
+                self._mapped, settings.swap.identity_threshold, max_missed=settings.tracker.max_missed
             )
         if settings.swap.target == "reference" and self._reference is None:
             raise SettingsError(
@@ -72,7 +72,7 @@ class FaceAnalyser:
         return TargetSelector(
             settings.swap.target,
             reference_embedding=self._reference,
-            threshold=settings.swap.reference_threshold,
+            threshold=settings.swap.identity_threshold,
             max_missed=settings.tracker.max_missed,
         )
 
@@ -86,7 +86,7 @@ class FaceAnalyser:
         cached = self._embeddings.get(face.track_id)
         if cached is None or face.detected:
             image = self._current_image
-            cached = self._models.recognizer.embed(image, face.raw_kps)
+            cached = self._models.identity.embed(image, face.raw_kps)
             self._embeddings[face.track_id] = cached
         return cached
 
@@ -108,8 +108,8 @@ class FaceAnalyser:
             return
         # Everything else in place, keeping the lock: rebuilding the selector for a threshold
         # slider or a swap-model change moved the swap to whoever was largest at that moment.
-        if old.swap.reference_threshold != settings.swap.reference_threshold:
-            self._selector.threshold = settings.swap.reference_threshold
+        if old.swap.reference_threshold != settings.swap.identity_threshold:
+            self._selector.threshold = settings.swap.identity_threshold
         if old.tracker.max_missed != settings.tracker.max_missed:
             # A selector giving a face up after fewer lost frames than the tracker keeps it could
             # jump to another person in "largest" mode.
