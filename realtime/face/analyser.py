@@ -19,7 +19,7 @@ from models.wrappers.scrfd import SCRFD
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError
 from realtime.face.model_api import AnalysisModels, FaceDetector
-from realtime.face.targets import IdentityMapSelector, TargetSelector
+from realtime.face.targets import VIEW_GAIN, IdentityMapSelector, TargetSelector
 from realtime.face.tracker import FaceTracker, TrackedFace
 
 
@@ -32,9 +32,13 @@ class FaceAnalyser:
         settings: Settings,
         reference_embedding: npt.NDArray[np.float32] | None = None,
         mapped_references: Sequence[npt.NDArray[np.float32]] = (),
+        *,
+        view_gain: float = VIEW_GAIN,
     ) -> None:
         """mapped_references: for swap.target "mapped", the embedding of each `--map` reference
-        photo; the face matching reference k (0-based) is swapped with identity k + 1."""
+        photo; the face matching reference k (0-based) is swapped with identity k + 1.
+        view_gain: see TargetSelector (inf: a face judged someone else waits out the retry)."""
+        self._view_gain = view_gain
         self._models = models
         self._reference = reference_embedding
         self._mapped = tuple(mapped_references)
@@ -44,7 +48,10 @@ class FaceAnalyser:
             self._detector.score_threshold = settings.detector.threshold
         self._tracker = self._new_tracker(settings)
         self._selector = self._new_selector(settings)
-        self._embeddings: dict[int, npt.NDArray[np.float32]] = {}
+        # Per track: the frame number and embedding of its last look (the selector asks only when a
+        # look is due, so a track is embedded at most once per frame).
+        self._embeddings: dict[int, tuple[int, npt.NDArray[np.float32]]] = {}
+        self._frame_no = 0
         # Selection weight and identity of each track chosen now or fading out after it was chosen:
         # a change of target fades over tracker.fade_frames instead of popping.
         self._selection: dict[int, _Chosen] = {}
@@ -62,7 +69,10 @@ class FaceAnalyser:
                     hint="Pass --map REF_PHOTO=SOURCE_PHOTO (repeatable).",
                 )
             return IdentityMapSelector(
-                self._mapped, settings.swap.identity_threshold, max_missed=settings.tracker.max_missed
+                self._mapped,
+                settings.swap.identity_threshold,
+                max_missed=settings.tracker.max_missed,
+                view_gain=self._view_gain,
             )
         if settings.swap.target == "reference" and self._reference is None:
             raise SettingsError(
@@ -74,6 +84,7 @@ class FaceAnalyser:
             reference_embedding=self._reference,
             threshold=settings.swap.identity_threshold,
             max_missed=settings.tracker.max_missed,
+            view_gain=self._view_gain,
         )
 
     def _timed_detect(self, image: ImageBGR) -> list[Detection]:
@@ -84,11 +95,10 @@ class FaceAnalyser:
 
     def _embed(self, face: TrackedFace) -> npt.NDArray[np.float32]:
         cached = self._embeddings.get(face.track_id)
-        if cached is None or face.detected:
-            image = self._current_image
-            cached = self._models.identity.embed(image, face.raw_kps)
+        if cached is None or cached[0] != self._frame_no:
+            cached = (self._frame_no, self._models.identity.embed(self._current_image, face.raw_kps))
             self._embeddings[face.track_id] = cached
-        return cached
+        return cached[1]
 
     def reconfigure(self, settings: Settings) -> None:
         """Apply a live settings change that needs no model reload."""
@@ -128,6 +138,7 @@ class FaceAnalyser:
             self.reconfigure(settings)
         self._timings = {}
         self._current_image = image
+        self._frame_no += 1
         t0 = time.perf_counter()
         flow_grey = prepared if isinstance(prepared, np.ndarray) else None
         faces = self._tracker.update(image, timestamp, flow_grey=flow_grey)
@@ -139,10 +150,11 @@ class FaceAnalyser:
             # found again near where it was (regain) left the new shot unswapped for a second.
             self._selector.new_shot()
             self._selection = {}
+        size = (image.shape[1], image.shape[0])
         if isinstance(self._selector, IdentityMapSelector):
-            chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed)]
+            chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed, size)]
         else:
-            chosen = [(face, 0) for face in self._selector.select(faces, self._embed)]
+            chosen = [(face, 0) for face in self._selector.select(faces, self._embed, size)]
         live_ids = {f.track_id for f in faces}
         for stale in [k for k in self._embeddings if k not in live_ids]:
             del self._embeddings[stale]
