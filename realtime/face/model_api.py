@@ -9,7 +9,6 @@ import numpy as np
 import numpy.typing as npt
 
 from models.types import Detection, FloatArray, ImageBGR
-from models.wrappers.arcface import ArcFace
 from models.wrappers.enhancers import FaceRestorer, RestorerName
 from models.wrappers.maskers import FaceParser, Occluder
 
@@ -33,7 +32,7 @@ class AnalysisModels:
     """
 
     detector: FaceDetector
-    recognizer: ArcFace
+    recognizer: Recognizer
     detector_name: str
     identifier: Recognizer | None = None
 
