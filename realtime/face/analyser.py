@@ -34,11 +34,14 @@ class FaceAnalyser:
         mapped_references: Sequence[npt.NDArray[np.float32]] = (),
         *,
         view_gain: float = VIEW_GAIN,
+        seek: bool = True,
     ) -> None:
         """mapped_references: for swap.target "mapped", the embedding of each `--map` reference
         photo; the face matching reference k (0-based) is swapped with identity k + 1.
-        view_gain: see TargetSelector (inf: a face judged someone else waits out the retry)."""
+        view_gain: see TargetSelector (inf: a face judged someone else waits out the retry).
+        seek: while a locked person is missing, detect on every frame (False: on the schedule)."""
         self._view_gain = view_gain
+        self._seek = seek
         self._models = models
         self._reference = reference_embedding
         self._mapped = tuple(mapped_references)
@@ -73,6 +76,7 @@ class FaceAnalyser:
                 settings.swap.identity_threshold,
                 max_missed=settings.tracker.max_missed,
                 view_gain=self._view_gain,
+                seek_frames=settings.privacy.expect_frames,
             )
         if settings.swap.target == "reference" and self._reference is None:
             raise SettingsError(
@@ -85,6 +89,7 @@ class FaceAnalyser:
             threshold=settings.swap.identity_threshold,
             max_missed=settings.tracker.max_missed,
             view_gain=self._view_gain,
+            seek_frames=settings.privacy.expect_frames,
         )
 
     def _timed_detect(self, image: ImageBGR) -> list[Detection]:
@@ -120,6 +125,8 @@ class FaceAnalyser:
         # slider or a swap-model change moved the swap to whoever was largest at that moment.
         if old.swap.reference_threshold != settings.swap.identity_threshold:
             self._selector.threshold = settings.swap.identity_threshold
+        if old.privacy.expect_frames != settings.privacy.expect_frames:
+            self._selector.seek_frames = settings.privacy.expect_frames
         if old.tracker.max_missed != settings.tracker.max_missed:
             # A selector giving a face up after fewer lost frames than the tracker keeps it could
             # jump to another person in "largest" mode.
@@ -155,6 +162,8 @@ class FaceAnalyser:
             chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed, size)]
         else:
             chosen = [(face, 0) for face in self._selector.select(faces, self._embed, size)]
+        if self._selector.seeking and self._seek:
+            self._tracker.seek()
         live_ids = {f.track_id for f in faces}
         for stale in [k for k in self._embeddings if k not in live_ids]:
             del self._embeddings[stale]

@@ -32,14 +32,14 @@ Faces that are not selected are left alone (passed through unswapped) by the cal
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from realtime.face.tracker import TrackedFace
-from realtime.face.views import view_score
+from realtime.face.views import View, view_of
 
 Embedding = npt.NDArray[np.float32]
 EmbedFn = Callable[[TrackedFace], npt.ArrayLike]
@@ -50,6 +50,11 @@ RECHECK_FRAMES = 10  # frames between two looks at one face (a hand passing over
 MAX_RETRY_FRAMES = 60  # the longest wait between looks at a face judged someone else (2 s at 30 fps)
 VIEW_GAIN = 0.15  # a view this much clearer than at the last look is worth another look at once
 MIN_LOOK_QUALITY = 0.8  # a tracked (not detected) frame's landmarks are good enough for that look
+# A look short of the threshold by less than this share of it, and closer than the look before by
+# NEAR_STEP of it, earns another look on the next frame: a face coming out from behind a hand
+# (which no view measure sees) reads closer with every look.
+NEAR_SHARE = 0.5
+NEAR_STEP = 0.1
 
 
 @dataclass(slots=True)
@@ -62,7 +67,8 @@ class _Known:
     since_embed: int = 0  # frames since the last embedding
     misses: int = 0  # embeddings in a row over the threshold
     recheck: bool = False  # found where its flow failed: due a look (which may have to wait)
-    view: float = 0.0  # how clearly the face was seen at the last look (views.view_score)
+    view: View = field(default_factory=View)  # how clearly the face was seen at the last look
+    closing: bool = False  # the last look was a near miss, closer than the one before
 
 
 @dataclass(slots=True)
@@ -116,6 +122,7 @@ class TargetSelector:
         regain_frames: int = 30,
         retry_frames: int = 15,
         view_gain: float = VIEW_GAIN,
+        seek_frames: int = 0,
     ) -> None:
         if mode not in ("largest", "all", "reference"):
             raise ValueError(f"target mode must be 'largest', 'all' or 'reference', got {mode!r}")
@@ -135,10 +142,21 @@ class TargetSelector:
         self.regain_frames = int(regain_frames)
         self.retry_frames = int(retry_frames)  # "reference": frames between looks at a face judged too far
         self.view_gain = float(view_gain)  # inf: no look again on a clearer view (the bench compares)
+        # "reference": frames after the locked person was last seen during which they are sought
+        # (see `seeking`); 0: never.
+        self.seek_frames = int(seek_frames)
+        self._unseen = -1  # frames since the locked person was last seen (-1: never locked)
         self._locked_box: npt.NDArray[np.float32] | None = None  # where the locked face was last seen
         self._regain: _Regain | None = None
         self._seen_with_lock: set[int] = set()  # other tracks in view when the target was last seen
         self._prefer: npt.NDArray[np.float32] | None = None  # after a cut: where the target was
+
+    @property
+    def seeking(self) -> bool:
+        """The locked person went out of view (behind someone, out of the picture) within
+        `seek_frames` and is not back yet: worth a detection on every frame, and faces not yet
+        confirmed are not to be shown as they are."""
+        return self.mode == "reference" and 0 < self._unseen <= self.seek_frames
 
     @property
     def locked_id(self) -> int | None:
@@ -186,6 +204,7 @@ class TargetSelector:
             locked = self._choose(faces)
         self._locked = None if locked is None else locked.track_id
         self._locked_box = None if locked is None else np.array(locked.box, dtype=np.float32)
+        self.note_seen(locked is not None and locked.lost_frames == 0)
         if locked is not None and locked.lost_frames == 0:
             # Who else was in view while the target was surely itself: only they are bystanders
             # (a track born while it coasted may be the same person found again under a new id).
@@ -252,6 +271,13 @@ class TargetSelector:
         known = self._known.get(track_id)
         return float("inf") if known is None else known.distance
 
+    def note_seen(self, seen: bool) -> None:
+        """Whether the locked person was seen this frame (for `seeking`)."""
+        if seen:
+            self._unseen = 0
+        elif self._unseen >= 0:
+            self._unseen += 1
+
     def lock(self, track_id: int) -> None:
         """Lock onto a track chosen from `candidates` (by a caller arbitrating several selectors)."""
         self._locked = track_id
@@ -281,8 +307,7 @@ class TargetSelector:
         # back under a new id).
         sought = self._locked is None or not any(f.track_id == self._locked for f in seen)
         views = {
-            f.track_id: view_score(f.box, f.kps, [o.box for o in seen if o is not f], frame_size)
-            for f in seen
+            f.track_id: view_of(f.box, f.kps, [o.box for o in seen if o is not f], frame_size) for f in seen
         }
         for face in faces:
             known = self._known.get(face.track_id)
@@ -295,10 +320,10 @@ class TargetSelector:
             redetected = not new and face.detected and known.lost_frames > 0 and face.lost_frames == 0
             # New tracks come from a detection, so their landmarks are the detector's; a track seen
             # first while coasting waits for its next detection.
-            view = views.get(face.track_id, 0.0)
+            view = views.get(face.track_id, View())
             if (new or redetected or known.embedding is None) and face.detected:
                 self._embed_into(known, face, embed, view)
-            elif sought and self._clearer(face, known, view):
+            elif sought and (self._clearer(face, known, view) or self._closing(face, known)):
                 # Judged someone else from a poorer view: looked at again now, ahead of the rest.
                 if second is None or (-1, -known.since_embed) < second[0]:
                     second = ((-1, -known.since_embed), face)
@@ -310,7 +335,7 @@ class TargetSelector:
             known.lost_frames = face.lost_frames
         if second is not None:  # one second look per frame: the recogniser is the dearest model here
             face = second[1]
-            self._embed_into(self._known[face.track_id], face, embed, views.get(face.track_id, 0.0))
+            self._embed_into(self._known[face.track_id], face, embed, views.get(face.track_id, View()))
         for face in faces:
             embedding = self._known[face.track_id].embedding
             if embedding is not None:
@@ -337,16 +362,24 @@ class TargetSelector:
             return 2 if known.since_embed >= wait else None
         return None
 
-    def _clearer(self, face: TrackedFace, known: _Known, view: float) -> bool:
+    def _clearer(self, face: TrackedFace, known: _Known, view: View) -> bool:
         """A face judged someone else at its last look, now in clearly better view, on a frame whose
         landmarks are the detector's or well tracked."""
         if known.embedding is None or known.distance <= self.threshold or face.lost_frames > 0:
             return False
+        if not np.isfinite(self.view_gain):
+            return False  # turned off
         if not face.detected and face.quality < MIN_LOOK_QUALITY:
             return False
-        return view >= known.view + self.view_gain
+        return view.clearer_than(known.view, self.view_gain)
 
-    def _embed_into(self, known: _Known, face: TrackedFace, embed: EmbedFn, view: float = 0.0) -> None:
+    def _closing(self, face: TrackedFace, known: _Known) -> bool:
+        """A near miss closing in on the threshold, on a frame good enough to look at."""
+        if not known.closing or face.lost_frames > 0 or not np.isfinite(self.view_gain):
+            return False
+        return face.detected or face.quality >= MIN_LOOK_QUALITY
+
+    def _embed_into(self, known: _Known, face: TrackedFace, embed: EmbedFn, view: View | None = None) -> None:
         assert self._reference is not None
         self.embed_calls += 1
         embedding = _unit(embed(face))
@@ -356,9 +389,12 @@ class TargetSelector:
                 f"{self._reference.shape[0]}: the reference must come from the same model"
             )
         known.embedding = embedding
+        before = known.distance
         known.distance = 1.0 - float(embedding @ self._reference)
+        near = self.threshold < known.distance <= self.threshold * (1.0 + NEAR_SHARE)
+        known.closing = near and known.distance <= before - NEAR_STEP * self.threshold
         known.since_embed = 0
-        known.view = view
+        known.view = View() if view is None else view
         known.recheck = False
         known.misses = known.misses + 1 if known.distance > self.threshold else 0
 
@@ -383,11 +419,14 @@ class IdentityMapSelector:
         *,
         max_missed: int = 5,
         view_gain: float = VIEW_GAIN,
+        seek_frames: int = 0,
     ) -> None:
         if not references:
             raise ValueError("identity mapping needs at least one reference embedding (--map REF=SOURCE)")
         self._selectors = tuple(
-            TargetSelector("reference", r, threshold, max_missed=max_missed, view_gain=view_gain)
+            TargetSelector(
+                "reference", r, threshold, max_missed=max_missed, view_gain=view_gain, seek_frames=seek_frames
+            )
             for r in references
         )
         self.embed_calls = 0
@@ -400,6 +439,11 @@ class IdentityMapSelector:
     def new_shot(self) -> None:
         """A scene cut: every identity is found again by its embedding."""
         self.unlock()
+
+    @property
+    def seeking(self) -> bool:
+        """Some mapped person went out of view a moment ago and is not back yet."""
+        return any(s.seeking for s in self._selectors)
 
     @property
     def locked_ids(self) -> tuple[int | None, ...]:
@@ -416,6 +460,15 @@ class IdentityMapSelector:
         threshold (a lowered one lets go of a face now too far once two looks agree)."""
         for selector in self._selectors:
             selector.threshold = float(distance)
+
+    @property
+    def seek_frames(self) -> int:
+        return self._selectors[0].seek_frames
+
+    @seek_frames.setter
+    def seek_frames(self, frames: int) -> None:
+        for selector in self._selectors:
+            selector.seek_frames = int(frames)
 
     @property
     def max_missed(self) -> int:
@@ -466,6 +519,9 @@ class IdentityMapSelector:
                 continue
             self._selectors[i].lock(track_id)
             claimed[track_id] = i
+        seen = {f.track_id for f in faces if f.lost_frames == 0}
+        for sel in self._selectors:
+            sel.note_seen(sel.locked_id in seen)
         return [(f, claimed[f.track_id]) for f in faces if f.track_id in claimed]
 
 

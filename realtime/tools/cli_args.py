@@ -291,3 +291,9 @@ def _add_leak_args(run: argparse.ArgumentParser, bench: argparse.ArgumentParser)
         action="store_true",
         help="count frames where a face that should be swapped shows unswapped, and wrong-person swaps",
     )
+    bench.add_argument(
+        "--leaks-detector",
+        choices=["scripted", "mtcnn"],
+        default="mtcnn",
+        help="bench --leaks: the real MTCNN (default) or a detector scripted from the scenes' truth",
+    )
