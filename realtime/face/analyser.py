@@ -33,15 +33,15 @@ class FaceAnalyser:
         reference_embedding: npt.NDArray[np.float32] | None = None,
         mapped_references: Sequence[npt.NDArray[np.float32]] = (),
         *,
-        view_gain: float = VIEW_GAIN,
-        seek: bool = True,
+        eager: bool = True,
     ) -> None:
         """mapped_references: for swap.target "mapped", the embedding of each `--map` reference
         photo; the face matching reference k (0-based) is swapped with identity k + 1.
-        view_gain: see TargetSelector (inf: a face judged someone else waits out the retry).
-        seek: while a locked person is missing, detect on every frame (False: on the schedule)."""
-        self._view_gain = view_gain
-        self._seek = seek
+        eager: while a locked or mapped person is missing, detect on every frame, look again at a face
+        in clearer view or closing in, and swap them at once when found (False: as before, on the
+        detection schedule and the retry wait; the leak bench compares the two)."""
+        self._view_gain = VIEW_GAIN if eager else float("inf")
+        self._eager = eager
         self._models = models
         self._reference = reference_embedding
         self._mapped = tuple(mapped_references)
@@ -55,6 +55,7 @@ class FaceAnalyser:
         # look is due, so a track is embedded at most once per frame).
         self._embeddings: dict[int, tuple[int, npt.NDArray[np.float32]]] = {}
         self._frame_no = 0
+        self._prompt: dict[int, int] = {}  # track id -> frames it is still swapped without a fade
         # Selection weight and identity of each track chosen now or fading out after it was chosen:
         # a change of target fades over tracker.fade_frames instead of popping.
         self._selection: dict[int, _Chosen] = {}
@@ -158,24 +159,34 @@ class FaceAnalyser:
             self._selector.new_shot()
             self._selection = {}
         size = (image.shape[1], image.shape[0])
+        was_seeking = self._selector.seeking and self._eager
         if isinstance(self._selector, IdentityMapSelector):
             chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed, size)]
         else:
             chosen = [(face, 0) for face in self._selector.select(faces, self._embed, size)]
-        if self._selector.seeking and self._seek:
+        if self._selector.seeking and self._eager:
             self._tracker.seek()
         live_ids = {f.track_id for f in faces}
         for stale in [k for k in self._embeddings if k not in live_ids]:
             del self._embeddings[stale]
+        fade = settings.tracker.fade_frames
+        # A sought person found again is swapped at once, not faded in: the fade showed their own
+        # face for fade_frames more frames.
+        self._prompt = {k: n - 1 for k, n in self._prompt.items() if n > 1 and k in live_ids}
+        if was_seeking:
+            for face, _ in chosen:
+                if face.track_id not in self._selection:
+                    self._prompt[face.track_id] = max(fade, 1)
         plan = FramePlan(timings=dict(self._timings))
         plan.timings["track"] = track_ms
         plan.timings["select"] = _ms(t1)
         plan.faces = len(faces)
-        fade = settings.tracker.fade_frames
         planned: set[int] = set()
-        for face, selected in self._fade_selection(chosen, faces, fade, fresh=cut):
+        for face, selected in self._fade_selection(chosen, faces, fade, fresh=cut, prompt=set(self._prompt)):
             planned.add(face.track_id)
             weight = face.swap_weight * selected.weight
+            if face.track_id in self._prompt and face.lost_frames == 0 and face.swap_weight > 0.0:
+                weight = selected.weight  # (the tracker's own fade-in of a new track included)
             # Landmarks no similarity can align pass through (the worker would skip them): counted
             # as passed through, not as swapped.
             if weight > 0.0 and plausible_landmarks(face.kps):
@@ -208,12 +219,13 @@ class FaceAnalyser:
         fade_frames: int,
         *,
         fresh: bool = False,
+        prompt: set[int] | None = None,
     ) -> list[tuple[TrackedFace, _Chosen]]:
         """The chosen faces with their selection weight, ramping up, plus the faces chosen before
         and no longer, ramping down while still in view (the reference face turned out to be
         someone else, the locked target handed over to another). A face given another identity
         (mapped mode) cross-fades into it over the same number of frames. `fresh`: a scene cut, where a
-        choice takes effect at once."""
+        choice takes effect at once; `prompt`: tracks chosen at once (a sought person found again)."""
         step = 1.0 if fade_frames <= 0 else 1.0 / fade_frames
         present = {face.track_id: face for face in faces}
         picked = {face.track_id: (face, identity) for face, identity in chosen}
@@ -223,7 +235,8 @@ class FaceAnalyser:
             before = self._selection.get(track_id)
             if before is None:
                 # A face chosen since its track began needs no second fade-in: the tracker fades it in.
-                weight = 1.0 if fresh or face.swap_weight < 1.0 else step
+                at_once = fresh or (prompt is not None and track_id in prompt)
+                weight = 1.0 if at_once or face.swap_weight < 1.0 else step
                 now = _Chosen(weight, identity)
             else:
                 now = before.step_to(identity, step)

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from realtime.face.tracker import TrackedFace
-from realtime.face.views import View, view_of
+from realtime.face.views import FULL_VIEW, View, view_of
 
 Embedding = npt.NDArray[np.float32]
 EmbedFn = Callable[[TrackedFace], npt.ArrayLike]
@@ -48,13 +48,14 @@ TargetMode = Literal["largest", "all", "reference"]
 
 RECHECK_FRAMES = 10  # frames between two looks at one face (a hand passing over it is shorter)
 MAX_RETRY_FRAMES = 60  # the longest wait between looks at a face judged someone else (2 s at 30 fps)
-VIEW_GAIN = 0.15  # a view this much clearer than at the last look is worth another look at once
+VIEW_GAIN = 0.1  # a view this much clearer than at the last look is worth another look at once
 MIN_LOOK_QUALITY = 0.8  # a tracked (not detected) frame's landmarks are good enough for that look
 # A look short of the threshold by less than this share of it, and closer than the look before by
 # NEAR_STEP of it, earns another look on the next frame: a face coming out from behind a hand
 # (which no view measure sees) reads closer with every look.
 NEAR_SHARE = 0.5
 NEAR_STEP = 0.1
+EMERGING = 0.01  # a near miss this much further into view than at its last look is looked at again
 
 
 @dataclass(slots=True)
@@ -323,7 +324,7 @@ class TargetSelector:
             view = views.get(face.track_id, View())
             if (new or redetected or known.embedding is None) and face.detected:
                 self._embed_into(known, face, embed, view)
-            elif sought and (self._clearer(face, known, view) or self._closing(face, known)):
+            elif sought and (self._clearer(face, known, view) or self._closing(face, known, view)):
                 # Judged someone else from a poorer view: looked at again now, ahead of the rest.
                 if second is None or (-1, -known.since_embed) < second[0]:
                     second = ((-1, -known.since_embed), face)
@@ -373,9 +374,14 @@ class TargetSelector:
             return False
         return view.clearer_than(known.view, self.view_gain)
 
-    def _closing(self, face: TrackedFace, known: _Known) -> bool:
-        """A near miss closing in on the threshold, on a frame good enough to look at."""
-        if not known.closing or face.lost_frames > 0 or not np.isfinite(self.view_gain):
+    def _closing(self, face: TrackedFace, known: _Known, view: View) -> bool:
+        """A near miss closing in on the threshold, or coming further into view, on a frame good
+        enough to look at."""
+        if face.lost_frames > 0 or not np.isfinite(self.view_gain) or known.distance <= self.threshold:
+            return False
+        near = known.distance <= self.threshold * (1.0 + NEAR_SHARE)
+        emerging = near and known.view.visible < FULL_VIEW and view.visible > known.view.visible + EMERGING
+        if not (known.closing or emerging):
             return False
         return face.detected or face.quality >= MIN_LOOK_QUALITY
 

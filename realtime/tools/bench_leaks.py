@@ -30,7 +30,6 @@ from realtime.core.contracts import FramePlan
 from realtime.core.settings import DEFAULT_PRESET, Settings, load_preset
 from realtime.face.analyser import FaceAnalyser
 from realtime.face.model_api import AnalysisModels, FaceDetector, Recognizer
-from realtime.face.targets import VIEW_GAIN
 from realtime.tools.leak_scenes import (
     SCENE_NAMES,
     FaceTruth,
@@ -119,8 +118,7 @@ def measure_scene(
     settings: Settings,
     *,
     detector: FaceDetector | None = None,
-    view_gain: float = VIEW_GAIN,
-    seek: bool = True,
+    eager: bool = True,
     plans: list[FramePlan] | None = None,
     leaks: list[tuple[int, int]] | None = None,
 ) -> LeakFigures:
@@ -133,9 +131,9 @@ def measure_scene(
     models = AnalysisModels(frames, counting, "scripted" if detector is None else "mtcnn", counting)
     s = settings.with_overrides({"swap.target": scene.mode})
     if scene.mode == "reference":
-        analyser = FaceAnalyser(models, s, references[0], view_gain=view_gain, seek=seek)
+        analyser = FaceAnalyser(models, s, references[0], eager=eager)
     else:
-        analyser = FaceAnalyser(models, s, None, references, view_gain=view_gain, seek=seek)
+        analyser = FaceAnalyser(models, s, None, references, eager=eager)
     leaked = wrong = 0
     runs: dict[int, list[int]] = {}  # person -> leaked frames of each reappearance
     clear_before: dict[int, bool] = {}
@@ -207,7 +205,7 @@ def run_leak_bench(
     out = []
     for scene in build_scenes(names):
         now = measure_scene(scene, recognizer, s, detector=detector)
-        before = measure_scene(scene, recognizer, s, detector=detector, view_gain=float("inf"), seek=False)
+        before = measure_scene(scene, recognizer, s, detector=detector, eager=False)
         out.append((now, before))
     return out
 
