@@ -173,10 +173,14 @@ class FaceAnalyser:
         # A sought person found again is swapped at once, not faded in: the fade showed their own
         # face for fade_frames more frames.
         self._prompt = {k: n - 1 for k, n in self._prompt.items() if n > 1 and k in live_ids}
-        if was_seeking:
-            for face, _ in chosen:
-                if face.track_id not in self._selection:
-                    self._prompt[face.track_id] = max(fade, 1)
+        # So is a person confirmed by identity on a track still fading in as new (entering the
+        # picture): the fade is for a choice that may change, and this one is proof.
+        by_identity = self._eager and settings.swap.target in ("reference", "mapped")
+        for face, _ in chosen:
+            if face.track_id in self._selection:
+                continue
+            if was_seeking or (by_identity and face.swap_weight < 1.0 and face.lost_frames == 0):
+                self._prompt[face.track_id] = max(fade, 1)
         plan = FramePlan(timings=dict(self._timings))
         plan.timings["track"] = track_ms
         plan.timings["select"] = _ms(t1)

@@ -93,22 +93,22 @@ def cut_head(photo: ImageBGR, person: int) -> Head:
 
 
 def turned_head(head: Head, turn: float) -> Head:
-    """The head turned away by `turn` (0..1): the side left of the nose squeezed towards it, as a
-    head turning to its left looks from the front."""
+    """The head turned away by `turn` (0..1): the side right of the nose squeezed towards it, as a
+    head turning to its right looks from the front."""
     if turn <= 0.0:
         return head
     nose = float(head.kps[2, 0])
-    squeeze = 1.0 - 0.75 * turn
+    squeeze = 1.0 - 0.85 * turn
     xs = np.arange(PATCH, dtype=np.float32)
-    src_x = np.where(xs >= nose, xs, nose - (nose - xs) / squeeze).astype(np.float32)
+    src_x = np.where(xs <= nose, xs, nose + (xs - nose) / squeeze).astype(np.float32)
     map_x = np.tile(src_x, (PATCH, 1))
     map_y = np.tile(np.arange(PATCH, dtype=np.float32)[:, None], (1, PATCH))
     pixels = cv2.remap(head.pixels, map_x, map_y, cv2.INTER_LINEAR, borderValue=BACKGROUND)
     kps = head.kps.copy()
-    left = kps[:, 0] < nose
-    kps[left, 0] = nose - (nose - kps[left, 0]) * squeeze
+    right = kps[:, 0] > nose
+    kps[right, 0] = nose + (kps[right, 0] - nose) * squeeze
     box = head.box.copy()
-    box[0] = min(nose - (nose - box[0]) * squeeze, float(kps[:, 0].min()))
+    box[2] = max(nose + (box[2] - nose) * squeeze, float(kps[:, 0].max()))
     return Head(np.asarray(pixels, np.uint8), box, kps)
 
 
