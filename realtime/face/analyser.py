@@ -19,6 +19,7 @@ from models.wrappers.scrfd import SCRFD
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError
 from realtime.face.model_api import AnalysisModels, FaceDetector
+from realtime.face.privacy import Cover, PrivacyPlan
 from realtime.face.targets import VIEW_GAIN, IdentityMapSelector, TargetSelector
 from realtime.face.tracker import FaceTracker, TrackedFace
 
@@ -181,7 +182,7 @@ class FaceAnalyser:
                 continue
             if was_seeking or (by_identity and face.swap_weight < 1.0 and face.lost_frames == 0):
                 self._prompt[face.track_id] = max(fade, 1)
-        plan = FramePlan(timings=dict(self._timings))
+        plan = PrivacyPlan(timings=dict(self._timings))
         plan.timings["track"] = track_ms
         plan.timings["select"] = _ms(t1)
         plan.faces = len(faces)
@@ -207,6 +208,8 @@ class FaceAnalyser:
             elif weight > 0.0 or face.lost_frames == 0:
                 # (A face faded out because the detector lost it is not left alone on purpose.)
                 plan.passthrough += 1
+        if settings.privacy.fallback != "original":
+            self._fall_back(plan, faces, {f.track_id for f, _ in chosen}, settings)
         # Faces the tracker itself passes through (below the detector threshold, tracking not
         # trusted) count as passed through whether or not they were chosen: "largest" no longer
         # chooses them, and the count is how a user learns why a face was left alone.
@@ -215,6 +218,44 @@ class FaceAnalyser:
             1 for f in faces if f.track_id not in planned and f.swap_weight == 0.0 and f.lost_frames == 0
         )
         return plan
+
+    def _fall_back(
+        self, plan: PrivacyPlan, faces: Sequence[TrackedFace], chosen: set[int], s: Settings
+    ) -> None:
+        """The privacy fallback (realtime/face/privacy.py): cover a chosen face still fading in, and a
+        face that may be a sought person and is not confirmed yet ("hold": swap it with the sought
+        identity while they have been gone no longer than hold_frames)."""
+        shown = {t.track_id: t.weight for t in plan.targets}
+        for face in faces:
+            if face.lost_frames > 0:
+                continue
+            weight = shown.get(face.track_id)
+            if weight is not None:
+                if face.track_id in chosen and weight < 1.0:
+                    plan.covers.append(Cover(face.kps, face.track_id, "fading in", 1.0 - weight))
+                continue
+            identity = self._unsure_identity(face)
+            if identity is None or not plausible_landmarks(face.kps):
+                continue
+            if s.privacy.fallback == "hold" and 0 < self._unseen(identity) <= s.privacy.hold_frames:
+                plan.targets.append(SwapTarget(face.kps, 1.0, face.track_id, self._swap_identity(identity)))
+                plan.covers.append(Cover(face.kps, face.track_id, "held", 0.0))
+            else:
+                plan.covers.append(Cover(face.kps, face.track_id, "not confirmed yet"))
+
+    def _unsure_identity(self, face: TrackedFace) -> int | None:
+        if isinstance(self._selector, IdentityMapSelector):
+            return self._selector.unsure(face)
+        return 0 if self._selector.unsure(face) else None
+
+    def _unseen(self, identity: int) -> int:
+        if isinstance(self._selector, IdentityMapSelector):
+            return self._selector.unseen_frames(identity)
+        return self._selector.unseen_frames
+
+    def _swap_identity(self, identity: int) -> int:
+        """The source identity a selector's identity is swapped with (mapped k -> k + 1)."""
+        return identity + 1 if isinstance(self._selector, IdentityMapSelector) else 0
 
     def _fade_selection(
         self,

@@ -272,6 +272,24 @@ class TargetSelector:
         known = self._known.get(track_id)
         return float("inf") if known is None else known.distance
 
+    @property
+    def unseen_frames(self) -> int:
+        """Frames since the locked person was last seen (-1: never locked)."""
+        return self._unseen
+
+    def unsure(self, face: TrackedFace) -> bool:
+        """While the person is sought: a face in view that may be them and is not confirmed yet (not
+        looked at yet, a near miss, or judged someone else from a part view). Call after `select`."""
+        if not self.seeking or face.lost_frames > 0 or face.track_id == self._locked:
+            return False
+        known = self._known.get(face.track_id)
+        if known is None or known.embedding is None:
+            return True
+        if known.distance <= self.threshold:
+            return False  # it is them (chosen, or another identity's claim)
+        near = known.distance <= self.threshold * (1.0 + NEAR_SHARE)
+        return near or known.view.visible < FULL_VIEW
+
     def note_seen(self, seen: bool) -> None:
         """Whether the locked person was seen this frame (for `seeking`)."""
         if seen:
@@ -450,6 +468,14 @@ class IdentityMapSelector:
     def seeking(self) -> bool:
         """Some mapped person went out of view a moment ago and is not back yet."""
         return any(s.seeking for s in self._selectors)
+
+    def unsure(self, face: TrackedFace) -> int | None:
+        """The identity (index) of a sought person `face` may be, not confirmed yet (see
+        TargetSelector.unsure), or None."""
+        return next((i for i, s in enumerate(self._selectors) if s.unsure(face)), None)
+
+    def unseen_frames(self, identity: int) -> int:
+        return self._selectors[identity].unseen_frames
 
     @property
     def locked_ids(self) -> tuple[int | None, ...]:

@@ -4,7 +4,8 @@ Per scene (realtime/tools/leak_scenes.py, real photos), the analysis runs with a
 each frame's plan is checked against the truth:
 
 * leaked: a face that should be swapped is clearly in view (the detector alone finds it on that
-  frame) and is not swapped (no target on it, or one mostly faded: weight < 0.5). Counted per
+  frame) and is not swapped (no target on it, or one mostly faded: weight < 0.5) nor covered by
+  the privacy fallback (privacy.fallback "blur"/"hold", e.g. preset "privacy"). Counted per
   reappearance (each run of frames in clear view) and reported as the worst one.
 * wrong person: a swap drawn on a face that should not get that identity.
 * cost: the analysis's ms per frame (detect, track, select and the recogniser's looks).
@@ -30,6 +31,7 @@ from realtime.core.contracts import FramePlan
 from realtime.core.settings import DEFAULT_PRESET, Settings, load_preset
 from realtime.face.analyser import FaceAnalyser
 from realtime.face.model_api import AnalysisModels, FaceDetector, Recognizer
+from realtime.face.privacy import covers_of
 from realtime.tools.leak_scenes import (
     SCENE_NAMES,
     FaceTruth,
@@ -163,10 +165,12 @@ def measure_scene(
             clear_before[face.person] = clear
             if not clear:
                 continue
-            shown = any(
+            swapped = any(
                 t.identity == identity and t.weight >= SHOWN and _owner(t.kps, truth) is face
                 for t in plan.targets
             )
+            covered = any(c.strength >= SHOWN and _owner(c.kps, truth) is face for c in covers_of(plan))
+            shown = swapped or covered
             if not shown:
                 if leaks is not None:
                     leaks.append((i, face.person))
