@@ -19,8 +19,9 @@ from models.wrappers.scrfd import SCRFD
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError
 from realtime.face.model_api import AnalysisModels, FaceDetector
+from realtime.face.picks import LivePicks
 from realtime.face.privacy import Cover, PrivacyPlan
-from realtime.face.targets import VIEW_GAIN, IdentityMapSelector, TargetSelector
+from realtime.face.targets import VIEW_GAIN, IdentityMapSelector, TargetMode, TargetSelector
 from realtime.face.tracker import FaceTracker, TrackedFace
 
 
@@ -35,12 +36,15 @@ class FaceAnalyser:
         mapped_references: Sequence[npt.NDArray[np.float32]] = (),
         *,
         eager: bool = True,
+        picks: LivePicks | None = None,
     ) -> None:
         """mapped_references: for swap.target "mapped", the embedding of each `--map` reference
         photo; the face matching reference k (0-based) is swapped with identity k + 1.
         eager: while a locked or mapped person is missing, detect on every frame, look again at a face
         in clearer view or closing in, and swap them at once when found (False: as before, on the
         detection schedule and the retry wait; the leak bench compares the two)."""
+        self._picks = picks  # faces picked in the live preview (realtime/face/picks.py)
+        self._picked: npt.NDArray[np.float32] | None = None  # the picked person's embedding
         self._view_gain = VIEW_GAIN if eager else float("inf")
         self._eager = eager
         self._models = models
@@ -67,6 +71,8 @@ class FaceAnalyser:
         return FaceTracker.from_settings(self._timed_detect, settings)
 
     def _new_selector(self, settings: Settings) -> TargetSelector | IdentityMapSelector:
+        if self._picked is not None and settings.swap.target != "mapped":
+            return self._reference_selector(settings, self._picked)
         if settings.swap.target == "mapped":
             if not self._mapped:
                 raise SettingsError(
@@ -85,9 +91,14 @@ class FaceAnalyser:
                 "Setting 'swap.target' is 'reference' but no reference photo was given.",
                 hint="Pass --reference PHOTO (a photo of the person whose face is swapped).",
             )
+        return self._reference_selector(settings, self._reference, settings.swap.target)
+
+    def _reference_selector(
+        self, settings: Settings, reference: npt.NDArray[np.float32] | None, mode: TargetMode = "reference"
+    ) -> TargetSelector:
         return TargetSelector(
-            settings.swap.target,
-            reference_embedding=self._reference,
+            mode,
+            reference_embedding=reference,
             threshold=settings.swap.identity_threshold,
             max_missed=settings.tracker.max_missed,
             view_gain=self._view_gain,
@@ -148,6 +159,7 @@ class FaceAnalyser:
         self._timings = {}
         self._current_image = image
         self._frame_no += 1
+        self._take_pick(settings)
         t0 = time.perf_counter()
         flow_grey = prepared if isinstance(prepared, np.ndarray) else None
         faces = self._tracker.update(image, timestamp, flow_grey=flow_grey)
@@ -176,7 +188,10 @@ class FaceAnalyser:
         self._prompt = {k: n - 1 for k, n in self._prompt.items() if n > 1 and k in live_ids}
         # So is a person confirmed by identity on a track still fading in as new (entering the
         # picture): the fade is for a choice that may change, and this one is proof.
-        by_identity = self._eager and settings.swap.target in ("reference", "mapped")
+        selector = self._selector
+        by_identity = self._eager and (
+            isinstance(selector, IdentityMapSelector) or selector.mode == "reference"
+        )
         for face, _ in chosen:
             if face.track_id in self._selection:
                 continue
@@ -218,6 +233,19 @@ class FaceAnalyser:
             1 for f in faces if f.track_id not in planned and f.swap_weight == 0.0 and f.lost_frames == 0
         )
         return plan
+
+    def _take_pick(self, settings: Settings) -> None:
+        """A face picked in the preview since the last frame: lock onto that person from now on (its
+        embedding, by this run's recogniser); an unpick: back to the settings' own choice."""
+        pick = None if self._picks is None else self._picks.take()
+        if pick is None:
+            return
+        if pick == "unpick":
+            self._picked = None
+        else:
+            self._picked = _unit(self._models.identity.embed(pick.image, pick.kps))
+        self._selector = self._new_selector(settings)
+        self._selection = {}
 
     def _fall_back(
         self, plan: PrivacyPlan, faces: Sequence[TrackedFace], chosen: set[int], s: Settings
@@ -332,6 +360,11 @@ def _settled(share: float) -> float:
     """A share that a running sum of 1/fade_frames brought to 1 (0.9999999999999999 for 6, 7, 10
     ... frames: the fade took a frame more, swapping twice for nothing), capped at 1."""
     return 1.0 if share >= 1.0 - 1e-9 else share
+
+
+def _unit(v: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    arr = np.asarray(v, dtype=np.float32).ravel()
+    return arr / np.float32(max(float(np.linalg.norm(arr)), 1e-12))
 
 
 def _ms(t0: float) -> float:
