@@ -32,6 +32,7 @@ from gui.composer import SettingsComposer
 from gui.config import ConfigStore, GuiConfig, ViewMode
 from gui.controller import EngineController, ModelsState, RunPlan, RunState
 from gui.face_analysis import PhotoAnalysisService
+from gui.face_picker import FacePicker
 from gui.gallery import FaceGallery
 from gui.graph import FpsLatencyGraph
 from gui.input_panel import InputPanel
@@ -47,6 +48,7 @@ from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
 from realtime.api import (
     ActiveFace,
     FaceCastError,
+    LivePicks,
     ModelOptions,
     Settings,
     default_models_dir,
@@ -98,7 +100,10 @@ class MainWindow(QMainWindow):
         self._io_banners: dict[tuple[Level, str], int] = {}  # (level, text) -> the run it came from
         self._tap = OriginalTap()
         self._feed = PreviewFeed(self._tap, self)
-        self._model_options = _model_options(services.model_options, config.models_dir)
+        self._picks = LivePicks()  # faces clicked in the preview, for every run's analyser
+        self._model_options = _model_options(
+            replace(services.model_options, picks=self._picks), config.models_dir
+        )
         self.photos = PhotoAnalysisService(self._model_options, self._composer.effective(), self)
         self.controller = EngineController(
             self._model_options, self._active, self._feed, services.vcam_backend, self
@@ -108,6 +113,7 @@ class MainWindow(QMainWindow):
 
         self.messages = MessageBar()
         self.preview = PreviewWidget()
+        self.face_picker = FacePicker(self.preview, self._picks, self)
         self.graph = FpsLatencyGraph()
         self.view_combo = ComboBox()
         for mode, text in VIEW_MODES:
@@ -223,6 +229,7 @@ class MainWindow(QMainWindow):
         self.models_button.clicked.connect(self.open_models_dialog)
         self.log_button.clicked.connect(self._open_log)
         self.view_combo.currentIndexChanged.connect(self._on_view)
+        self.face_picker.note.connect(self.status_note.setText)
         c = self.controller
         c.state_changed.connect(self._on_state)
         c.models_changed.connect(lambda _state, _text: self._update_badge())
@@ -302,6 +309,7 @@ class MainWindow(QMainWindow):
         self.save_config()
         self.controller.shutdown()
         self.photos.shutdown()
+        self.face_picker.close()
         if self.models_dialog is not None:
             self.models_dialog.shutdown()
             self.models_dialog.deleteLater()
