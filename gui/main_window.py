@@ -50,6 +50,7 @@ from realtime.api import (
     FaceCastError,
     LivePicks,
     ModelOptions,
+    PickedIdentity,
     Settings,
     default_models_dir,
     quality_model_names,
@@ -101,6 +102,8 @@ class MainWindow(QMainWindow):
         self._tap = OriginalTap()
         self._feed = PreviewFeed(self._tap, self)
         self._picks = LivePicks()  # faces clicked in the preview, for every run's analyser
+        if config.picked_embedding:
+            self._picks.restore(PickedIdentity(config.picked_recognizer, config.picked_embedding))
         self._model_options = _model_options(
             replace(services.model_options, picks=self._picks), config.models_dir
         )
@@ -275,6 +278,7 @@ class MainWindow(QMainWindow):
     # ---- what is saved ---------------------------------------------------------------------------------
 
     def current_config(self) -> GuiConfig:
+        picked = self._picks.remembered
         return replace(
             self._config,
             preset=self._composer.preset,
@@ -286,6 +290,8 @@ class MainWindow(QMainWindow):
             input=self.input_panel.config(),
             output=self.output_panel.config(),
             window_geometry=bytes(self.saveGeometry().toBase64().data()).decode("ascii"),
+            picked_recognizer=picked.recognizer if picked else "",
+            picked_embedding=picked.embedding if picked else (),
         )
 
     def save_config(self) -> None:

@@ -36,7 +36,7 @@ from realtime.core.settings import (
 )
 from realtime.core.stage_set import StageFactory, passthrough_stages
 from realtime.face.model_api import AnalysisModels, FaceDetector
-from realtime.face.picks import FacePick, LivePicks
+from realtime.face.picks import FacePick, LivePicks, PickedIdentity
 from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
 from realtime.io.camera_source import CameraSource
 from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
@@ -91,6 +91,7 @@ __all__ = [
     "NullSink",
     "OptionalSink",
     "OutputRequest",
+    "PickedIdentity",
     "SessionConfig",
     "SessionFactory",
     "Settings",

@@ -19,7 +19,7 @@ from models.wrappers.scrfd import SCRFD
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError
 from realtime.face.model_api import AnalysisModels, FaceDetector
-from realtime.face.picks import LivePicks
+from realtime.face.picks import LivePicks, PickedIdentity
 from realtime.face.privacy import Cover, PrivacyPlan
 from realtime.face.targets import VIEW_GAIN, IdentityMapSelector, TargetMode, TargetSelector
 from realtime.face.tracker import FaceTracker, TrackedFace
@@ -242,8 +242,14 @@ class FaceAnalyser:
             return
         if pick == "unpick":
             self._picked = None
+        elif isinstance(pick, PickedIdentity):
+            if pick.recognizer != settings.swap.recognizer:
+                return  # embedded by another recogniser: its distances mean nothing here
+            self._picked = _unit(pick.embedding)
         else:
             self._picked = _unit(self._models.identity.embed(pick.image, pick.kps))
+            assert self._picks is not None
+            self._picks.remember(settings.swap.recognizer, self._picked)
         self._selector = self._new_selector(settings)
         self._selection = {}
 

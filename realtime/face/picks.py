@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from models.types import FloatArray, ImageBGR
 
@@ -24,13 +25,23 @@ class FacePick:
     kps: FloatArray
 
 
+@dataclass(frozen=True, slots=True)
+class PickedIdentity:
+    """A picked person remembered across restarts: the recogniser that embedded them and the
+    embedding (used only by a run with the same recogniser)."""
+
+    recognizer: str
+    embedding: tuple[float, ...]
+
+
 class LivePicks:
     """The latest pick or unpick, from any thread; the analyser takes it once. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: FacePick | Literal["unpick"] | None = None
+        self._pending: FacePick | PickedIdentity | Literal["unpick"] | None = None
         self._picked = False
+        self._remembered: PickedIdentity | None = None
 
     def pick(self, image: ImageBGR, kps: FloatArray) -> None:
         with self._lock:
@@ -42,16 +53,36 @@ class LivePicks:
         with self._lock:
             self._pending = "unpick"
             self._picked = False
+            self._remembered = None
+
+    def restore(self, identity: PickedIdentity) -> None:
+        """Pick a person remembered from an earlier session."""
+        with self._lock:
+            self._pending = identity
+            self._picked = True
+            self._remembered = identity
+
+    def remember(self, recognizer: str, embedding: npt.ArrayLike) -> None:
+        """The analysis thread: the picked person as embedded (what `remembered` hands back)."""
+        vector = tuple(float(v) for v in np.asarray(embedding, dtype=np.float32).ravel())
+        with self._lock:
+            if self._picked:
+                self._remembered = PickedIdentity(recognizer, vector)
+
+    @property
+    def remembered(self) -> PickedIdentity | None:
+        with self._lock:
+            return self._remembered
 
     @property
     def picked(self) -> bool:
         with self._lock:
             return self._picked
 
-    def take(self) -> FacePick | Literal["unpick"] | None:
+    def take(self) -> FacePick | PickedIdentity | Literal["unpick"] | None:
         with self._lock:
             pending, self._pending = self._pending, None
         return pending
 
 
-__all__ = ["FacePick", "LivePicks"]
+__all__ = ["FacePick", "LivePicks", "PickedIdentity"]

@@ -108,3 +108,31 @@ def test_moving_over_the_preview_finds_the_faces_off_the_gui_thread(qtbot: QtBot
     qtbot.waitUntil(lambda: len(preview._faces) == 2, timeout=15_000)
     assert preview._faces_for == 7
     picker.close()
+
+
+def test_the_picked_person_is_kept_across_restarts(qtbot: QtBot, tmp_path, models_dir) -> None:  # type: ignore[no-untyped-def]
+    """If this broke, the face a user clicked would be forgotten when the window closed, and the
+    next session would swap whoever is largest again."""
+    from gui.app import create_window
+    from gui.config import ConfigStore
+    from realtime.face.picks import PickedIdentity
+    from tests.gui.test_gui_helpers import services_for
+
+    services = services_for(tmp_path, models_dir)
+    store = ConfigStore(services.config_path)
+    first = create_window(services, store.load(), store)
+    qtbot.addWidget(first)
+    image = np.zeros((64, 64, 3), np.uint8)
+    first._picks.pick(image, np.zeros((5, 2), np.float32))  # what a click on a face does
+    first._picks.remember("dlib", np.array([0.6, 0.8], np.float32))  # what the analysis does with it
+    first.close()
+    saved = store.load().config
+    assert saved.picked_recognizer == "dlib" and saved.picked_embedding == pytest.approx((0.6, 0.8))
+    second = create_window(services, store.load(), store)
+    qtbot.addWidget(second)
+    restored = second._picks.take()
+    assert isinstance(restored, PickedIdentity) and restored.recognizer == "dlib"
+    assert second._picks.picked
+    second._picks.unpick()
+    second.close()
+    assert store.load().config.picked_embedding == ()

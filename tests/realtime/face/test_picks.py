@@ -48,3 +48,31 @@ def test_a_face_picked_in_the_preview_is_swapped_and_kept_until_unpicked() -> No
     clear = [i for i in picked if any(t.person == TARGET and t.visible >= 0.99 for t in scene.truth[i])]
     assert clear and all(TARGET in on[i] for i in clear), "the picked person in full view was not swapped"
     assert on[len(scene.frames) - 1], "after unpicking nobody is swapped"
+
+
+@pytest.mark.parametrize("recognizer_name", ["dlib", "arcface"])
+def test_a_remembered_pick_is_used_only_by_the_recogniser_that_made_it(recognizer_name: str) -> None:
+    """A pick remembered from the last session locks onto that person again; one embedded by
+    another recogniser is ignored (its distances mean nothing here: it would lock onto anyone or
+    no one)."""
+    from realtime.face.picks import PickedIdentity
+    from realtime.tools.leak_scenes import group_landmarks, group_photo
+
+    scene = build_scenes(["two mapped crossing"])[0]
+    detector = ScriptedDetector(scene)
+    recognizer = DlibRecognizer()
+    settings = load_preset("balanced").with_overrides({"swap.recognizer": "dlib"})
+    embedding = recognizer.embed(group_photo(), group_landmarks(TARGET))
+    picks = LivePicks()
+    picks.restore(PickedIdentity(recognizer_name, tuple(float(v) for v in embedding)))
+    analyser = FaceAnalyser(
+        AnalysisModels(detector, recognizer, "scripted", recognizer), settings, picks=picks
+    )
+    swapped: set[int] = set()
+    for i in range(3):
+        detector.frame = i
+        plan = analyser.analyse(scene.frames[i], i / 30.0, settings)
+        swapped |= {o.person for t in plan.targets if (o := _owner(t.kps, scene.truth[i]))}
+    largest = max(scene.truth[0], key=lambda t: float((t.box[2] - t.box[0]) * (t.box[3] - t.box[1]))).person
+    assert largest != TARGET  # else the ignored pick could not be told from the used one
+    assert swapped == ({TARGET} if recognizer_name == "dlib" else {largest})
