@@ -106,7 +106,7 @@ STAGES: tuple[Stage, ...] = (
                 "choice",
                 tooltip="The recogniser that tells people apart for a locked or mapped face: ArcFace, "
                 "or dlib's ResNet (pip install dlib-bin face-recognition-models); the swap itself "
-                "always uses ArcFace",
+                "always uses ArcFace. Takes effect at the next Start",
             ),
             Control(
                 "swap.dlib_threshold",

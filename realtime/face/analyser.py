@@ -44,6 +44,9 @@ class FaceAnalyser:
         in clearer view or closing in, and swap them at once when found (False: as before, on the
         detection schedule and the retry wait; the leak bench compares the two)."""
         self._picks = picks  # faces picked in the live preview (realtime/face/picks.py)
+        # The recogniser the models were loaded with: a live change of swap.recognizer applies at the
+        # next load, so until then its threshold is the one that fits the embeddings here.
+        self._recognizer = settings.swap.recognizer
         self._picked: npt.NDArray[np.float32] | None = None  # the picked person's embedding
         self._view_gain = VIEW_GAIN if eager else float("inf")
         self._eager = eager
@@ -81,7 +84,7 @@ class FaceAnalyser:
                 )
             return IdentityMapSelector(
                 self._mapped,
-                settings.swap.identity_threshold,
+                self._threshold(settings),
                 max_missed=settings.tracker.max_missed,
                 view_gain=self._view_gain,
                 seek_frames=settings.privacy.expect_frames,
@@ -93,13 +96,17 @@ class FaceAnalyser:
             )
         return self._reference_selector(settings, self._reference, settings.swap.target)
 
+    def _threshold(self, settings: Settings) -> float:
+        swap = settings.swap
+        return swap.dlib_threshold if self._recognizer == "dlib" else swap.reference_threshold
+
     def _reference_selector(
         self, settings: Settings, reference: npt.NDArray[np.float32] | None, mode: TargetMode = "reference"
     ) -> TargetSelector:
         return TargetSelector(
             mode,
             reference_embedding=reference,
-            threshold=settings.swap.identity_threshold,
+            threshold=self._threshold(settings),
             max_missed=settings.tracker.max_missed,
             view_gain=self._view_gain,
             seek_frames=settings.privacy.expect_frames,
@@ -136,8 +143,8 @@ class FaceAnalyser:
             return
         # Everything else in place, keeping the lock: rebuilding the selector for a threshold
         # slider or a swap-model change moved the swap to whoever was largest at that moment.
-        if old.swap.reference_threshold != settings.swap.identity_threshold:
-            self._selector.threshold = settings.swap.identity_threshold
+        if self._threshold(old) != self._threshold(settings):
+            self._selector.threshold = self._threshold(settings)
         if old.privacy.expect_frames != settings.privacy.expect_frames:
             self._selector.seek_frames = settings.privacy.expect_frames
         if old.tracker.max_missed != settings.tracker.max_missed:
@@ -243,13 +250,13 @@ class FaceAnalyser:
         if pick == "unpick":
             self._picked = None
         elif isinstance(pick, PickedIdentity):
-            if pick.recognizer != settings.swap.recognizer:
+            if pick.recognizer != self._recognizer:
                 return  # embedded by another recogniser: its distances mean nothing here
             self._picked = _unit(pick.embedding)
         else:
             self._picked = _unit(self._models.identity.embed(pick.image, pick.kps))
             assert self._picks is not None
-            self._picks.remember(settings.swap.recognizer, self._picked)
+            self._picks.remember(self._recognizer, self._picked)
         self._selector = self._new_selector(settings)
         self._selection = {}
 

@@ -743,3 +743,29 @@ def test_the_held_lock_gets_its_second_look_before_a_face_found_again() -> None:
     for _ in range(RECHECK_FRAMES + 2):
         sel.select([_face(7, 100), _face(8, 90, x=300, reacquired=True)], embed)
     assert embed.calls == [7, 8]
+
+
+def test_the_dlib_threshold_applies_live_and_a_recogniser_change_waits_for_the_next_load() -> None:
+    """A run that identifies people with dlib uses dlib's threshold, live; switching the recogniser
+    in the window does not swap the models under a running analysis, so its threshold (ArcFace's
+    0.6, which would let dlib match anyone) must not apply until the next load."""
+    from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
+    from realtime.face.model_api import AnalysisModels
+
+    scene = _Scene()
+    s = Settings().with_overrides(
+        {"swap.target": "reference", "swap.recognizer": "dlib", "swap.dlib_threshold": 0.07}
+    )
+    analyser = FaceAnalyser(
+        AnalysisModels(scene, _Same(), "scripted"), s, reference_embedding=np.ones(512, np.float32)
+    )
+    image = np.zeros((480, 640, 3), dtype=np.uint8)
+    analyser.analyse(image, 0.0, s)
+    assert analyser._selector.threshold == pytest.approx(0.07)
+    s = s.with_overrides({"swap.dlib_threshold": 0.05})
+    analyser.analyse(image, 1 / 30, s)
+    assert analyser._selector.threshold == pytest.approx(0.05)
+    s = s.with_overrides({"swap.recognizer": "arcface"})
+    analyser.analyse(image, 2 / 30, s)
+    assert analyser._selector.threshold == pytest.approx(0.05)
