@@ -96,3 +96,20 @@ def test_re_acquisition_costs_few_extra_looks(scenes: dict[str, Scene], recogniz
         now = _run(scenes[name], recognizer)
         before = _run(scenes[name], recognizer, eager=False)
         assert now.looks <= before.looks + 3, f"{name}: {now.looks} looks against {before.looks}"
+
+
+def test_bench_leaks_prints_a_line_per_scene_with_its_figures() -> None:
+    """`main.py bench --leaks` (here with the scripted detector, for speed): every scene, its
+    worst reappearance, wrong-person frames and cost, and the same as before the change."""
+    import io
+
+    from realtime.tools.cli import cmd_bench
+    from realtime.tools.cli_args import build_parser
+
+    args = build_parser().parse_args(["bench", "--leaks", "--leaks-detector", "scripted"])
+    out = io.StringIO()
+    assert cmd_bench(args, out) == 0
+    text = out.getvalue()
+    assert "worst leak" in text and "before" in text
+    rows = [line for line in text.splitlines() if line.split("  ")[0].strip() in SCENE_NAMES]
+    assert len(rows) == len(SCENE_NAMES)
