@@ -95,6 +95,9 @@ class GuiConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     window_geometry: str = ""  # QWidget.saveGeometry() as base64
     models_dir: str = ""  # chosen in the Models dialog; "" = $FACECAST_MODELS_DIR or the default
+    # The person picked in the preview: the recogniser that embedded them and the embedding.
+    picked_recognizer: str = ""
+    picked_embedding: tuple[float, ...] = ()
 
 
 class ConfigError(ValueError):
@@ -218,6 +221,7 @@ def config_to_dict(config: GuiConfig) -> dict[str, Any]:
         "output": _section_to_dict(config.output),
         "window": {"geometry": config.window_geometry},
         "models_dir": config.models_dir,
+        "pick": {"recognizer": config.picked_recognizer, "embedding": list(config.picked_embedding)},
     }
 
 
@@ -230,7 +234,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     problems: list[str] = []
     default = GuiConfig()
     known = {"version", "consent_accepted", "preset", "disclosure_label", "active_face", "view"}
-    known |= {"overrides", "faces", "input", "output", "window", "models_dir"}
+    known |= {"overrides", "faces", "input", "output", "window", "models_dir", "pick"}
     problems += [f"unknown setting '{k}' ignored" for k in data if k not in known]
 
     def top(key: str, kind: type, fallback: Any, check: Callable[[Any], bool] | None = None) -> Any:
@@ -246,6 +250,15 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     else:
         problems.append("'faces.photos' must be a list of file paths")
     window = _table(data, "window", problems)
+    pick = _table(data, "pick", problems)
+    raw_embedding = pick.get("embedding", [])
+    embedding: tuple[float, ...] = ()
+    if isinstance(raw_embedding, list) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in raw_embedding
+    ):
+        embedding = tuple(float(v) for v in raw_embedding)
+    else:
+        problems.append("'pick.embedding' must be a list of numbers; the picked face is forgotten")
     return (
         GuiConfig(
             consent_accepted=top("consent_accepted", bool, default.consent_accepted),
@@ -255,6 +268,8 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
             photos=tuple(photos),
             active_face=top("active_face", str, default.active_face),
             models_dir=top("models_dir", str, default.models_dir),
+            picked_recognizer=_take(pick, "recognizer", str, "", problems, "pick") if embedding else "",
+            picked_embedding=embedding,
             view=cast(ViewMode, top("view", str, default.view, lambda v: v in get_args(ViewMode))),
             input=_section_from_dict(InputConfig(), _table(data, "input", problems), "input", problems),
             output=_section_from_dict(OutputConfig(), _table(data, "output", problems), "output", problems),

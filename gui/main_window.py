@@ -32,9 +32,11 @@ from gui.composer import SettingsComposer
 from gui.config import ConfigStore, GuiConfig, ViewMode
 from gui.controller import EngineController, ModelsState, RunPlan, RunState
 from gui.face_analysis import PhotoAnalysisService
+from gui.face_picker import FacePicker
 from gui.gallery import FaceGallery
 from gui.graph import FpsLatencyGraph
 from gui.input_panel import InputPanel
+from gui.io_banners import IoBanners
 from gui.messages import Level, MessageBar
 from gui.models_banner import MODELS_BANNER, models_banner
 from gui.models_dialog import ModelsDialog
@@ -47,7 +49,9 @@ from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
 from realtime.api import (
     ActiveFace,
     FaceCastError,
+    LivePicks,
     ModelOptions,
+    PickedIdentity,
     Settings,
     default_models_dir,
     quality_model_names,
@@ -95,10 +99,14 @@ class MainWindow(QMainWindow):
         self._active = ActiveFace(None)
         self._run_faces: tuple[Path, ...] = ()  # the usable faces the current run was started with
         self._runs = 0  # Starts so far: which run an input/output error banner belongs to
-        self._io_banners: dict[tuple[Level, str], int] = {}  # (level, text) -> the run it came from
         self._tap = OriginalTap()
         self._feed = PreviewFeed(self._tap, self)
-        self._model_options = _model_options(services.model_options, config.models_dir)
+        self._picks = LivePicks()  # faces clicked in the preview, for every run's analyser
+        if config.picked_embedding:
+            self._picks.restore(PickedIdentity(config.picked_recognizer, config.picked_embedding))
+        self._model_options = _model_options(
+            replace(services.model_options, picks=self._picks), config.models_dir
+        )
         self.photos = PhotoAnalysisService(self._model_options, self._composer.effective(), self)
         self.controller = EngineController(
             self._model_options, self._active, self._feed, services.vcam_backend, self
@@ -107,7 +115,9 @@ class MainWindow(QMainWindow):
         self._models_dialog_offered = not services.models_dialog_at_start
 
         self.messages = MessageBar()
+        self._io_banners = IoBanners(self.messages)  # (level, text) -> the run it came from
         self.preview = PreviewWidget()
+        self.face_picker = FacePicker(self.preview, self._picks, self)
         self.graph = FpsLatencyGraph()
         self.view_combo = ComboBox()
         for mode, text in VIEW_MODES:
@@ -223,6 +233,7 @@ class MainWindow(QMainWindow):
         self.models_button.clicked.connect(self.open_models_dialog)
         self.log_button.clicked.connect(self._open_log)
         self.view_combo.currentIndexChanged.connect(self._on_view)
+        self.face_picker.note.connect(self.status_note.setText)
         c = self.controller
         c.state_changed.connect(self._on_state)
         c.models_changed.connect(lambda _state, _text: self._update_badge())
@@ -268,6 +279,7 @@ class MainWindow(QMainWindow):
     # ---- what is saved ---------------------------------------------------------------------------------
 
     def current_config(self) -> GuiConfig:
+        picked = self._picks.remembered
         return replace(
             self._config,
             preset=self._composer.preset,
@@ -279,6 +291,8 @@ class MainWindow(QMainWindow):
             input=self.input_panel.config(),
             output=self.output_panel.config(),
             window_geometry=bytes(self.saveGeometry().toBase64().data()).decode("ascii"),
+            picked_recognizer=picked.recognizer if picked else "",
+            picked_embedding=picked.embedding if picked else (),
         )
 
     def save_config(self) -> None:
@@ -302,6 +316,7 @@ class MainWindow(QMainWindow):
         self.save_config()
         self.controller.shutdown()
         self.photos.shutdown()
+        self.face_picker.close()
         if self.models_dialog is not None:
             self.models_dialog.shutdown()
             self.models_dialog.deleteLater()
@@ -355,7 +370,7 @@ class MainWindow(QMainWindow):
     def _on_io_changed(self) -> None:
         if not self.output_panel.config().vcam:
             self.messages.dismiss("warning", VCAM_UNAVAILABLE)  # about an output no longer asked for
-            self._io_banners.pop(("warning", VCAM_UNAVAILABLE), None)
+            self._io_banners.forget("warning", VCAM_UNAVAILABLE)
         if self.controller.state in (RunState.STARTING, RunState.RUNNING):
             self._status_message("Input/output changed: restarting…")
             self.controller.restart(self.plan)
@@ -382,7 +397,7 @@ class MainWindow(QMainWindow):
         if state != RunState.RUNNING and self.status_note.full_text().startswith(RUNNING_NOTE):
             self._status_message("")  # it said "Running: …" beside "Stopped" and the Start's error
         if state == RunState.RUNNING:
-            self._clear_earlier_io_banners()
+            self._io_banners.clear_before(self._runs)
             self._stats_timer.start()
         elif state == RunState.IDLE:
             self._stats_timer.stop()
@@ -578,25 +593,8 @@ class MainWindow(QMainWindow):
         self.gallery.retry_missing_models()
 
     def _show_io_banner(self, level: Level, text: str) -> None:
-        """An input or output that failed (a Start that could not open it, a recording that
-        stopped): shown until a later run is running, which has opened them. A later run's banner
-        replaces the earlier runs' copy of it (its count climbed with each Start, as if the camera
-        failed again and again within one run), and its error their errors (a second failed Start
-        left the first one's error up, about a file already replaced)."""
-        for (old_level, old_text), run in list(self._io_banners.items()):
-            same = (old_level, old_text) == (level, text)
-            if run < self._runs and (same or old_level == level == "error"):
-                self.messages.dismiss(old_level, old_text)
-                del self._io_banners[(old_level, old_text)]
-        self.messages.show_message(level, text)
-        self._io_banners[(level, text)] = self._runs
+        self._io_banners.show(level, text, self._runs)
         self._update_badge()
-
-    def _clear_earlier_io_banners(self) -> None:
-        for (level, text), run in list(self._io_banners.items()):
-            if run < self._runs:
-                self.messages.dismiss(level, text)
-                del self._io_banners[(level, text)]
 
     def _on_message(self, level: str, text: str) -> None:
         known = level if level in ("info", "warning", "error") else "info"

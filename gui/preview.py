@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 from PyQt6.QtCore import QObject, QRect, QSize, Qt, pyqtSignal
-from PyQt6.QtGui import QColor, QFont, QImage, QPainter, QPaintEvent
+from PyQt6.QtGui import QColor, QFont, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
 from PyQt6.QtWidgets import QSizePolicy, QWidget
 
 from gui.config import ViewMode
-from realtime.api import FrameSource, ImageBGR, VideoFrame
+from realtime.api import Detection, FrameSource, ImageBGR, VideoFrame
 
 
 class OriginalTap:
@@ -180,10 +180,23 @@ def _fit(src: QSize, box: QRect) -> QRect:
 
 
 class PreviewWidget(QWidget):
-    """Shows the newest frame as swapped, original, or both side by side, with an optional badge."""
+    """Shows the newest frame as swapped, original, or both side by side, with an optional badge.
+
+    Faces can be picked: with the faces found in the picture (`set_faces`), the one under the mouse
+    is outlined, a left click on it emits `face_clicked(picture, landmarks)` (the original picture,
+    unswapped) and a right click `unpick_requested`; moving over the preview asks for the faces
+    (`faces_wanted`)."""
+
+    face_clicked = pyqtSignal(object, object)
+    unpick_requested = pyqtSignal()
+    faces_wanted = pyqtSignal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setMouseTracking(True)
+        self._faces: list[Detection] = []
+        self._faces_for = -1  # the frame index the faces were found in
+        self._hover: int | None = None
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMinimumSize(320, 180)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
@@ -230,7 +243,91 @@ class PreviewWidget(QWidget):
     def clear(self) -> None:
         self._frame = None
         self._last_original = None
+        self.set_faces(-1, [])
         self._invalidate()
+
+    # ----------------------------------------------------------------------------- picking faces
+
+    @property
+    def hovered(self) -> Detection | None:
+        """The face under the mouse (outlined brighter), or None."""
+        return None if self._hover is None else self._faces[self._hover]
+
+    def pick_picture(self) -> ImageBGR | None:
+        """The picture a pick embeds: the original (never the output, which carries the swap)."""
+        frame = self._frame
+        if frame is None:
+            return None
+        return frame.original if frame.original is not None else self._last_original
+
+    def set_faces(self, index: int, faces: list[Detection]) -> None:
+        self._faces, self._faces_for, self._hover = list(faces), index, None
+        self.update()
+
+    def frame_point(self, x: float, y: float) -> tuple[float, float] | None:
+        """Widget coordinates -> picture pixels, in whichever pane they fall (None: outside)."""
+        frame = self._frame
+        if frame is None:
+            return None
+        h, w = frame.output.shape[:2]
+        for rect, _, _ in self._layout():
+            if rect.contains(int(x), int(y)) and rect.width() > 0 and rect.height() > 0:
+                return (x - rect.x()) * w / rect.width(), (y - rect.y()) * h / rect.height()
+        return None
+
+    def _face_at(self, x: float, y: float) -> int | None:
+        point = self.frame_point(x, y)
+        if point is None:
+            return None
+        px, py = point
+        inside = [
+            i for i, d in enumerate(self._faces) if d.box[0] <= px <= d.box[2] and d.box[1] <= py <= d.box[3]
+        ]
+        return min(inside, key=lambda i: float(self._faces[i].box[2] - self._faces[i].box[0]), default=None)
+
+    def mouseMoveEvent(self, event: QMouseEvent | None) -> None:
+        if event is None or self._frame is None:
+            return
+        self.faces_wanted.emit()
+        hover = self._face_at(event.position().x(), event.position().y())
+        if hover != self._hover:
+            self._hover = hover
+            self.update()
+
+    def mousePressEvent(self, event: QMouseEvent | None) -> None:
+        if event is None or self._frame is None:
+            return
+        if event.button() == Qt.MouseButton.RightButton:
+            self.unpick_requested.emit()
+            return
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        at = self._face_at(event.position().x(), event.position().y())
+        picture = self.pick_picture()
+        if at is not None and picture is not None:
+            self.face_clicked.emit(picture, self._faces[at].kps.copy())
+
+    def _draw_faces(self, painter: QPainter, panes: list[tuple[QRect, ImageBGR | None, str]]) -> None:
+        frame = self._frame
+        if frame is None or not self._faces:
+            return
+        h, w = frame.output.shape[:2]
+        for rect, _, _ in panes:
+            sx, sy = rect.width() / w, rect.height() / h
+            for i, face in enumerate(self._faces):
+                hovered = i == self._hover
+                pen = QPen(QColor(80, 200, 255) if hovered else QColor(255, 255, 255, 90))
+                pen.setWidth(3 if hovered else 1)
+                painter.setPen(pen)
+                x1, y1, x2, y2 = (float(v) for v in face.box)
+                painter.drawRect(
+                    QRect(
+                        int(rect.x() + x1 * sx),
+                        int(rect.y() + y1 * sy),
+                        int((x2 - x1) * sx),
+                        int((y2 - y1) * sy),
+                    )
+                )
 
     def panes(self) -> list[tuple[str, ImageBGR | None]]:
         """What is on screen: (title, picture) per pane; None is a pane still waiting for its picture."""
@@ -299,6 +396,7 @@ class PreviewWidget(QWidget):
                 painter.drawImage(rect, _qimage(image))
             if title:
                 self._draw_tag(painter, rect.topLeft().x() + 8, rect.topLeft().y() + 8, title)
+        self._draw_faces(painter, panes)
         if self._badge:
             self._draw_tag(painter, 8, self.height() - 32, self._badge, QColor(150, 90, 0, 220))
         painter.end()

@@ -100,6 +100,46 @@ STAGES: tuple[Stage, ...] = (
             Control("swap.model", "Model", "choice"),
             # "reference" and "mapped" need reference photos, which only the command line takes.
             Control("swap.target", "Swap", "choice", choices=("largest", "all")),
+            Control(
+                "swap.recognizer",
+                "Who is who",
+                "choice",
+                tooltip="The recogniser that tells people apart for a locked or mapped face: ArcFace, "
+                "or dlib's ResNet (pip install dlib-bin face-recognition-models); the swap itself "
+                "always uses ArcFace. Takes effect at the next Start",
+            ),
+            Control(
+                "swap.dlib_threshold",
+                "dlib threshold",
+                "float",
+                0.01,
+                1.99,
+                0.01,
+                tooltip="Largest dlib distance that is still the same person (same face ~0.02, "
+                "different people 0.09-0.19)",
+            ),
+        ),
+    ),
+    Stage(
+        "Privacy",
+        ("cover",),
+        (
+            Control(
+                "privacy.fallback",
+                "While unsure",
+                "choice",
+                tooltip="What a face that should be swapped shows while it is not swapped yet (found "
+                "again, not yet confirmed, or fading in): as it is, pixelated, or the last swap held",
+            ),
+            Control(
+                "privacy.hold_frames",
+                "Hold for",
+                "int",
+                0,
+                120,
+                1,
+                tooltip="'hold': frames the last swap is kept on a face found where the person was",
+            ),
         ),
     ),
     Stage(

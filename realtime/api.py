@@ -13,7 +13,7 @@ from models.files.download import Downloader, HttpGet, HttpResponse, part_path, 
 from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
 from models.runtime.providers import auto_provider
 from models.runtime.session import SessionConfig, SessionFactory
-from models.types import Detection, ImageBGR
+from models.types import Detection, FloatArray, ImageBGR
 from models.wrappers.mtcnn import MTCNN
 from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.build.model_loading import check_models_present, load_analysis_models, quality_model_names
@@ -37,6 +37,7 @@ from realtime.core.settings import (
 )
 from realtime.core.stage_set import StageFactory, passthrough_stages
 from realtime.face.model_api import AnalysisModels, FaceDetector
+from realtime.face.picks import FacePick, LivePicks, PickedIdentity
 from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
 from realtime.io.camera_source import CameraSource
 from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
@@ -71,7 +72,9 @@ __all__ = [
     "EngineEvent",
     "FaceCastError",
     "FaceDetector",
+    "FacePick",
     "FanOutSink",
+    "FloatArray",
     "FrameSink",
     "FrameSource",
     "GalleryFaceSwap",
@@ -79,6 +82,7 @@ __all__ = [
     "HttpResponse",
     "ImageBGR",
     "LicenceNotAcceptedError",
+    "LivePicks",
     "Metrics",
     "ModelEntry",
     "ModelError",
@@ -89,6 +93,7 @@ __all__ = [
     "NullSink",
     "OptionalSink",
     "OutputRequest",
+    "PickedIdentity",
     "SessionConfig",
     "SessionFactory",
     "Settings",

@@ -9,13 +9,14 @@ from models.cli_text import app_command
 from models.errors import ModelError, ModelMissingError
 from models.files.store import ModelStore, download_command
 from models.runtime.session import SessionFactory
+from models.wrappers.dlib_recognizer import DlibRecognizer
 from models.wrappers.enhancers import FaceRestorer, RestorerName, load_restorer
 from models.wrappers.inswapper import InSwapper
 from models.wrappers.maskers import FaceParser, Occluder
 from models.wrappers.mtcnn import MTCNN
 from models.wrappers.router import load_detector, load_recognizer, load_swapper
 from realtime.core.settings import DetectorSettings, Settings
-from realtime.face.model_api import AnalysisModels, FaceDetector
+from realtime.face.model_api import AnalysisModels, FaceDetector, Recognizer
 
 CATALOGUE_FILE = {
     "det_10g": "det_10g.onnx",
@@ -36,8 +37,6 @@ OCCLUDER_MODEL = "xseg_1"
 PARSER_MODEL = "bisenet_resnet_34"
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class ModelPaths:
     """Where each model comes from: the store (verified) or a file the user named."""
@@ -50,8 +49,6 @@ class ModelPaths:
             if key == name:
                 return self.store.resolve_user_file(value)[0]
         return self.store.resolve(CATALOGUE_FILE[name])
-
-
 
 
 def load_detector_for(paths: ModelPaths, settings: DetectorSettings, factory: SessionFactory) -> FaceDetector:
@@ -69,14 +66,19 @@ def load_analysis_models(paths: ModelPaths, settings: Settings, factory: Session
     """Detector + recogniser; a missing/corrupt/wrong model raises ModelError."""
     detector = load_detector_for(paths, settings.detector, factory)
     recognizer = load_recognizer(paths.path("w600k_r50"), factory)
-    return AnalysisModels(detector, recognizer, settings.detector.model)
+    return AnalysisModels(detector, recognizer, settings.detector.model, load_identifier(settings))
+
+
+def load_identifier(settings: Settings) -> Recognizer | None:
+    """The recogniser that tells people apart, when it is not ArcFace (None)."""
+    if settings.swap.recognizer == "dlib":
+        return DlibRecognizer()  # its model files ship in a package: nothing to download
+    return None
 
 
 def load_swapper_model(paths: ModelPaths, settings: Settings, factory: SessionFactory) -> InSwapper:
     """One swapper session; each swap worker gets its own."""
     return load_swapper(paths.path(settings.swap.model), factory)
-
-
 
 
 @dataclass
@@ -168,8 +170,6 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
         )
 
 
-
-
 __all__ = [
     "CATALOGUE_FILE",
     "ModelPaths",
@@ -177,6 +177,7 @@ __all__ = [
     "check_models_present",
     "load_analysis_models",
     "load_detector_for",
+    "load_identifier",
     "load_swapper_model",
     "quality_model_names",
 ]

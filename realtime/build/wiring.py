@@ -28,6 +28,7 @@ from realtime.core.settings import Settings, SettingsError
 from realtime.core.stage_set import StageSet
 from realtime.face.analyser import FaceAnalyser
 from realtime.face.model_api import AnalysisModels
+from realtime.face.picks import LivePicks
 from realtime.face.source_face import SourceIdentity, load_identity
 from realtime.face.swap_worker import FaceSwapWorker
 
@@ -39,6 +40,8 @@ class ModelOptions:
     cache_dir: Path | None = None  # TensorRT engine cache; defaults beside the models
     overrides: tuple[tuple[str, Path], ...] = ()  # models the user named by path
     clock: InferenceClock | None = None  # benchmarks: measure time inside the models
+    # Faces picked in the live preview (the control panel): each run's analyser locks onto them.
+    picks: LivePicks | None = field(default=None, compare=False, repr=False)
     # One store per run, so its hash cache and "unverified model" notes are shared by every load.
     _store: ModelStore | None = field(default=None, compare=False, repr=False)
 
@@ -123,6 +126,7 @@ class FaceSwapStages:
             0 if settings.detector.model == "mtcnn" else settings.detector.size,  # MTCNN has no size
             settings.pipeline.provider,
             settings.pipeline.fp16,
+            settings.swap.recognizer,
         )
         analysis = self._reuse_analysis(settings)
         if analysis is None and self._analysis is not None and self._analysis[0] == key:
@@ -145,7 +149,9 @@ class FaceSwapStages:
         running = SessionFactory.provider_of(swappers[0].session)
         asked = resolve_provider(settings).pipeline.provider
         label += f" on {running}" if running == asked else f" on {running} ({asked} did not load)"
-        analyser = FaceAnalyser(analysis, settings, self.reference, [m.reference for m in self.mappings])
+        analyser = FaceAnalyser(
+            analysis, settings, self.reference, [m.reference for m in self.mappings], picks=self.options.picks
+        )
         # What "auto" means here, resolved once per build: the engine compares settings with it.
         return StageSet(analyser, workers, label, auto_provider=auto_provider())
 
@@ -157,6 +163,7 @@ class FaceSwapStages:
         same = (
             warm_settings.detector == settings.detector
             and warm_settings.pipeline.provider == settings.pipeline.provider
+            and warm_settings.swap.recognizer == settings.swap.recognizer
         )
         return models if same else None
 
@@ -194,7 +201,7 @@ def prepare_face_swap(
     analysis = load_analysis_models(paths, settings, factory)
     mapped = tuple(
         IdentityMapping(
-            load_identity([ref], analysis.detector, analysis.recognizer, "reference").embedding,
+            load_identity([ref], analysis.detector, analysis.identity, "reference").embedding,
             load_identity([src], analysis.detector, analysis.recognizer),
             ref,
         )
@@ -207,7 +214,7 @@ def prepare_face_swap(
     reference = None
     if reference_photo is not None:
         reference = load_identity(
-            [reference_photo], analysis.detector, analysis.recognizer, "reference"
+            [reference_photo], analysis.detector, analysis.identity, "reference"
         ).embedding
     stages = FaceSwapStages(options, identity, reference, mappings=mapped)
     stages._warm = (settings, analysis)

@@ -71,10 +71,37 @@ class SwapSettings:
     # "mapped": each reference photo's person gets its own source identity (`run --map REF=SRC`),
     # faces matching no reference are left alone.
     target: Literal["largest", "all", "reference", "mapped"] = "largest"
-    reference_threshold: float = 0.6  # max cosine distance to the reference embedding
+    reference_threshold: float = 0.6  # max cosine distance to the reference embedding (ArcFace)
+    # Who is who for "reference" and "mapped" (the swap itself always takes ArcFace's embedding of
+    # the source): ArcFace, or dlib's ResNet with its own, much smaller distances.
+    recognizer: Literal["arcface", "dlib"] = "arcface"
+    # dlib: ~0.01-0.05 for the same person across frames, 0.09-0.19 between different people.
+    dlib_threshold: float = 0.07
 
     def validate(self) -> None:
         _check(0.0 < self.reference_threshold < 2.0, "swap.reference_threshold", "between 0 and 2")
+        _check(0.0 < self.dlib_threshold < 2.0, "swap.dlib_threshold", "between 0 and 2")
+
+    @property
+    def identity_threshold(self) -> float:
+        """The reference threshold of the chosen recogniser."""
+        return self.dlib_threshold if self.recognizer == "dlib" else self.reference_threshold
+
+
+@dataclass(frozen=True, slots=True)
+class PrivacySettings:
+    # What a face that should be swapped shows while it is not (yet) swapped: found again but not
+    # yet confirmed, or its swap faded: its own pixels ("original"), a pixelation ("blur"), or the
+    # last good swap held for up to `hold_frames` ("hold", then the pixelation).
+    fallback: Literal["original", "blur", "hold"] = "original"
+    hold_frames: int = 15
+    # Frames a locked face is still expected back after it was lost (behind someone, out of frame):
+    # a face found where it was, not yet confirmed, is covered meanwhile.
+    expect_frames: int = 60
+
+    def validate(self) -> None:
+        _check(0 <= self.hold_frames <= 120, "privacy.hold_frames", "0-120")
+        _check(0 <= self.expect_frames <= 600, "privacy.expect_frames", "0-600")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +202,7 @@ class Settings:
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     enhancer: EnhancerSettings = field(default_factory=EnhancerSettings)
     masks: MasksSettings = field(default_factory=MasksSettings)
+    privacy: PrivacySettings = field(default_factory=PrivacySettings)
 
     def validate(self) -> Settings:
         for f in fields(self):

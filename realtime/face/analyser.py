@@ -19,7 +19,9 @@ from models.wrappers.scrfd import SCRFD
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError
 from realtime.face.model_api import AnalysisModels, FaceDetector
-from realtime.face.targets import IdentityMapSelector, TargetSelector
+from realtime.face.picks import LivePicks, PickedIdentity
+from realtime.face.privacy import Cover, PrivacyPlan
+from realtime.face.targets import VIEW_GAIN, IdentityMapSelector, TargetMode, TargetSelector
 from realtime.face.tracker import FaceTracker, TrackedFace
 
 
@@ -32,9 +34,22 @@ class FaceAnalyser:
         settings: Settings,
         reference_embedding: npt.NDArray[np.float32] | None = None,
         mapped_references: Sequence[npt.NDArray[np.float32]] = (),
+        *,
+        eager: bool = True,
+        picks: LivePicks | None = None,
     ) -> None:
         """mapped_references: for swap.target "mapped", the embedding of each `--map` reference
-        photo; the face matching reference k (0-based) is swapped with identity k + 1."""
+        photo; the face matching reference k (0-based) is swapped with identity k + 1.
+        eager: while a locked or mapped person is missing, detect on every frame, look again at a face
+        in clearer view or closing in, and swap them at once when found (False: as before, on the
+        detection schedule and the retry wait; the leak bench compares the two)."""
+        self._picks = picks  # faces picked in the live preview (realtime/face/picks.py)
+        # The recogniser the models were loaded with: a live change of swap.recognizer applies at the
+        # next load, so until then its threshold is the one that fits the embeddings here.
+        self._recognizer = settings.swap.recognizer
+        self._picked: npt.NDArray[np.float32] | None = None  # the picked person's embedding
+        self._view_gain = VIEW_GAIN if eager else float("inf")
+        self._eager = eager
         self._models = models
         self._reference = reference_embedding
         self._mapped = tuple(mapped_references)
@@ -44,7 +59,11 @@ class FaceAnalyser:
             self._detector.score_threshold = settings.detector.threshold
         self._tracker = self._new_tracker(settings)
         self._selector = self._new_selector(settings)
-        self._embeddings: dict[int, npt.NDArray[np.float32]] = {}
+        # Per track: the frame number and embedding of its last look (the selector asks only when a
+        # look is due, so a track is embedded at most once per frame).
+        self._embeddings: dict[int, tuple[int, npt.NDArray[np.float32]]] = {}
+        self._frame_no = 0
+        self._prompt: dict[int, int] = {}  # track id -> frames it is still swapped without a fade
         # Selection weight and identity of each track chosen now or fading out after it was chosen:
         # a change of target fades over tracker.fade_frames instead of popping.
         self._selection: dict[int, _Chosen] = {}
@@ -55,6 +74,8 @@ class FaceAnalyser:
         return FaceTracker.from_settings(self._timed_detect, settings)
 
     def _new_selector(self, settings: Settings) -> TargetSelector | IdentityMapSelector:
+        if self._picked is not None and settings.swap.target != "mapped":
+            return self._reference_selector(settings, self._picked)
         if settings.swap.target == "mapped":
             if not self._mapped:
                 raise SettingsError(
@@ -62,18 +83,33 @@ class FaceAnalyser:
                     hint="Pass --map REF_PHOTO=SOURCE_PHOTO (repeatable).",
                 )
             return IdentityMapSelector(
-                self._mapped, settings.swap.reference_threshold, max_missed=settings.tracker.max_missed
+                self._mapped,
+                self._threshold(settings),
+                max_missed=settings.tracker.max_missed,
+                view_gain=self._view_gain,
+                seek_frames=settings.privacy.expect_frames,
             )
         if settings.swap.target == "reference" and self._reference is None:
             raise SettingsError(
                 "Setting 'swap.target' is 'reference' but no reference photo was given.",
                 hint="Pass --reference PHOTO (a photo of the person whose face is swapped).",
             )
+        return self._reference_selector(settings, self._reference, settings.swap.target)
+
+    def _threshold(self, settings: Settings) -> float:
+        swap = settings.swap
+        return swap.dlib_threshold if self._recognizer == "dlib" else swap.reference_threshold
+
+    def _reference_selector(
+        self, settings: Settings, reference: npt.NDArray[np.float32] | None, mode: TargetMode = "reference"
+    ) -> TargetSelector:
         return TargetSelector(
-            settings.swap.target,
-            reference_embedding=self._reference,
-            threshold=settings.swap.reference_threshold,
+            mode,
+            reference_embedding=reference,
+            threshold=self._threshold(settings),
             max_missed=settings.tracker.max_missed,
+            view_gain=self._view_gain,
+            seek_frames=settings.privacy.expect_frames,
         )
 
     def _timed_detect(self, image: ImageBGR) -> list[Detection]:
@@ -84,11 +120,10 @@ class FaceAnalyser:
 
     def _embed(self, face: TrackedFace) -> npt.NDArray[np.float32]:
         cached = self._embeddings.get(face.track_id)
-        if cached is None or face.detected:
-            image = self._current_image
-            cached = self._models.recognizer.embed(image, face.raw_kps)
+        if cached is None or cached[0] != self._frame_no:
+            cached = (self._frame_no, self._models.identity.embed(self._current_image, face.raw_kps))
             self._embeddings[face.track_id] = cached
-        return cached
+        return cached[1]
 
     def reconfigure(self, settings: Settings) -> None:
         """Apply a live settings change that needs no model reload."""
@@ -108,8 +143,10 @@ class FaceAnalyser:
             return
         # Everything else in place, keeping the lock: rebuilding the selector for a threshold
         # slider or a swap-model change moved the swap to whoever was largest at that moment.
-        if old.swap.reference_threshold != settings.swap.reference_threshold:
-            self._selector.threshold = settings.swap.reference_threshold
+        if self._threshold(old) != self._threshold(settings):
+            self._selector.threshold = self._threshold(settings)
+        if old.privacy.expect_frames != settings.privacy.expect_frames:
+            self._selector.seek_frames = settings.privacy.expect_frames
         if old.tracker.max_missed != settings.tracker.max_missed:
             # A selector giving a face up after fewer lost frames than the tracker keeps it could
             # jump to another person in "largest" mode.
@@ -128,6 +165,8 @@ class FaceAnalyser:
             self.reconfigure(settings)
         self._timings = {}
         self._current_image = image
+        self._frame_no += 1
+        self._take_pick(settings)
         t0 = time.perf_counter()
         flow_grey = prepared if isinstance(prepared, np.ndarray) else None
         faces = self._tracker.update(image, timestamp, flow_grey=flow_grey)
@@ -139,22 +178,42 @@ class FaceAnalyser:
             # found again near where it was (regain) left the new shot unswapped for a second.
             self._selector.new_shot()
             self._selection = {}
+        size = (image.shape[1], image.shape[0])
+        was_seeking = self._selector.seeking and self._eager
         if isinstance(self._selector, IdentityMapSelector):
-            chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed)]
+            chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed, size)]
         else:
-            chosen = [(face, 0) for face in self._selector.select(faces, self._embed)]
+            chosen = [(face, 0) for face in self._selector.select(faces, self._embed, size)]
+        if self._selector.seeking and self._eager:
+            self._tracker.seek()
         live_ids = {f.track_id for f in faces}
         for stale in [k for k in self._embeddings if k not in live_ids]:
             del self._embeddings[stale]
-        plan = FramePlan(timings=dict(self._timings))
+        fade = settings.tracker.fade_frames
+        # A sought person found again is swapped at once, not faded in: the fade showed their own
+        # face for fade_frames more frames.
+        self._prompt = {k: n - 1 for k, n in self._prompt.items() if n > 1 and k in live_ids}
+        # So is a person confirmed by identity on a track still fading in as new (entering the
+        # picture): the fade is for a choice that may change, and this one is proof.
+        selector = self._selector
+        by_identity = self._eager and (
+            isinstance(selector, IdentityMapSelector) or selector.mode == "reference"
+        )
+        for face, _ in chosen:
+            if face.track_id in self._selection:
+                continue
+            if was_seeking or (by_identity and face.swap_weight < 1.0 and face.lost_frames == 0):
+                self._prompt[face.track_id] = max(fade, 1)
+        plan = PrivacyPlan(timings=dict(self._timings))
         plan.timings["track"] = track_ms
         plan.timings["select"] = _ms(t1)
         plan.faces = len(faces)
-        fade = settings.tracker.fade_frames
         planned: set[int] = set()
-        for face, selected in self._fade_selection(chosen, faces, fade, fresh=cut):
+        for face, selected in self._fade_selection(chosen, faces, fade, fresh=cut, prompt=set(self._prompt)):
             planned.add(face.track_id)
             weight = face.swap_weight * selected.weight
+            if face.track_id in self._prompt and face.lost_frames == 0 and face.swap_weight > 0.0:
+                weight = selected.weight  # (the tracker's own fade-in of a new track included)
             # Landmarks no similarity can align pass through (the worker would skip them): counted
             # as passed through, not as swapped.
             if weight > 0.0 and plausible_landmarks(face.kps):
@@ -171,6 +230,8 @@ class FaceAnalyser:
             elif weight > 0.0 or face.lost_frames == 0:
                 # (A face faded out because the detector lost it is not left alone on purpose.)
                 plan.passthrough += 1
+        if settings.privacy.fallback != "original":
+            self._fall_back(plan, faces, {f.track_id for f, _ in chosen}, settings)
         # Faces the tracker itself passes through (below the detector threshold, tracking not
         # trusted) count as passed through whether or not they were chosen: "largest" no longer
         # chooses them, and the count is how a user learns why a face was left alone.
@@ -180,6 +241,63 @@ class FaceAnalyser:
         )
         return plan
 
+    def _take_pick(self, settings: Settings) -> None:
+        """A face picked in the preview since the last frame: lock onto that person from now on (its
+        embedding, by this run's recogniser); an unpick: back to the settings' own choice."""
+        pick = None if self._picks is None else self._picks.take()
+        if pick is None:
+            return
+        if pick == "unpick":
+            self._picked = None
+        elif isinstance(pick, PickedIdentity):
+            if pick.recognizer != self._recognizer:
+                return  # embedded by another recogniser: its distances mean nothing here
+            self._picked = _unit(pick.embedding)
+        else:
+            self._picked = _unit(self._models.identity.embed(pick.image, pick.kps))
+            assert self._picks is not None
+            self._picks.remember(self._recognizer, self._picked)
+        self._selector = self._new_selector(settings)
+        self._selection = {}
+
+    def _fall_back(
+        self, plan: PrivacyPlan, faces: Sequence[TrackedFace], chosen: set[int], s: Settings
+    ) -> None:
+        """The privacy fallback (realtime/face/privacy.py): cover a chosen face still fading in, and a
+        face that may be a sought person and is not confirmed yet ("hold": swap it with the sought
+        identity while they have been gone no longer than hold_frames)."""
+        shown = {t.track_id: t.weight for t in plan.targets}
+        for face in faces:
+            if face.lost_frames > 0:
+                continue
+            weight = shown.get(face.track_id)
+            if weight is not None:
+                if face.track_id in chosen and weight < 1.0:
+                    plan.covers.append(Cover(face.kps, face.track_id, "fading in", 1.0 - weight))
+                continue
+            identity = self._unsure_identity(face)
+            if identity is None or not plausible_landmarks(face.kps):
+                continue
+            if s.privacy.fallback == "hold" and 0 < self._unseen(identity) <= s.privacy.hold_frames:
+                plan.targets.append(SwapTarget(face.kps, 1.0, face.track_id, self._swap_identity(identity)))
+                plan.covers.append(Cover(face.kps, face.track_id, "held", 0.0))
+            else:
+                plan.covers.append(Cover(face.kps, face.track_id, "not confirmed yet"))
+
+    def _unsure_identity(self, face: TrackedFace) -> int | None:
+        if isinstance(self._selector, IdentityMapSelector):
+            return self._selector.unsure(face)
+        return 0 if self._selector.unsure(face) else None
+
+    def _unseen(self, identity: int) -> int:
+        if isinstance(self._selector, IdentityMapSelector):
+            return self._selector.unseen_frames(identity)
+        return self._selector.unseen_frames
+
+    def _swap_identity(self, identity: int) -> int:
+        """The source identity a selector's identity is swapped with (mapped k -> k + 1)."""
+        return identity + 1 if isinstance(self._selector, IdentityMapSelector) else 0
+
     def _fade_selection(
         self,
         chosen: Sequence[tuple[TrackedFace, int]],
@@ -187,12 +305,13 @@ class FaceAnalyser:
         fade_frames: int,
         *,
         fresh: bool = False,
+        prompt: set[int] | None = None,
     ) -> list[tuple[TrackedFace, _Chosen]]:
         """The chosen faces with their selection weight, ramping up, plus the faces chosen before
         and no longer, ramping down while still in view (the reference face turned out to be
         someone else, the locked target handed over to another). A face given another identity
         (mapped mode) cross-fades into it over the same number of frames. `fresh`: a scene cut, where a
-        choice takes effect at once."""
+        choice takes effect at once; `prompt`: tracks chosen at once (a sought person found again)."""
         step = 1.0 if fade_frames <= 0 else 1.0 / fade_frames
         present = {face.track_id: face for face in faces}
         picked = {face.track_id: (face, identity) for face, identity in chosen}
@@ -202,7 +321,8 @@ class FaceAnalyser:
             before = self._selection.get(track_id)
             if before is None:
                 # A face chosen since its track began needs no second fade-in: the tracker fades it in.
-                weight = 1.0 if fresh or face.swap_weight < 1.0 else step
+                at_once = fresh or (prompt is not None and track_id in prompt)
+                weight = 1.0 if at_once or face.swap_weight < 1.0 else step
                 now = _Chosen(weight, identity)
             else:
                 now = before.step_to(identity, step)
@@ -253,6 +373,11 @@ def _settled(share: float) -> float:
     """A share that a running sum of 1/fade_frames brought to 1 (0.9999999999999999 for 6, 7, 10
     ... frames: the fade took a frame more, swapping twice for nothing), capped at 1."""
     return 1.0 if share >= 1.0 - 1e-9 else share
+
+
+def _unit(v: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    arr = np.asarray(v, dtype=np.float32).ravel()
+    return arr / np.float32(max(float(np.linalg.norm(arr)), 1e-12))
 
 
 def _ms(t0: float) -> float:

@@ -11,7 +11,7 @@ in `FaceJob`; nothing calls back into the worker.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -70,12 +70,19 @@ class FaceStep(Protocol):
 
 
 def run_chain(
-    steps: tuple[FaceStep, ...], backend: FaceBackend, faces: list[FaceJob], frame: FrameJob
+    steps: tuple[FaceStep, ...],
+    backend: FaceBackend,
+    faces: list[FaceJob],
+    frame: FrameJob,
+    after: Sequence[tuple[FaceStep, FaceJob]] = (),
 ) -> None:
-    """Every face through every step, then the frame finished by the backend."""
+    """Every face through every step, then each of `after` (a step on a face: the privacy covers,
+    over the swaps), then the frame finished by the backend."""
     for face in faces:
         for step in steps:
             step.run(backend, face, frame)
+    for step, face in after:
+        step.run(backend, face, frame)
     backend.end(frame.keys, frame.enhancer)
 
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
-from models.types import Detection, ImageBGR
-from models.wrappers.arcface import ArcFace
+from models.types import Detection, FloatArray, ImageBGR
 from models.wrappers.enhancers import FaceRestorer, RestorerName
 from models.wrappers.maskers import FaceParser, Occluder
 
@@ -17,13 +17,28 @@ class FaceDetector(Protocol):
     def detect(self, image_bgr: ImageBGR, max_faces: int = 0) -> list[Detection]: ...
 
 
+class Recognizer(Protocol):
+    """An identity embedder: ArcFace, or dlib's ResNet (who is who only, never the swap's identity)."""
+
+    def embed(self, image_bgr: ImageBGR, kps: npt.ArrayLike) -> FloatArray: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AnalysisModels:
-    """What the (single, sequential) analyser runs: detector and recogniser."""
+    """What the (single, sequential) analyser runs: detector and recogniser.
+
+    recognizer: ArcFace, whose embedding of the source photos the swapper takes.
+    identifier: what tells people apart for reference lock and --map (None: ArcFace).
+    """
 
     detector: FaceDetector
-    recognizer: ArcFace
+    recognizer: Recognizer
     detector_name: str
+    identifier: Recognizer | None = None
+
+    @property
+    def identity(self) -> Recognizer:
+        return self.recognizer if self.identifier is None else self.identifier
 
 
 class QualityModels(Protocol):

@@ -11,10 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from models.types import Detection, ImageBGR
-from models.wrappers.arcface import ArcFace
 from realtime.core.errors import NoFaceError, SourceError
 from realtime.core.image_header import check_pixel_count
-from realtime.face.model_api import FaceDetector
+from realtime.face.model_api import FaceDetector, Recognizer
 
 MIN_FACE_PX = 40
 
@@ -81,7 +80,7 @@ def pick_face(path: Path, faces: Sequence[Detection], role: str = "source") -> t
 
 
 def load_identity(
-    paths: Sequence[Path], detector: FaceDetector, recognizer: ArcFace, role: str = "source"
+    paths: Sequence[Path], detector: FaceDetector, recognizer: Recognizer, role: str = "source"
 ) -> SourceIdentity:
     """Detect, align and embed each photo; average the normalised embeddings. `role` names the
     photos in messages: a reference photo without a face was called a "source photo"."""

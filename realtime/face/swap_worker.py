@@ -31,6 +31,7 @@ from realtime.face.device_backend import DeviceBackend
 from realtime.face.host.compositor import Compositor, MaskSettings
 from realtime.face.host.enhancer import FaceEnhanceStage
 from realtime.face.model_api import QualityModels
+from realtime.face.privacy import CoverStep, covers_of
 from realtime.face.source_face import SourceIdentity
 from realtime.face.steps.colour import ColourStep
 from realtime.face.steps.enhance import EnhanceStep
@@ -106,6 +107,7 @@ class FaceSwapWorker:
             SharpenStep(),
             PasteStep(),
         )
+        self._cover = CoverStep(size)  # the privacy fallback, after the swaps
         if quality is not None:
             # Load what the settings ask for now, where a failure stops the run with the store's
             # message. Without a loader the first frame that needs one reports it (see _load).
@@ -151,8 +153,13 @@ class FaceSwapWorker:
         frame = FrameJob(
             image, settings, self._mask_config(settings.masks), self._compositor, self._enhancer, timings
         )
+        covers = [
+            (self._cover, FaceJob(SwapTarget(c.kps, c.strength, c.track_id), 0, None))
+            for c in covers_of(plan)
+            if c.strength > 0.0 and plausible_landmarks(c.kps)
+        ]
         self._backend.begin(image, timings, self._compositor, device_picture)
-        run_chain(self.steps, self._backend, faces, frame)
+        run_chain(self.steps, self._backend, faces, frame, covers)
         if self._device is not None:
             timings["copies"] = float(self._device.last_copies.total)
         return timings

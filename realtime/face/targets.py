@@ -17,7 +17,11 @@ that realtime/face/tracker.py keeps stable through motion and short occlusions:
   alike keeps the track id), and now and then at a face judged someone else (a first look half
   out of frame must not rule the person out for good; the wait doubles each time, up to 2 s).
   A held lock is let go after two looks in a row say someone else, at least RECHECK_FRAMES apart
-  (one poor look through the fingers of a passing hand does not drop it).
+  (one poor look through the fingers of a passing hand does not drop it). While the person is not
+  in view, a face judged someone else from a poor view (half behind someone, half out of the
+  picture, turned away: realtime/face/views.py) is looked at again as soon as it is in clearly
+  better view, on any well-tracked frame: waiting out retry_frames left the person unswapped for
+  ~20 frames after stepping out from behind someone.
 * "all": every face.
 * identity map (IdentityMapSelector, swap.target "mapped"): several references at once, each
   locked to its own track like "reference"; face A becomes X, face B becomes Y, others untouched.
@@ -28,13 +32,14 @@ Faces that are not selected are left alone (passed through unswapped) by the cal
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from realtime.face.tracker import TrackedFace
+from realtime.face.views import FULL_VIEW, View, view_of
 
 Embedding = npt.NDArray[np.float32]
 EmbedFn = Callable[[TrackedFace], npt.ArrayLike]
@@ -43,6 +48,14 @@ TargetMode = Literal["largest", "all", "reference"]
 
 RECHECK_FRAMES = 10  # frames between two looks at one face (a hand passing over it is shorter)
 MAX_RETRY_FRAMES = 60  # the longest wait between looks at a face judged someone else (2 s at 30 fps)
+VIEW_GAIN = 0.1  # a view this much clearer than at the last look is worth another look at once
+MIN_LOOK_QUALITY = 0.8  # a tracked (not detected) frame's landmarks are good enough for that look
+# A look short of the threshold by less than this share of it, and closer than the look before by
+# NEAR_STEP of it, earns another look on the next frame: a face coming out from behind a hand
+# (which no view measure sees) reads closer with every look.
+NEAR_SHARE = 0.5
+NEAR_STEP = 0.1
+EMERGING = 0.01  # a near miss this much further into view than at its last look is looked at again
 
 
 @dataclass(slots=True)
@@ -55,6 +68,8 @@ class _Known:
     since_embed: int = 0  # frames since the last embedding
     misses: int = 0  # embeddings in a row over the threshold
     recheck: bool = False  # found where its flow failed: due a look (which may have to wait)
+    view: View = field(default_factory=View)  # how clearly the face was seen at the last look
+    closing: bool = False  # the last look was a near miss, closer than the one before
 
 
 @dataclass(slots=True)
@@ -107,6 +122,8 @@ class TargetSelector:
         max_missed: int = 5,
         regain_frames: int = 30,
         retry_frames: int = 15,
+        view_gain: float = VIEW_GAIN,
+        seek_frames: int = 0,
     ) -> None:
         if mode not in ("largest", "all", "reference"):
             raise ValueError(f"target mode must be 'largest', 'all' or 'reference', got {mode!r}")
@@ -125,10 +142,22 @@ class TargetSelector:
         self.embed_calls = 0  # for metrics and tests: how often the embedder really ran
         self.regain_frames = int(regain_frames)
         self.retry_frames = int(retry_frames)  # "reference": frames between looks at a face judged too far
+        self.view_gain = float(view_gain)  # inf: no look again on a clearer view (the bench compares)
+        # "reference": frames after the locked person was last seen during which they are sought
+        # (see `seeking`); 0: never.
+        self.seek_frames = int(seek_frames)
+        self._unseen = -1  # frames since the locked person was last seen (-1: never locked)
         self._locked_box: npt.NDArray[np.float32] | None = None  # where the locked face was last seen
         self._regain: _Regain | None = None
         self._seen_with_lock: set[int] = set()  # other tracks in view when the target was last seen
         self._prefer: npt.NDArray[np.float32] | None = None  # after a cut: where the target was
+
+    @property
+    def seeking(self) -> bool:
+        """The locked person went out of view (behind someone, out of the picture) within
+        `seek_frames` and is not back yet: worth a detection on every frame, and faces not yet
+        confirmed are not to be shown as they are."""
+        return self.mode == "reference" and 0 < self._unseen <= self.seek_frames
 
     @property
     def locked_id(self) -> int | None:
@@ -149,14 +178,17 @@ class TargetSelector:
         self.unlock()
         self._prefer = prefer
 
-    def select(self, faces: list[TrackedFace], embed: EmbedFn) -> list[TrackedFace]:
+    def select(
+        self, faces: list[TrackedFace], embed: EmbedFn, frame_size: tuple[int, int] | None = None
+    ) -> list[TrackedFace]:
         """The faces to swap this frame, a subset of `faces` in their order.
 
         `embed(face)` returns the face's identity embedding (e.g. ArcFace on its aligned crop); it
         is called only in "reference" mode, once per new or re-detected track. The embedding is also
-        stored on `face.embedding` for every face the selector knows it for.
+        stored on `face.embedding` for every face the selector knows it for. `frame_size` (width,
+        height) lets a look at a face half out of the picture be taken again once it is in.
         """
-        self.observe(faces, embed)
+        self.observe(faces, embed, frame_size)
         if self.mode == "all":
             return list(faces)
         locked = self.locked_face(faces)
@@ -173,6 +205,7 @@ class TargetSelector:
             locked = self._choose(faces)
         self._locked = None if locked is None else locked.track_id
         self._locked_box = None if locked is None else np.array(locked.box, dtype=np.float32)
+        self.note_seen(locked is not None and locked.lost_frames == 0)
         if locked is not None and locked.lost_frames == 0:
             # Who else was in view while the target was surely itself: only they are bystanders
             # (a track born while it coasted may be the same person found again under a new id).
@@ -203,13 +236,15 @@ class TargetSelector:
 
     # ------------------------------------------------- steps, public for IdentityMapSelector
 
-    def observe(self, faces: list[TrackedFace], embed: EmbedFn) -> None:
+    def observe(
+        self, faces: list[TrackedFace], embed: EmbedFn, frame_size: tuple[int, int] | None = None
+    ) -> None:
         """Forget tracks that are gone; in "reference" mode embed new or re-detected tracks."""
         present = {face.track_id for face in faces}
         for gone in [tid for tid in self._known if tid not in present]:
             del self._known[gone]  # ids are never reused: nothing to remember them for
         if self.mode == "reference":
-            self._embed_where_needed(faces, embed)
+            self._embed_where_needed(faces, embed, frame_size)
 
     def locked_face(self, faces: list[TrackedFace]) -> TrackedFace | None:
         """The locked target if it is still worth keeping (call after `observe`)."""
@@ -237,6 +272,31 @@ class TargetSelector:
         known = self._known.get(track_id)
         return float("inf") if known is None else known.distance
 
+    @property
+    def unseen_frames(self) -> int:
+        """Frames since the locked person was last seen (-1: never locked)."""
+        return self._unseen
+
+    def unsure(self, face: TrackedFace) -> bool:
+        """While the person is sought: a face in view that may be them and is not confirmed yet (not
+        looked at yet, a near miss, or judged someone else from a part view). Call after `select`."""
+        if not self.seeking or face.lost_frames > 0 or face.track_id == self._locked:
+            return False
+        known = self._known.get(face.track_id)
+        if known is None or known.embedding is None:
+            return True
+        if known.distance <= self.threshold:
+            return False  # it is them (chosen, or another identity's claim)
+        near = known.distance <= self.threshold * (1.0 + NEAR_SHARE)
+        return near or known.view.visible < FULL_VIEW
+
+    def note_seen(self, seen: bool) -> None:
+        """Whether the locked person was seen this frame (for `seeking`)."""
+        if seen:
+            self._unseen = 0
+        elif self._unseen >= 0:
+            self._unseen += 1
+
     def lock(self, track_id: int) -> None:
         """Lock onto a track chosen from `candidates` (by a caller arbitrating several selectors)."""
         self._locked = track_id
@@ -257,8 +317,17 @@ class TargetSelector:
             return max(candidates, key=lambda f: f.area, default=None)
         return min(candidates, key=lambda f: self._known[f.track_id].distance, default=None)
 
-    def _embed_where_needed(self, faces: list[TrackedFace], embed: EmbedFn) -> None:
+    def _embed_where_needed(
+        self, faces: list[TrackedFace], embed: EmbedFn, frame_size: tuple[int, int] | None
+    ) -> None:
         second: tuple[tuple[int, int], TrackedFace] | None = None  # (priority, -wait), face
+        seen = [f for f in faces if f.lost_frames == 0]
+        # The person is sought while not locked, or while their locked track is lost (they may be
+        # back under a new id).
+        sought = self._locked is None or not any(f.track_id == self._locked for f in seen)
+        views = {
+            f.track_id: view_of(f.box, f.kps, [o.box for o in seen if o is not f], frame_size) for f in seen
+        }
         for face in faces:
             known = self._known.get(face.track_id)
             new = known is None
@@ -270,16 +339,22 @@ class TargetSelector:
             redetected = not new and face.detected and known.lost_frames > 0 and face.lost_frames == 0
             # New tracks come from a detection, so their landmarks are the detector's; a track seen
             # first while coasting waits for its next detection.
+            view = views.get(face.track_id, View())
             if (new or redetected or known.embedding is None) and face.detected:
-                self._embed_into(known, face, embed)
+                self._embed_into(known, face, embed, view)
+            elif sought and (self._clearer(face, known, view) or self._closing(face, known, view)):
+                # Judged someone else from a poorer view: looked at again now, ahead of the rest.
+                if second is None or (-1, -known.since_embed) < second[0]:
+                    second = ((-1, -known.since_embed), face)
             elif face.detected:
                 known.recheck = known.recheck or face.reacquired  # kept until the look is taken
                 priority = self._second_look(face, known)
                 if priority is not None and (second is None or (priority, -known.since_embed) < second[0]):
                     second = ((priority, -known.since_embed), face)
             known.lost_frames = face.lost_frames
-        if second is not None:  # one second look per frame: ArcFace is the dearest model here
-            self._embed_into(self._known[second[1].track_id], second[1], embed)
+        if second is not None:  # one second look per frame: the recogniser is the dearest model here
+            face = second[1]
+            self._embed_into(self._known[face.track_id], face, embed, views.get(face.track_id, View()))
         for face in faces:
             embedding = self._known[face.track_id].embedding
             if embedding is not None:
@@ -306,7 +381,29 @@ class TargetSelector:
             return 2 if known.since_embed >= wait else None
         return None
 
-    def _embed_into(self, known: _Known, face: TrackedFace, embed: EmbedFn) -> None:
+    def _clearer(self, face: TrackedFace, known: _Known, view: View) -> bool:
+        """A face judged someone else at its last look, now in clearly better view, on a frame whose
+        landmarks are the detector's or well tracked."""
+        if known.embedding is None or known.distance <= self.threshold or face.lost_frames > 0:
+            return False
+        if not np.isfinite(self.view_gain):
+            return False  # turned off
+        if not face.detected and face.quality < MIN_LOOK_QUALITY:
+            return False
+        return view.clearer_than(known.view, self.view_gain)
+
+    def _closing(self, face: TrackedFace, known: _Known, view: View) -> bool:
+        """A near miss closing in on the threshold, or coming further into view, on a frame good
+        enough to look at."""
+        if face.lost_frames > 0 or not np.isfinite(self.view_gain) or known.distance <= self.threshold:
+            return False
+        near = known.distance <= self.threshold * (1.0 + NEAR_SHARE)
+        emerging = near and known.view.visible < FULL_VIEW and view.visible > known.view.visible + EMERGING
+        if not (known.closing or emerging):
+            return False
+        return face.detected or face.quality >= MIN_LOOK_QUALITY
+
+    def _embed_into(self, known: _Known, face: TrackedFace, embed: EmbedFn, view: View | None = None) -> None:
         assert self._reference is not None
         self.embed_calls += 1
         embedding = _unit(embed(face))
@@ -316,8 +413,12 @@ class TargetSelector:
                 f"{self._reference.shape[0]}: the reference must come from the same model"
             )
         known.embedding = embedding
+        before = known.distance
         known.distance = 1.0 - float(embedding @ self._reference)
+        near = self.threshold < known.distance <= self.threshold * (1.0 + NEAR_SHARE)
+        known.closing = near and known.distance <= before - NEAR_STEP * self.threshold
         known.since_embed = 0
+        known.view = View() if view is None else view
         known.recheck = False
         known.misses = known.misses + 1 if known.distance > self.threshold else 0
 
@@ -336,12 +437,21 @@ class IdentityMapSelector:
     """
 
     def __init__(
-        self, references: Sequence[npt.ArrayLike], threshold: float = 0.6, *, max_missed: int = 5
+        self,
+        references: Sequence[npt.ArrayLike],
+        threshold: float = 0.6,
+        *,
+        max_missed: int = 5,
+        view_gain: float = VIEW_GAIN,
+        seek_frames: int = 0,
     ) -> None:
         if not references:
             raise ValueError("identity mapping needs at least one reference embedding (--map REF=SOURCE)")
         self._selectors = tuple(
-            TargetSelector("reference", r, threshold, max_missed=max_missed) for r in references
+            TargetSelector(
+                "reference", r, threshold, max_missed=max_missed, view_gain=view_gain, seek_frames=seek_frames
+            )
+            for r in references
         )
         self.embed_calls = 0
 
@@ -353,6 +463,19 @@ class IdentityMapSelector:
     def new_shot(self) -> None:
         """A scene cut: every identity is found again by its embedding."""
         self.unlock()
+
+    @property
+    def seeking(self) -> bool:
+        """Some mapped person went out of view a moment ago and is not back yet."""
+        return any(s.seeking for s in self._selectors)
+
+    def unsure(self, face: TrackedFace) -> int | None:
+        """The identity (index) of a sought person `face` may be, not confirmed yet (see
+        TargetSelector.unsure), or None."""
+        return next((i for i, s in enumerate(self._selectors) if s.unsure(face)), None)
+
+    def unseen_frames(self, identity: int) -> int:
+        return self._selectors[identity].unseen_frames
 
     @property
     def locked_ids(self) -> tuple[int | None, ...]:
@@ -371,6 +494,15 @@ class IdentityMapSelector:
             selector.threshold = float(distance)
 
     @property
+    def seek_frames(self) -> int:
+        return self._selectors[0].seek_frames
+
+    @seek_frames.setter
+    def seek_frames(self, frames: int) -> None:
+        for selector in self._selectors:
+            selector.seek_frames = int(frames)
+
+    @property
     def max_missed(self) -> int:
         return self._selectors[0].max_missed
 
@@ -380,7 +512,9 @@ class IdentityMapSelector:
         for selector in self._selectors:
             selector.max_missed = int(frames)
 
-    def select(self, faces: list[TrackedFace], embed: EmbedFn) -> list[tuple[TrackedFace, int]]:
+    def select(
+        self, faces: list[TrackedFace], embed: EmbedFn, frame_size: tuple[int, int] | None = None
+    ) -> list[tuple[TrackedFace, int]]:
         """(face, identity index) for each face to swap, in the order of `faces`."""
         memo: dict[int, Embedding] = {}
 
@@ -392,7 +526,7 @@ class IdentityMapSelector:
             return got
 
         for sel in self._selectors:
-            sel.observe(faces, embed_once)
+            sel.observe(faces, embed_once, frame_size)
         claimed: dict[int, int] = {}  # track id -> identity index
         # Held locks first: they are what keeps A on X when B walks in or crosses. (Locks are
         # handed out below to unclaimed tracks only, so two never share a track.)
@@ -417,6 +551,9 @@ class IdentityMapSelector:
                 continue
             self._selectors[i].lock(track_id)
             claimed[track_id] = i
+        seen = {f.track_id for f in faces if f.lost_frames == 0}
+        for sel in self._selectors:
+            sel.note_seen(sel.locked_id in seen)
         return [(f, claimed[f.track_id]) for f in faces if f.track_id in claimed]
 
 

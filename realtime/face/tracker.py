@@ -161,6 +161,7 @@ class FaceTracker:
         self.cuts = 0  # scene cuts seen (each started the tracks afresh)
         self.cut = False  # whether the last update() saw a scene cut
         self._search_left = 0  # frames after a cut that are searched even with no face in view
+        self._seek = False  # the next frame is searched whatever the schedule (see seek)
 
     @classmethod
     def from_settings(cls, detect: DetectFn, settings: Settings) -> FaceTracker:
@@ -201,6 +202,12 @@ class FaceTracker:
             track.corners = np.empty((0, 2), dtype=np.float32)  # reseeded at the detection
         self._has_prev = False
         self._since_detection = self.interval  # detect on the next frame
+
+    def seek(self) -> None:
+        """Run the detector on the next frame whatever the schedule: someone to swap is missing (a
+        locked person behind someone or out of the picture), and on the schedule alone they were
+        found up to interval - 1 frames after stepping back into view."""
+        self._seek = True
 
     def reset(self) -> None:
         """Forget every track and the previous frame (new source, seek); ids keep counting up."""
@@ -265,6 +272,7 @@ class FaceTracker:
         if use_flow:
             self._cur ^= 1
             self._has_prev = True
+        self._seek = False
         return [self._snapshot(track, timestamp) for track in self._tracks]
 
     # ----------------------------------------------------------------------------- detection
@@ -276,7 +284,7 @@ class FaceTracker:
         return is_scene_cut(self._small[self._cur], self._small[self._cur ^ 1])
 
     def _needs_detection(self, flows: list[FlowResult | None]) -> bool:
-        if self._since_detection + 1 >= self.interval:
+        if self._since_detection + 1 >= self.interval or self._seek:
             return True
         if not self._tracks:
             # An empty scene is searched on the interval's schedule only, but at every frame

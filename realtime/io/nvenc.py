@@ -265,4 +265,3 @@ def _packet_payloads(packets: Any) -> list[bytes]:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
-

@@ -37,4 +37,3 @@ class NullSink:
 
     def abort(self) -> None:
         """Nothing to discard."""
-

@@ -45,6 +45,10 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    if getattr(args, "leaks", False):
+        from realtime.tools.bench_leaks import run_leak_bench_cli
+
+        return run_leak_bench_cli(args, out)
     if args.remote:
         from realtime.remote.bench import run_remote_bench_cli
 

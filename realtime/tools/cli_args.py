@@ -278,4 +278,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure the latency the remote path adds over the local engine (server and client on loopback)",
     )
     _add_model_args(bench)
+    _add_leak_args(run, bench)
     return parser
+
+
+class _SettingFlag(argparse.Action):
+    """A flag that stands for one `--set` override (the run builds settings from those alone)."""
+
+    def __init__(self, *args: Any, setting: str, **kwargs: Any) -> None:
+        self.setting = setting
+        super().__init__(*args, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, opt: Any = None
+    ) -> None:
+        overrides = list(getattr(ns, "overrides", None) or [])
+        ns.overrides = [*overrides, f'{self.setting}="{value}"']
+
+
+def _add_leak_args(run: argparse.ArgumentParser, bench: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--recognizer",
+        choices=["arcface", "dlib"],
+        action=_SettingFlag,
+        setting="swap.recognizer",
+        dest="recognizer",
+        help="who is who for --reference and --map: arcface (default) or dlib (pip install dlib-bin)",
+    )
+    bench.add_argument(
+        "--leaks",
+        action="store_true",
+        help="count frames where a face that should be swapped shows unswapped, and wrong-person swaps",
+    )
+    bench.add_argument(
+        "--leaks-detector",
+        choices=["scripted", "mtcnn"],
+        default="mtcnn",
+        help="bench --leaks: the real MTCNN (default) or a detector scripted from the scenes' truth",
+    )

@@ -77,8 +77,6 @@ class BenchModels:
     enhancer: Path | None = None
 
 
-
-
 @dataclass(slots=True)
 class Result:
     provider: str

@@ -51,6 +51,8 @@ def full_config(photos: tuple[Path, ...]) -> GuiConfig:
             record_path="/tmp/out.mp4",
         ),
         window_geometry="AdnQywADAAAAAAAAAAAAAAAAA",
+        picked_recognizer="dlib",
+        picked_embedding=(0.25, -0.5, 0.75),
     )
 
 

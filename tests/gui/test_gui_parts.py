@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from PyQt6.QtWidgets import QComboBox
 from pytestqt.qtbot import QtBot
 
 from gui.composer import SettingsComposer
@@ -339,3 +340,27 @@ def test_the_window_s_source_wrapper_passes_stop_and_camera_news_through() -> No
     assert said == ["warning: Camera 0 stopped sending pictures"]
     tapped.interrupt()
     assert camera._closed.is_set()  # a reconnect wait would end at once
+
+
+def test_the_recogniser_and_the_privacy_fallback_are_chosen_in_the_stage_panel(qtbot: QtBot) -> None:
+    """If this broke, a user could not pick dlib for who-is-who or turn the pixelation on from the
+    window (only from the command line)."""
+    panel = StagePanel()
+    qtbot.addWidget(panel)
+    panel.set_settings("balanced", Settings(), set())
+    edits: list[tuple[str, object]] = []
+    panel.override_requested.connect(lambda key, value: edits.append((key, value)))
+    recognizer = panel.widget_for("swap.recognizer")
+    fallback = panel.widget_for("privacy.fallback")
+    assert isinstance(recognizer, QComboBox) and isinstance(fallback, QComboBox)
+    assert [recognizer.itemText(i) for i in range(recognizer.count())] == ["arcface", "dlib"]
+    assert [fallback.itemText(i) for i in range(fallback.count())] == ["original", "blur", "hold"]
+    recognizer.setCurrentText("dlib")
+    fallback.setCurrentText("blur")
+    assert ("swap.recognizer", "dlib") in edits and ("privacy.fallback", "blur") in edits
+    composer = SettingsComposer("balanced")
+    for key, value in edits:
+        composer.set_override(key, value)
+    effective = composer.effective()
+    assert effective.swap.recognizer == "dlib" and effective.privacy.fallback == "blur"
+    assert effective.swap.identity_threshold == effective.swap.dlib_threshold

@@ -243,24 +243,25 @@ class TableEmbedder:
 def test_reference_embeds_new_and_redetected_tracks_only() -> None:
     me, other = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]
     embed = TableEmbedder({1: other, 2: me})
-    sel = TargetSelector("reference", np.array(me), 0.3, retry_frames=100)  # no second looks here
+    # No second looks here (the faces stand apart: neither comes into clearer view).
+    sel = TargetSelector("reference", np.array(me), 0.3, retry_frames=100)
     for _ in range(10):
-        picked = sel.select([_face(1, 100), _face(2, 90, detected=False)], embed)
+        picked = sel.select([_face(1, 100), _face(2, 90, x=300, detected=False)], embed)
         # Track 2 was never seen by the detector yet (cannot happen with FaceTracker, but the
         # selector must not embed a flow-carried crop as a first impression).
     assert picked == [] and embed.calls == [1]
     for _ in range(10):
-        picked = sel.select([_face(1, 100), _face(2, 90)], embed)
+        picked = sel.select([_face(1, 100), _face(2, 90, x=300)], embed)
         assert [f.track_id for f in picked] == [2]
     assert embed.calls == [1, 2]
     # Lost, then found again by the detector: embedded once more (the id may now be someone else).
-    sel.select([_face(1, 100), _face(2, 90, lost=1, detected=False)], embed)
-    sel.select([_face(1, 100), _face(2, 90)], embed)
+    sel.select([_face(1, 100), _face(2, 90, x=300, lost=1, detected=False)], embed)
+    sel.select([_face(1, 100), _face(2, 90, x=300)], embed)
     assert embed.calls == [1, 2, 2]
     # Found where its flow failed (a hand crossing the face) is not a reason: poor looks through the
     # fingers would let go of the person.
     for _ in range(5):
-        sel.select([_face(1, 100), _face(2, 90, reacquired=True)], embed)
+        sel.select([_face(1, 100), _face(2, 90, x=300, reacquired=True)], embed)
     assert embed.calls == [1, 2, 2]
 
 
@@ -742,3 +743,29 @@ def test_the_held_lock_gets_its_second_look_before_a_face_found_again() -> None:
     for _ in range(RECHECK_FRAMES + 2):
         sel.select([_face(7, 100), _face(8, 90, x=300, reacquired=True)], embed)
     assert embed.calls == [7, 8]
+
+
+def test_the_dlib_threshold_applies_live_and_a_recogniser_change_waits_for_the_next_load() -> None:
+    """A run that identifies people with dlib uses dlib's threshold, live; switching the recogniser
+    in the window does not swap the models under a running analysis, so its threshold (ArcFace's
+    0.6, which would let dlib match anyone) must not apply until the next load."""
+    from realtime.core.settings import Settings
+    from realtime.face.analyser import FaceAnalyser
+    from realtime.face.model_api import AnalysisModels
+
+    scene = _Scene()
+    s = Settings().with_overrides(
+        {"swap.target": "reference", "swap.recognizer": "dlib", "swap.dlib_threshold": 0.07}
+    )
+    analyser = FaceAnalyser(
+        AnalysisModels(scene, _Same(), "scripted"), s, reference_embedding=np.ones(512, np.float32)
+    )
+    image = np.zeros((480, 640, 3), dtype=np.uint8)
+    analyser.analyse(image, 0.0, s)
+    assert analyser._selector.threshold == pytest.approx(0.07)
+    s = s.with_overrides({"swap.dlib_threshold": 0.05})
+    analyser.analyse(image, 1 / 30, s)
+    assert analyser._selector.threshold == pytest.approx(0.05)
+    s = s.with_overrides({"swap.recognizer": "arcface"})
+    analyser.analyse(image, 2 / 30, s)
+    assert analyser._selector.threshold == pytest.approx(0.05)

@@ -1,0 +1,93 @@
+"""Pick a face in the live preview: the faces of the newest picture outlined on hover, a click
+locks the swap onto the clicked person (a reference taken from the live frame, no photo needed),
+a right click lets go. The faces are found off the GUI thread with the built-in MTCNN."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from PyQt6.QtCore import QObject, Qt, pyqtSignal
+
+from gui.preview import PreviewWidget
+from realtime.api import MTCNN, Detection, FloatArray, ImageBGR, LivePicks
+
+log = logging.getLogger(__name__)
+
+MIN_INTERVAL = 0.3  # s between two searches while the mouse moves over the preview
+
+Detect = Callable[[ImageBGR], list[Detection]]
+
+
+class FacePicker(QObject):
+    """Connects a PreviewWidget to the run's LivePicks. `note` carries what the status bar says."""
+
+    note = pyqtSignal(str)
+    _found = pyqtSignal(int, object)  # (frame index, faces), from the search thread
+
+    def __init__(
+        self,
+        preview: PreviewWidget,
+        picks: LivePicks,
+        parent: QObject | None = None,
+        detect: Detect | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.preview = preview
+        self.picks = picks
+        self._detect = detect
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="face-picker")
+        self._busy: Future[None] | None = None
+        self._last = 0.0
+        preview.faces_wanted.connect(self.search)
+        preview.face_clicked.connect(self._pick)
+        preview.unpick_requested.connect(self._unpick)
+        self._found.connect(preview.set_faces, Qt.ConnectionType.QueuedConnection)  # type: ignore[call-arg]
+
+    def search(self) -> None:
+        """Find the faces of the picture on screen (at most every MIN_INTERVAL, one at a time)."""
+        frame, picture = self.preview.last_frame, self.preview.pick_picture()
+        now = time.monotonic()
+        if frame is None or picture is None or (self._busy is not None and not self._busy.done()):
+            return
+        if now - self._last < MIN_INTERVAL:
+            return
+        self._last = now
+        self._busy = self._pool.submit(self._search, frame.index, picture)
+
+    def search_now(self) -> None:
+        """The same search, on this thread (tests)."""
+        frame, picture = self.preview.last_frame, self.preview.pick_picture()
+        if frame is not None and picture is not None:
+            self.preview.set_faces(frame.index, self._detector()(picture))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _detector(self) -> Detect:
+        if self._detect is None:
+            mtcnn = MTCNN(min_face_size=40)
+            self._detect = mtcnn.detect
+        return self._detect
+
+    def _search(self, index: int, picture: ImageBGR) -> None:
+        try:
+            faces = self._detector()(picture)
+        except Exception:  # a search is a hint for the outline; the run goes on without it
+            log.exception("finding faces in the preview failed")
+            return
+        self._found.emit(index, faces)
+
+    def _pick(self, picture: ImageBGR, kps: FloatArray) -> None:
+        self.picks.pick(picture, kps)
+        self.note.emit("Swapping the face you clicked (right-click the preview to let go).")
+
+    def _unpick(self) -> None:
+        if self.picks.picked:
+            self.picks.unpick()
+            self.note.emit("Back to the panel's choice of face.")
+
+
+__all__ = ["FacePicker"]
