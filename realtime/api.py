@@ -20,7 +20,7 @@ from realtime.build.model_loading import check_models_present, load_analysis_mod
 from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
-from realtime.core.errors import SourceError, VirtualCameraUnavailableError
+from realtime.core.errors import SinkError, SourceError, VirtualCameraUnavailableError
 from realtime.core.events import EngineEvent
 from realtime.core.frames import VideoFrame
 from realtime.core.metrics import Metrics, StatsSnapshot, Summary
@@ -43,6 +43,7 @@ from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
 from realtime.io.file_sinks import VideoFileSink
 from realtime.io.inputs import open_input
 from realtime.io.outputs import OutputRequest, open_output, open_outputs
+from realtime.io.partial_files import PartialLock, new_partial_path
 from realtime.io.sinks import NullSink
 from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
@@ -87,10 +88,12 @@ __all__ = [
     "NullSink",
     "OptionalSink",
     "OutputRequest",
+    "PartialLock",
     "SessionConfig",
     "SessionFactory",
     "Settings",
     "SettingsError",
+    "SinkError",
     "SourceError",
     "SourceIdentity",
     "StageFactory",
@@ -114,6 +117,7 @@ __all__ = [
     "load_analysis_models",
     "load_identity",
     "load_preset",
+    "new_partial_path",
     "open_input",
     "open_output",
     "open_outputs",

@@ -178,6 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--stats", action="store_true", help="print fps, latency and per-stage ms every second")
     run.add_argument("--label", action="store_true", help='draw a small "AI-modified" mark on the output')
+    run.add_argument(
+        "--overwrite", action="store_true", help="replace an output file that exists (default: refuse it)"
+    )
+    run.add_argument(
+        "--chunk-seconds",
+        type=float,
+        default=4.0,
+        metavar="S",
+        help="a video file into a video file is processed in chunks of about S seconds, cut at "
+        "keyframes, and resumes from the last finished one when run again (0: one chunk; default: 4)",
+    )
     add_remote_arguments(run)
 
     add_serve_arguments(

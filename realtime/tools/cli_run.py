@@ -210,6 +210,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
         from realtime.remote.cli import run_remote
 
         return run_remote(args, out)
+    from realtime.tools.cli_jobs import cmd_file_job, is_file_job
+
+    if is_file_job(args):  # a video file into a video file: a resumable job that keeps every stream
+        return cmd_file_job(args, out)
     from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
     from realtime.core.engine import Engine
     from realtime.core.events import EngineEvent

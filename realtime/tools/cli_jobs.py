@@ -1,0 +1,138 @@
+"""`main.py run` for a video file into a video file (a file job: everything kept, resumable),
+and the batch and queue commands around it (docs/JOBS.md)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TextIO
+
+from realtime.tools.run_control import SafeOutput
+
+if TYPE_CHECKING:  # imported lazily, so that `--help` stays instant
+    from realtime.jobs.filejob import JobSpec, Progress, StopRequest
+
+_LIVE_OUTPUTS = ("vcam", "window", "null")
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
+
+
+def is_file_job(args: argparse.Namespace) -> bool:
+    """A video file in and a video file out, played as fast as it goes: the file-job path."""
+    output = str(args.output).strip()
+    if output.lower() in _LIVE_OUTPUTS or output.isdigit() or Path(output).suffix.lower() in _IMAGE_SUFFIXES:
+        return False
+    text = str(args.input)
+    if "://" in text or text.isdigit() or text.startswith("/dev/"):
+        return False
+    if Path(text).suffix.lower() in _IMAGE_SUFFIXES:
+        return False
+    return not (getattr(args, "remote", None) or args.loop or args.realtime or args.decoder == "nvdec")
+
+
+def spec_from_args(
+    args: argparse.Namespace, input_path: str | None = None, output: str | None = None
+) -> JobSpec:
+    from realtime.jobs.filejob import JobSpec
+
+    overrides = list(args.overrides)
+    if args.provider:
+        overrides.append(f"pipeline.provider={args.provider}")
+    if args.detector:
+        overrides.append(f"detector.model={args.detector}")
+    if args.swapper:
+        overrides.append(f"swap.model={args.swapper}")
+    if args.label:
+        overrides.append("composite.disclosure_label=true")
+    return JobSpec(
+        input=str(Path(input_path or args.input).expanduser()),
+        output=str(Path(output or args.output).expanduser()),
+        source=tuple(str(p) for p in args.source or ()),
+        maps=tuple(args.maps),
+        reference=str(args.reference) if args.reference else None,
+        models_dir=str(args.models_dir) if args.models_dir else None,
+        allow_unverified=args.allow_unverified,
+        preset=args.preset,
+        overrides=tuple(overrides),
+        chunk_s=getattr(args, "chunk_seconds", 4.0),
+        overwrite=getattr(args, "overwrite", False),
+    )
+
+
+@contextmanager
+def stop_on_signals(say: Callable[[str], None]) -> Iterator[StopRequest]:
+    """SIGINT/SIGTERM ask the job to stop after the frame in progress (the finished chunks are
+    kept); the second says to wait; the third quits at once (the next run redoes the chunk)."""
+    import os
+
+    from realtime.jobs.filejob import StopRequest
+
+    stop = StopRequest()
+    count = [0]
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        count[0] += 1
+        if count[0] == 1:
+            stop.request(signum)
+        elif count[0] == 2:
+            say("stopping after this frame; please wait (once more quits at once)")
+        else:
+            os._exit(128 + signum)
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {int(s): signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def progress_bar(out: TextIO, label: str) -> Iterator[Progress]:
+    """Frames, fps and ETA on a terminal; nothing when the output is a file or a pipe."""
+    if not getattr(out, "isatty", lambda: False)():
+        yield lambda done, total: None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=0, unit="frame", desc=label, file=out, dynamic_ncols=True, leave=True)
+    lock = threading.Lock()
+
+    def update(done: int, total: int) -> None:
+        with lock:
+            if bar.total != total:
+                bar.total = total
+                bar.refresh()
+            bar.update(done - bar.n)
+
+    try:
+        yield update
+    finally:
+        bar.close()
+
+
+def cmd_file_job(args: argparse.Namespace, out: TextIO) -> int:
+    """`main.py run --input VIDEO --output VIDEO`: the file job, on this machine."""
+    from realtime.jobs.filejob import build_stages, check_paths, run_file_job
+    from realtime.jobs.provenance import provenance_tags
+
+    spec = spec_from_args(args)
+    check_paths(spec)  # before the models load: a typo must not wait for them
+    show = SafeOutput(out)
+    settings, stages = build_stages(spec)
+    for note in getattr(stages, "fallbacks", []):
+        show(f"warning: {note}")
+    with stop_on_signals(SafeOutput(sys.stderr)) as stop, progress_bar(out, Path(spec.output).name) as bar:
+        result = run_file_job(spec, settings, stages, stop, bar, provenance_tags())
+    kept = ", ".join(result.report.copied) or "video only"
+    show(f"done: {result.output} ({result.frames} frames, {result.chunks} chunks; {kept})")
+    for what in result.report.dropped:
+        show(f"warning: the input's {what} stream was left out: {Path(spec.output).suffix} cannot hold it")
+    return 0
