@@ -62,7 +62,8 @@ def write_clip(
 def video_times(path: Path) -> list[float]:
     with av.open(str(path)) as c:
         s = c.streams.video[0]
-        return sorted(float(p.pts * s.time_base) for p in c.demux(s) if p.size and p.pts is not None)
+        tb = s.time_base or TIME_BASE
+        return sorted(float(p.pts * tb) for p in c.demux(s) if p.size and p.pts is not None)
 
 
 def audio_packets(path: Path) -> list[tuple[float, bytes]]:
@@ -70,7 +71,8 @@ def audio_packets(path: Path) -> list[tuple[float, bytes]]:
         if not c.streams.audio:
             return []
         s = c.streams.audio[0]
-        return [(round(float(p.pts * s.time_base), 4), bytes(p)) for p in c.demux(s) if p.size]
+        tb = s.time_base or TIME_BASE
+        return [(round(float((p.pts or 0) * tb), 4), bytes(p)) for p in c.demux(s) if p.size]
 
 
 def decode(path: Path) -> list[np.ndarray]:
