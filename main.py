@@ -23,6 +23,7 @@ import platformdirs
 from models.errors import FaceCastError
 from realtime.tools.cli import cmd_bench, cmd_doctor, cmd_models, cmd_serve
 from realtime.tools.cli_args import build_parser
+from realtime.tools.cli_jobs import cmd_jobs
 from realtime.tools.cli_run import check_display, cmd_run
 
 log = logging.getLogger("facecast")
@@ -129,6 +130,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         "doctor": cmd_doctor,
         "bench": cmd_bench,
         "serve": cmd_serve,
+        "jobs": cmd_jobs,
         None: cmd_gui,
     }
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from realtime.remote.cli import add_remote_arguments, add_serve_arguments
+from realtime.tools.cli_jobs_args import add_jobs_arguments
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -229,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="GPU self-check: stand-in models at 720p/1080p on CUDA and TensorRT fp16 (< 5 minutes)",
     )
+
+    add_jobs_arguments(sub, _add_model_args)
 
     bench = sub.add_parser(
         "bench", help="benchmark the engine against the naive and Deep-Live-Cam-style loops"

@@ -136,3 +136,38 @@ def cmd_file_job(args: argparse.Namespace, out: TextIO) -> int:
     for what in result.report.dropped:
         show(f"warning: the input's {what} stream was left out: {Path(spec.output).suffix} cannot hold it")
     return 0
+
+
+def cmd_jobs(args: argparse.Namespace, out: TextIO) -> int:
+    """`main.py jobs batch ...`."""
+    if args.jobs_command == "batch":
+        return _cmd_batch(args, out)
+    raise AssertionError(f"unknown jobs command {args.jobs_command}")
+
+
+def _cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.api import SourceError
+    from realtime.jobs.batch import BatchItem, run_batch, specs_for_folder, specs_from_jobs_file
+    from realtime.jobs.errors import EXIT_SOME_JOBS_FAILED
+    from realtime.jobs.provenance import provenance_tags
+
+    template = spec_from_args(args, input_path=".", output=".")
+    if args.jobs is not None:
+        specs = specs_from_jobs_file(args.jobs, template)
+    else:
+        if args.output_dir is None:
+            raise SourceError("--targets needs --output-dir FOLDER: where the results go.")
+        specs = specs_for_folder(args.targets, args.output_dir, template)
+    show = SafeOutput(out)
+
+    def on_done(item: BatchItem) -> None:
+        if item.ok and item.result is not None:
+            show(f"ok      {item.spec.input} -> {item.spec.output} ({item.result.frames} frames)")
+        else:
+            show(f"FAILED  {item.spec.input}: {item.error}")
+
+    with stop_on_signals(SafeOutput(sys.stderr)) as stop:
+        items = run_batch(specs, stop, on_done, tags=provenance_tags())
+    failed = [i for i in items if not i.ok]
+    show(f"batch: {len(items) - len(failed)} of {len(specs)} jobs done, {len(failed)} failed")
+    return EXIT_SOME_JOBS_FAILED if failed else 0

@@ -167,3 +167,30 @@ def test_progress_shows_on_a_terminal_only(tmp_path: Path, models: Path, photo: 
     assert "60/60" in term.getvalue() and "frame/s" in term.getvalue()
     code, text = run_cli(job_args(models, photo, vfr_clip, tmp_path / "b.mp4"))
     assert code == 0 and "frame/s" not in text and "60/60" not in text
+
+
+def test_a_batch_runs_every_job_and_one_failure_stops_none(
+    tmp_path: Path, models: Path, photo: Path, vfr_clip: Path
+) -> None:
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    write_clip(targets / "a.mp4", 20, audio=False)
+    (targets / "b.mp4").write_bytes(os.urandom(5000))  # damaged beyond reading
+    write_clip(targets / "c.mkv", 20)
+    results = tmp_path / "results"
+    code, text = run_cli(["jobs", "batch", "--targets", str(targets), "--output-dir", str(results),
+                          "--source", str(photo), "--models-dir", str(models), "--allow-unverified"])  # fmt: skip
+    assert code == 11, text
+    assert "batch: 2 of 3 jobs done, 1 failed" in text and "FAILED" in text and "b.mp4" in text
+    assert sorted(p.name for p in results.iterdir()) == ["a.mp4", "c.mkv"]
+    assert len(video_times(results / "c.mkv")) == 20 and audio_packets(results / "c.mkv")
+
+
+def test_a_jobs_file_names_each_job(tmp_path: Path, models: Path, photo: Path, vfr_clip: Path) -> None:
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(f'[{{"input": "{vfr_clip}", "output": "one.mp4", "source": "{photo}"}}]')
+    code, text = run_cli(
+        ["jobs", "batch", "--jobs", str(jobs), "--models-dir", str(models), "--allow-unverified"]
+    )
+    assert code == 0, text
+    assert len(video_times(tmp_path / "one.mp4")) == 60
