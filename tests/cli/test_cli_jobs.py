@@ -178,8 +178,20 @@ def test_a_batch_runs_every_job_and_one_failure_stops_none(
     (targets / "b.mp4").write_bytes(os.urandom(5000))  # damaged beyond reading
     write_clip(targets / "c.mkv", 20)
     results = tmp_path / "results"
-    code, text = run_cli(["jobs", "batch", "--targets", str(targets), "--output-dir", str(results),
-                          "--source", str(photo), "--models-dir", str(models), "--allow-unverified"])  # fmt: skip
+    models_args = ["--models-dir", str(models), "--allow-unverified"]
+    code, text = run_cli(
+        [
+            "jobs",
+            "batch",
+            "--targets",
+            str(targets),
+            "--output-dir",
+            str(results),
+            "--source",
+            str(photo),
+            *models_args,
+        ]
+    )
     assert code == 11, text
     assert "batch: 2 of 3 jobs done, 1 failed" in text and "FAILED" in text and "b.mp4" in text
     assert sorted(p.name for p in results.iterdir()) == ["a.mp4", "c.mkv"]
