@@ -175,6 +175,19 @@ def prepare_job(spec: JobSpec, info: MediaInfo) -> tuple[Manifest, set[int]]:
     return manifest, set()
 
 
+def read_job(spec: JobSpec) -> Manifest:
+    """The plan of a job begun already (by prepare_job), for a worker that does one chunk of it."""
+    from realtime.jobs.errors import JobFailedError
+
+    folder = job_folder(Path(spec.output))
+    manifest = read_manifest(folder)
+    if manifest is None or manifest.settings_key != spec.settings_key():
+        raise JobFailedError(
+            f"The job of {spec.output} has no plan in {folder} (it was cancelled or finished)."
+        )
+    return manifest
+
+
 def finish_job(
     spec: JobSpec, manifest: Manifest, info: MediaInfo, tags: dict[str, str] | None = None
 ) -> JobResult:

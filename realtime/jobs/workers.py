@@ -1,0 +1,84 @@
+"""Several worker processes on this machine sharing one job's chunks: each loads the models once,
+then takes the next chunk nobody has taken, until none is left. The job's folder is the only thing
+they share, so the same steps run on other machines (realtime/jobs/tasks.py)."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue
+import threading
+from pathlib import Path
+from typing import Any
+
+from realtime.jobs.filejob import (
+    JobResult,
+    JobSpec,
+    StopRequest,
+    build_stages,
+    check_paths,
+    finish_job,
+    prepare_job,
+    read_job,
+)
+from realtime.jobs.manifest import JobLock, done_chunks, job_folder
+from realtime.jobs.probe import probe
+from realtime.jobs.process import run_chunk
+
+log = logging.getLogger(__name__)
+
+
+def process_chunk(spec: JobSpec, index: int, built: Any = None, stop: threading.Event | None = None) -> int:
+    """Do chunk `index` of the job (planned already) unless its file is there: the frames written."""
+    folder = job_folder(Path(spec.output))
+    manifest = read_job(spec)
+    chunk = manifest.chunks[index]
+    if (folder / chunk.name).is_file():
+        return 0  # done already (a task delivered twice)
+    settings, stages = built if built is not None else build_stages(spec)
+    info = probe(Path(spec.input))
+    result = run_chunk(info, chunk, folder / chunk.name, settings, stages, stop or threading.Event())
+    return result.frames_written
+
+
+def _worker_main(spec_json: str, todo: Any, done: Any) -> None:
+    spec = JobSpec.from_json(spec_json)
+    built = build_stages(spec)
+    while True:
+        try:
+            index = todo.get_nowait()
+        except queue.Empty:
+            return
+        done.put((index, process_chunk(spec, index, built)))
+
+
+def run_with_workers(spec: JobSpec, workers: int, tags: dict[str, str] | None = None) -> JobResult:
+    """The job with `workers` processes here; the result equals a one-process run's."""
+    check_paths(spec)
+    info = probe(Path(spec.input))
+    folder = job_folder(Path(spec.output))
+    with JobLock(folder, shared=True):
+        manifest, finished = prepare_job(spec, info)
+    context = multiprocessing.get_context("spawn")
+    todo, done = context.Queue(), context.Queue()
+    for chunk in manifest.chunks:
+        if chunk.index not in finished:
+            todo.put(chunk.index)
+    procs = [context.Process(target=_worker_main, args=(spec.to_json(), todo, done)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    failed = [p.exitcode for p in procs if p.exitcode != 0]
+    with JobLock(folder):
+        left = {c.index for c in manifest.chunks} - done_chunks(folder, manifest)
+        if failed or left:
+            from realtime.jobs.errors import JobFailedError
+
+            raise JobFailedError(
+                f"{len(left)} chunks of {spec.input} were not finished (worker exit codes {failed})."
+            )
+        return finish_job(spec, manifest, info, tags)
+
+
+__all__ = ["StopRequest", "process_chunk", "run_with_workers"]
