@@ -268,6 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run the engine live for this many seconds and report latency drift",
     )
     bench.add_argument(
+        "--jobs",
+        action="store_true",
+        help="measure file jobs: one long clip as one pass, in chunks, and with 2 worker processes "
+        "(throughput, chunk overhead, landmark continuity at the seams); uses --frames, --width, --height",
+    )
+    bench.add_argument(
         "--remote",
         action="store_true",
         help="measure the latency the remote path adds over the local engine (server and client on loopback)",

@@ -171,3 +171,32 @@ def _cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
     failed = [i for i in items if not i.ok]
     show(f"batch: {len(items) - len(failed)} of {len(specs)} jobs done, {len(failed)} failed")
     return EXIT_SOME_JOBS_FAILED if failed else 0
+
+
+def cmd_bench_jobs(args: argparse.Namespace, out: TextIO) -> int:
+    """`main.py bench --jobs`: the file-job benchmark on the model doubles (offline)."""
+    import json
+    import tempfile
+    from dataclasses import asdict
+
+    import cv2
+
+    from realtime.api import write_model_doubles
+    from realtime.jobs.bench import bench_jobs
+    from realtime.tools.bench import astronaut_bgr, make_clip_with_faces
+
+    with tempfile.TemporaryDirectory(prefix="facecast-bench-") as tmp:
+        folder = Path(tmp)
+        models = Path(args.models_dir) if args.models_dir else folder / "models"
+        if args.models_dir is None:
+            write_model_doubles(models)
+        photo = folder / "me.png"
+        cv2.imwrite(str(photo), astronaut_bgr()[:, ::-1].copy())
+        images, _ = make_clip_with_faces(args.frames, args.width, args.height)
+        result = bench_jobs(images, photo, models)
+    if args.json:
+        print(json.dumps(asdict(result), indent=1), file=out)
+    else:
+        for line in result.lines():
+            print(line, file=out)
+    return 0
