@@ -142,6 +142,10 @@ def cmd_jobs(args: argparse.Namespace, out: TextIO) -> int:
     """`main.py jobs batch ...`."""
     if args.jobs_command == "batch":
         return _cmd_batch(args, out)
+    if args.jobs_command == "submit":
+        return _cmd_submit(args, out)
+    if args.jobs_command in ("status", "cancel", "list"):
+        return _cmd_queue(args, out)
     raise AssertionError(f"unknown jobs command {args.jobs_command}")
 
 
@@ -199,4 +203,73 @@ def cmd_bench_jobs(args: argparse.Namespace, out: TextIO) -> int:
     else:
         for line in result.lines():
             print(line, file=out)
+    return 0
+
+
+def _app(args: argparse.Namespace, required: bool = True) -> Any:
+    from realtime.jobs.errors import BrokerError
+    from realtime.jobs.queue import BROKER_ENV, broker_url, make_app
+
+    url = broker_url(getattr(args, "broker", None))
+    if url is None:
+        if not required:
+            return None
+        raise BrokerError(
+            "No job queue is set.", hint=f"Pass --broker redis://HOST:6379/0 or set {BROKER_ENV}."
+        )
+    return make_app(url, getattr(args, "visibility_timeout", None))
+
+
+def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
+    """`main.py worker`: take chunks from the queue until stopped (SIGTERM: after the chunk in hand)."""
+    from realtime.jobs.queue import check_broker, run_worker
+
+    app = _app(args)
+    check_broker(app)
+    print(f"worker: taking file-job chunks from {app.conf.broker_url}; Ctrl+C stops", file=out, flush=True)
+    run_worker(app, concurrency=args.concurrency)
+    return 0
+
+
+def _cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.jobs import queue
+    from realtime.jobs.provenance import provenance_tags
+    from realtime.jobs.workers import run_with_workers
+
+    spec = spec_from_args(args)
+    show = SafeOutput(out)
+    app = _app(args, required=False)
+    if app is None:  # no queue: the job runs here, now
+        if args.workers > 1:
+            result = run_with_workers(spec, args.workers, provenance_tags())
+            show(f"done: {result.output} ({result.frames} frames, {result.chunks} chunks)")
+            return 0
+        return cmd_file_job(args, out)
+    job_id = queue.submit(app, spec)
+    show(job_id)
+    if not args.wait:
+        return 0
+    value = queue.wait(app, job_id)
+    if value.get("cancelled"):
+        from realtime.jobs.errors import JobFailedError
+
+        raise JobFailedError(f"Job {job_id} was cancelled; {spec.output} was not written.")
+    show(f"done: {value['output']} ({value['frames']} frames, {value['chunks']} chunks)")
+    return 0
+
+
+def _cmd_queue(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.jobs import queue
+
+    app = _app(args)
+    show = SafeOutput(out)
+    if args.jobs_command == "list":
+        jobs = queue.list_jobs(app)
+        for job in jobs:
+            show(job.line())
+        if not jobs:
+            show("no jobs on this queue")
+        return 0
+    job = queue.status(app, args.job_id) if args.jobs_command == "status" else queue.cancel(app, args.job_id)
+    show(job.line())
     return 0

@@ -46,3 +46,51 @@ def add_jobs_arguments(sub: Any, add_model_args: Callable[[argparse.ArgumentPars
     group.add_argument("--targets", type=Path, metavar="FOLDER", help="every video in this folder")
     batch.add_argument("--output-dir", type=Path, default=None, metavar="FOLDER", help="with --targets")
     _add_job_options(batch, add_model_args)
+    add_queue_arguments(sub, jsub, add_model_args)
+
+
+def _add_broker(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--broker",
+        default=None,
+        metavar="URL",
+        help="the job queue, e.g. redis://host:6379/0 (default: $FACECAST_BROKER_URL; none: this machine)",
+    )
+
+
+def add_queue_arguments(
+    sub: Any, jsub: Any, add_model_args: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    submit = jsub.add_parser("submit", help="queue one file job (or run it here when no queue is set)")
+    submit.add_argument(
+        "--input", required=True, metavar="VIDEO", help="the video file (a path all workers see)"
+    )
+    submit.add_argument("--output", required=True, metavar="VIDEO", help="where the result goes")
+    submit.add_argument("--wait", action="store_true", help="wait for the job to finish")
+    submit.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with no queue: worker processes here (default: 1)",
+    )
+    _add_broker(submit)
+    _add_job_options(submit, add_model_args)
+    for name, text in (
+        ("status", "where a queued job is"),
+        ("cancel", "stop a queued job; nothing is written"),
+    ):
+        p = jsub.add_parser(name, help=text)
+        p.add_argument("job_id", metavar="JOB_ID")
+        _add_broker(p)
+    _add_broker(jsub.add_parser("list", help="the jobs on the queue"))
+    worker = sub.add_parser("worker", help="take file-job chunks from the job queue (docs/JOBS.md)")
+    _add_broker(worker)
+    worker.add_argument("--concurrency", type=int, default=1, help="chunks at once (default: 1, one per GPU)")
+    worker.add_argument(
+        "--visibility-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="a task a dead worker held goes to another after S seconds (default: 3600; longer than a chunk)",
+    )

@@ -41,7 +41,9 @@ def test_the_warm_up_keeps_the_face_steady_across_seams(tmp_path: Path, base: Jo
     single, warm, cold = Landmarks(), Landmarks(), Landmarks()
     one = dataclasses.replace(base, output=str(tmp_path / "one.mp4"), chunk_s=0)
     run_file_job(one, settings, recording(stages, single))
-    run_file_job(dataclasses.replace(base, output=str(tmp_path / "warm.mp4")), settings, recording(stages, warm))
+    run_file_job(
+        dataclasses.replace(base, output=str(tmp_path / "warm.mp4")), settings, recording(stages, warm)
+    )
     no_warmup = dataclasses.replace(base, output=str(tmp_path / "cold.mp4"), warmup_frames=0)
     run_file_job(no_warmup, settings, recording(stages, cold))
     info = probe(Path(base.input))
