@@ -55,7 +55,13 @@ def make_app(url: str, visibility_s: float | None = None) -> Celery:
         accept_content=["json"],
         task_track_started=True,
         result_extended=True,
-        broker_transport_options={"visibility_timeout": visibility},
+        broker_transport_options={
+            "visibility_timeout": visibility,
+            # How often a worker looks for the tasks of dead workers: a few times per timeout, at
+            # most every 10 s (the default sweep, every 100 s, outlasted a short timeout many times).
+            "unacked_restore_interval": max(1, min(10, int(visibility / 3))),
+            "unacked_restore_throttle": 1,
+        },
         result_backend_transport_options={"visibility_timeout": visibility},
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
