@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +29,21 @@ class AssembleReport:
     dropped: list[str] = field(default_factory=list)  # streams the output's container cannot hold
 
 
+Signer = Callable[[Path, Path], None]  # (finished file, signed copy to write)
+
+
 def assemble(
-    source: Path, chunks: Sequence[Path], output: Path, *, extra_tags: dict[str, str] | None = None
+    source: Path,
+    chunks: Sequence[Path],
+    output: Path,
+    *,
+    extra_tags: dict[str, str] | None = None,
+    sign: Signer | None = None,
 ) -> AssembleReport:
-    """Write `output` from the video of `chunks` (in order) and the other streams of `source`."""
+    """Write `output` from the video of `chunks` (in order) and the other streams of `source`;
+    `sign` embeds the provenance manifest before the file takes its name."""
     temp = new_partial_path(output)
+    signed = new_partial_path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     lock = PartialLock(temp)
     report = AssembleReport()
@@ -56,12 +66,19 @@ def assemble(
             for _, _, packet, stream in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
                 packet.stream = stream
                 out.mux(packet)
-        os.replace(temp, output)
+        if sign is not None:
+            sign(temp, signed)
+            os.replace(signed, output)
+            _remove(temp)
+        else:
+            os.replace(temp, output)
     except (OSError, av.error.FFmpegError, ValueError) as err:
         _remove(temp)
+        _remove(signed)
         raise SinkError(f"Could not write {output} ({getattr(err, 'strerror', None) or err}).") from err
     except BaseException:
         _remove(temp)
+        _remove(signed)
         raise
     finally:
         lock.release()

@@ -10,6 +10,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from realtime.api import (
@@ -39,6 +40,7 @@ from realtime.jobs.manifest import (
 )
 from realtime.jobs.probe import MediaInfo, file_identity, probe
 from realtime.jobs.process import run_chunk
+from realtime.jobs.provenance import can_sign, provenance_tags, sign_video
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +201,10 @@ def finish_job(
             f"{output} appeared while the job ran; it is left as it is.",
             hint=f"The finished chunks stay in {folder}; pass --overwrite to replace it.",
         )
-    report = assemble(Path(spec.input), [folder / c.name for c in manifest.chunks], output, extra_tags=tags)
+    # MP4/MOV carry a signed C2PA manifest; other containers say it in their tags only.
+    signer = partial(sign_video, title=output.name) if can_sign(output) else None
+    chunks = [folder / c.name for c in manifest.chunks]
+    report = assemble(Path(spec.input), chunks, output, extra_tags=tags or provenance_tags(), sign=signer)
     shutil.rmtree(folder, ignore_errors=True)
     frames = sum(c.frames for c in manifest.chunks)
     return JobResult(output, frames, manifest.expected_frames, len(manifest.chunks), 0, report)
