@@ -17,6 +17,8 @@ import pytest
 
 from tests.paths import REPO_ROOT
 
+Worker = Callable[..., "subprocess.Popen[bytes]"]
+
 
 def free_port() -> int:
     with socket.socket() as s:
