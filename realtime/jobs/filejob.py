@@ -41,6 +41,7 @@ from realtime.jobs.manifest import (
 from realtime.jobs.probe import MediaInfo, file_identity, probe
 from realtime.jobs.process import run_chunk
 from realtime.jobs.provenance import can_sign, provenance_tags, sign_video
+from realtime.jobs.storage import deliver, exists, is_s3, place
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class StopRequest:
 
 @dataclass(frozen=True, slots=True)
 class JobResult:
-    output: Path
+    output: str  # a path, or the s3:// object it was uploaded to
     frames: int
     expected_frames: int
     chunks: int
@@ -129,7 +130,14 @@ def build_stages(spec: JobSpec) -> tuple[Settings, StageFactory]:
 
 
 def check_paths(spec: JobSpec) -> None:
-    """Refuse, before any work, an output that is there already or is the input itself."""
+    """Refuse, before any work, an output that is there already or is the input itself. (An
+    S3 input is checked when it is fetched, an S3 output here by asking the store.)"""
+    if is_s3(spec.input) or is_s3(spec.output):
+        if is_s3(spec.output) and not spec.overwrite and exists(spec.output):
+            raise OutputExistsError(f"{spec.output} exists already.", hint="Pass --overwrite to replace it.")
+        if not is_s3(spec.input) and not Path(spec.input).is_file():
+            raise SourceError(f"Video file not found: {spec.input}")
+        return
     source, output = Path(spec.input).expanduser(), Path(spec.output).expanduser()
     if not source.is_file():
         raise SourceError(
@@ -207,7 +215,7 @@ def finish_job(
     report = assemble(Path(spec.input), chunks, output, extra_tags=tags or provenance_tags(), sign=signer)
     shutil.rmtree(folder, ignore_errors=True)
     frames = sum(c.frames for c in manifest.chunks)
-    return JobResult(output, frames, manifest.expected_frames, len(manifest.chunks), 0, report)
+    return JobResult(str(output), frames, manifest.expected_frames, len(manifest.chunks), 0, report)
 
 
 def run_file_job(
@@ -222,10 +230,18 @@ def run_file_job(
     for a truncated input, JobInterrupted when `stop` was requested."""
     stop = stop or StopRequest()
     check_paths(spec)
+    placed = place(spec)  # S3 objects: the input fetched, the output built locally
+    spec = placed.spec
+    check_paths(spec)
     info = probe(Path(spec.input))
     folder = job_folder(Path(spec.output))
     try:
-        return _run_locked(spec, info, settings, stages, stop, on_progress, tags)
+        result = _run_locked(spec, info, settings, stages, stop, on_progress, tags)
+        deliver(placed)
+        if placed.upload_to is not None:
+            result = replace(result, output=placed.upload_to)
+        check_complete(result, info)
+        return result
     except JobBusyError:
         raise  # the folder is the other process's
     except BaseException:
@@ -269,9 +285,7 @@ def _run_locked(
                     hint="Run the same command again to resume.",
                 )
             done.add(chunk.index)
-        result = replace(finish_job(spec, manifest, info, tags), resumed_chunks=resumed)
-    check_complete(result, info)
-    return result
+        return replace(finish_job(spec, manifest, info, tags), resumed_chunks=resumed)
 
 
 def check_complete(result: JobResult, info: MediaInfo) -> None:

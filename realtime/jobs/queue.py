@@ -10,6 +10,7 @@ chunk done twice is written once, and the output equals a one-machine run's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from realtime.jobs.filejob import JobSpec, build_stages, check_paths, finish_job
 from realtime.jobs.manifest import JobLock, done_chunks, job_folder, write_atomically
 from realtime.jobs.probe import probe
 from realtime.jobs.provenance import provenance_tags
+from realtime.jobs.storage import deliver, output_path, place
 from realtime.jobs.workers import process_chunk
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,8 @@ def make_app(url: str, visibility_s: float | None = None) -> Celery:
     def job_task(self: Task, spec_json: str) -> Any:
         spec = JobSpec.from_json(spec_json)
         check_paths(spec)
+        spec = place(spec).spec  # S3 objects: the input fetched into the (shared) work folder
+        check_paths(spec)
         info = probe(Path(spec.input))
         folder = job_folder(Path(spec.output))
         with JobLock(folder, shared=True):
@@ -93,24 +97,28 @@ def make_app(url: str, visibility_s: float | None = None) -> Celery:
     @app.task(name="facecast.chunk", bind=True)
     def chunk_task(self: Task, spec_json: str, index: int) -> int:
         spec = JobSpec.from_json(spec_json)
-        folder = job_folder(Path(spec.output))
+        folder = job_folder(output_path(spec.output))
         if (folder / CANCELLED).exists():
             return 0
+        spec = place(spec).spec
         with JobLock(folder, shared=True):  # a run of the same job on one machine waits its turn
             return process_chunk(spec, index, stages_for(spec))
 
     @app.task(name="facecast.assemble", bind=True)
     def assemble_task(self: Task, _frames: list[int], spec_json: str) -> dict[str, Any]:
         spec = JobSpec.from_json(spec_json)
-        folder = job_folder(Path(spec.output))
+        folder = job_folder(output_path(spec.output))
         if (folder / CANCELLED).exists():
             return {"output": spec.output, "cancelled": True}
-        manifest = read_job(spec)
+        placed = place(spec)
+        local = placed.spec
+        manifest = read_job(local)
         left = {c.index for c in manifest.chunks} - done_chunks(folder, manifest)
         if left:
             raise RuntimeError(f"chunks {sorted(left)} of {spec.output} are missing")
-        result = finish_job(spec, manifest, probe(Path(spec.input)), provenance_tags())
-        return {"output": str(result.output), "frames": result.frames, "chunks": result.chunks}
+        result = finish_job(local, manifest, probe(Path(local.input)), provenance_tags())
+        deliver(placed)
+        return {"output": spec.output, "frames": result.frames, "chunks": result.chunks}
 
     return app
 
@@ -170,7 +178,7 @@ def status(app: Celery, job_id: str) -> JobStatus:
     spec = _spec_of(app, job_id)
     result = app.AsyncResult(job_id)
     state, detail = str(result.state), ""
-    folder = job_folder(Path(spec.output))
+    folder = job_folder(output_path(spec.output))
     if (folder / CANCELLED).exists():
         state = "CANCELLED"
     elif state == "FAILURE":
@@ -178,12 +186,12 @@ def status(app: Celery, job_id: str) -> JobStatus:
     done = chunks = 0
     manifest = None
     try:
-        manifest = read_job(spec)
+        manifest = read_job(dataclasses.replace(spec, output=str(output_path(spec.output))))
     except Exception as err:  # finished (folder gone) or not planned yet
         log.debug("no plan for %s: %s", job_id, err)
     if manifest is not None:
         chunks, done = len(manifest.chunks), len(done_chunks(folder, manifest))
-    if state == "SUCCESS" and Path(spec.output).exists():
+    if state == "SUCCESS":
         detail = "done"
     return JobStatus(job_id, state, spec.input, spec.output, done, chunks, detail)
 
@@ -199,7 +207,7 @@ def cancel(app: Celery, job_id: str) -> JobStatus:
     is not written. The finished chunks are removed with the folder when the job is next run."""
     check_broker(app)
     spec = _spec_of(app, job_id)
-    folder = job_folder(Path(spec.output))
+    folder = job_folder(output_path(spec.output))
     folder.mkdir(parents=True, exist_ok=True)
     write_atomically(folder / CANCELLED, "cancelled\n")
     app.control.revoke(job_id)

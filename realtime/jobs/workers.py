@@ -8,6 +8,7 @@ import logging
 import multiprocessing
 import queue
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from realtime.jobs.filejob import (
 from realtime.jobs.manifest import JobLock, done_chunks, job_folder
 from realtime.jobs.probe import probe
 from realtime.jobs.process import run_chunk
+from realtime.jobs.storage import deliver, place
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ def _worker_main(spec_json: str, todo: Any, done: Any) -> None:
 def run_with_workers(spec: JobSpec, workers: int, tags: dict[str, str] | None = None) -> JobResult:
     """The job with `workers` processes here; the result equals a one-process run's."""
     check_paths(spec)
+    placed = place(spec)
+    spec = placed.spec
     info = probe(Path(spec.input))
     folder = job_folder(Path(spec.output))
     with JobLock(folder, shared=True):
@@ -78,7 +82,9 @@ def run_with_workers(spec: JobSpec, workers: int, tags: dict[str, str] | None = 
             raise JobFailedError(
                 f"{len(left)} chunks of {spec.input} were not finished (worker exit codes {failed})."
             )
-        return finish_job(spec, manifest, info, tags)
+        result = finish_job(spec, manifest, info, tags)
+    deliver(placed)
+    return result if placed.upload_to is None else replace(result, output=placed.upload_to)
 
 
 __all__ = ["StopRequest", "process_chunk", "run_with_workers"]

@@ -28,6 +28,8 @@ def is_file_job(args: argparse.Namespace) -> bool:
     if output.lower() in _LIVE_OUTPUTS or output.isdigit() or Path(output).suffix.lower() in _IMAGE_SUFFIXES:
         return False
     text = str(args.input)
+    if text.startswith("s3://"):
+        return True
     if "://" in text or text.isdigit() or text.startswith("/dev/"):
         return False
     if Path(text).suffix.lower() in _IMAGE_SUFFIXES:
@@ -50,8 +52,8 @@ def spec_from_args(
     if args.label:
         overrides.append("composite.disclosure_label=true")
     return JobSpec(
-        input=str(Path(input_path or args.input).expanduser()),
-        output=str(Path(output or args.output).expanduser()),
+        input=_location(input_path or args.input),
+        output=_location(output or args.output),
         source=tuple(str(p) for p in args.source or ()),
         maps=tuple(args.maps),
         reference=str(args.reference) if args.reference else None,
@@ -62,6 +64,11 @@ def spec_from_args(
         chunk_s=getattr(args, "chunk_seconds", 4.0),
         overwrite=getattr(args, "overwrite", False),
     )
+
+
+def _location(text: str) -> str:
+    """A path (with ~ expanded), or an s3:// object as it is."""
+    return text if str(text).startswith("s3://") else str(Path(text).expanduser())
 
 
 @contextmanager
