@@ -84,6 +84,11 @@ def probe(path: Path) -> MediaInfo:
     pts.sort()
     if not pts:
         raise SourceError(f"{path} contains no video frames.")
+    if len(pts) >= 2 and pts[-1] > pts[0]:
+        # The frames' own average rate: a header's can be wrong (a remuxed stream claimed 12800 fps).
+        fps = (len(pts) - 1) / float((pts[-1] - pts[0]) * time_base)
+        if not stream.frames:
+            expected = round(duration * fps) if duration > 0 else 0
     if damaged is None and expected and len(pts) < expected - max(2, expected // 50):
         damaged = float(pts[-1] * time_base) + 1.0 / fps
     keys = sorted(set(keys) & set(pts)) or [pts[0]]

@@ -23,7 +23,14 @@ from realtime.jobs.errors import EXIT_INPUT_ENDS_EARLY, EXIT_OUTPUT_EXISTS, EXIT
 from realtime.jobs.manifest import job_folder
 from realtime.tools.bench import astronaut_bgr
 from tests.paths import REPO_ROOT
-from tests.realtime.jobs.media import audio_packets, decode, video_times, write_clip
+from tests.realtime.jobs.media import (
+    audio_packets,
+    decode,
+    subtitle_packets,
+    video_times,
+    with_subtitles,
+    write_clip,
+)
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +213,40 @@ def test_a_jobs_file_names_each_job(tmp_path: Path, models: Path, photo: Path, v
     )
     assert code == 0, text
     assert len(video_times(tmp_path / "one.mp4")) == 60
+
+
+SRT = "1\n00:00:00,400 --> 00:00:01,000\nHello there\n\n2\n00:00:01,200 --> 00:00:01,800\nGeneral Kenobi\n"
+
+
+def test_subtitles_are_kept_where_the_container_holds_them(
+    tmp_path: Path, models: Path, photo: Path, vfr_clip: Path
+) -> None:
+    clip = with_subtitles(write_clip(tmp_path / "base.mkv", 50), tmp_path / "film.mkv", SRT)
+    out = tmp_path / "out.mkv"
+    code, text = run_cli(job_args(models, photo, clip, out))
+    assert code == 0, text
+    assert (
+        subtitle_packets(out) == subtitle_packets(clip) == [(0.4, b"Hello there"), (1.2, b"General Kenobi")]
+    )
+    with av.open(str(out)) as c:
+        assert c.streams.subtitles[0].metadata["language"] == "eng"
+    assert audio_packets(out) == audio_packets(clip)
+    # MP4 cannot hold SubRip: the user is told the subtitles were left out, the rest is kept.
+    code, text = run_cli(job_args(models, photo, clip, tmp_path / "out.mp4"))
+    assert code == 0, text
+    assert "warning: the input's subtitle srt stream was left out" in text
+    assert audio_packets(tmp_path / "out.mp4") == audio_packets(clip)
+
+
+def test_a_phone_video_shot_sideways_comes_out_upright(tmp_path: Path, models: Path, photo: Path) -> None:
+    from tests.fixtures_media import make_test_video
+
+    clip = make_test_video(tmp_path / "phone.mp4", frames=20, size=(96, 64), rotation=90)
+    out = tmp_path / "out.mp4"
+    code, text = run_cli(job_args(models, photo, clip, out))
+    assert code == 0, text
+    with av.open(str(out)) as c:
+        frame = next(c.decode(video=0))
+        # Shown as the phone showed it: portrait, with no rotation left for a player to apply.
+        assert (frame.width, frame.height) == (64, 96) and not frame.rotation
+    assert len(decode(out)) == 20

@@ -78,3 +78,31 @@ def audio_packets(path: Path) -> list[tuple[float, bytes]]:
 def decode(path: Path) -> list[np.ndarray]:
     with av.open(str(path)) as c:
         return [f.to_ndarray(format="bgr24") for f in c.decode(video=0)]
+
+
+def with_subtitles(clip: Path, out: Path, srt: str, language: str = "eng") -> Path:
+    """`clip`'s streams plus a SubRip track (copied from an .srt file, as a muxer would)."""
+    text = out.with_suffix(".srt")
+    text.write_text(srt, encoding="utf-8")
+    with av.open(str(clip)) as a, av.open(str(text)) as b, av.open(str(out), "w") as o:
+        streams = {s.index: o.add_stream_from_template(s) for s in a.streams}
+        sub = o.add_stream_from_template(b.streams[0])
+        sub.metadata["language"] = language
+        for packet in a.demux():
+            if packet.dts is not None:
+                packet.stream = streams[packet.stream.index]
+                o.mux(packet)
+        for packet in b.demux():
+            if packet.dts is not None:
+                packet.stream = sub
+                o.mux(packet)
+    return out
+
+
+def subtitle_packets(path: Path) -> list[tuple[float, bytes]]:
+    with av.open(str(path)) as c:
+        if not c.streams.subtitles:
+            return []
+        s = c.streams.subtitles[0]
+        tb = s.time_base or TIME_BASE
+        return [(round(float((p.pts or 0) * tb), 3), bytes(p)) for p in c.demux(s) if p.size]
