@@ -20,7 +20,7 @@ from typing import Any
 
 import platformdirs
 
-from realtime.api import FaceCastError, SinkError, SourceError
+from realtime.api import SinkError, SourceError
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,3 @@ def deliver(placed: Placed) -> None:
         local.parent.rmdir()
     except OSError as err:
         log.debug("Could not tidy %s: %s", local, err)
-
-
-__all__ = ["FaceCastError", "Placed", "deliver", "exists", "fetch", "is_s3", "place", "upload"]

@@ -15,7 +15,6 @@ from typing import Any
 from realtime.jobs.filejob import (
     JobResult,
     JobSpec,
-    StopRequest,
     build_stages,
     check_paths,
     finish_job,
@@ -85,6 +84,3 @@ def run_with_workers(spec: JobSpec, workers: int, tags: dict[str, str] | None = 
         result = finish_job(spec, manifest, info, tags)
     deliver(placed)
     return result if placed.upload_to is None else replace(result, output=placed.upload_to)
-
-
-__all__ = ["StopRequest", "process_chunk", "run_with_workers"]
