@@ -27,6 +27,7 @@ _OWN_TAGS = frozenset({"encoder", "major_brand", "minor_version", "compatible_br
 class AssembleReport:
     copied: list[str] = field(default_factory=list)  # "audio aac (copied)", ...
     dropped: list[str] = field(default_factory=list)  # streams the output's container cannot hold
+    video_frames: int = 0  # what the chunks held: fewer than planned where the input was damaged
 
 
 Signer = Callable[[Path, Path], None]  # (finished file, signed copy to write)
@@ -63,9 +64,10 @@ def assemble(
             ]
             if others:
                 streams.append(_source_packets(src, others))
-            for _, _, packet, stream in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
+            for _, kind, packet, stream in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
                 packet.stream = stream
                 out.mux(packet)
+                report.video_frames += kind == 0
         if sign is not None:
             sign(temp, signed)
             os.replace(signed, output)
@@ -126,8 +128,10 @@ def _chunk_packets(
 ) -> Iterator[tuple[float, int, av.Packet, av.stream.Stream]]:
     for part in parts:
         for packet in part.demux(part.streams.video[0]):
-            if packet.size == 0 or packet.dts is None:
+            if packet.size == 0 or packet.pts is None:
                 continue
+            if packet.dts is None:  # no B-frames in a chunk: each packet decodes when it shows
+                packet.dts = packet.pts
             yield float(packet.dts * packet.time_base), 0, packet, stream
 
 

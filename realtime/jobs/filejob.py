@@ -214,7 +214,7 @@ def finish_job(
     chunks = [folder / c.name for c in manifest.chunks]
     report = assemble(Path(spec.input), chunks, output, extra_tags=tags or provenance_tags(), sign=signer)
     shutil.rmtree(folder, ignore_errors=True)
-    frames = sum(c.frames for c in manifest.chunks)
+    frames = report.video_frames
     return JobResult(str(output), frames, manifest.expected_frames, len(manifest.chunks), 0, report)
 
 
@@ -294,7 +294,8 @@ def check_complete(result: JobResult, info: MediaInfo) -> None:
     ):
         return
     where = f"damaged at {info.damaged_at_s:.1f} s" if info.damaged_at_s is not None else "frames missing"
+    what = "the input ends early" if info.ends_early else "frames are missing in the input"
     raise InputEndsEarlyError(
-        f"processed {result.frames} of ~{result.expected_frames} frames: the input ends early ({where}); "
+        f"processed {result.frames} of ~{result.expected_frames} frames: {what} ({where}); "
         f"{result.output} holds those {result.frames} frames."
     )

@@ -7,6 +7,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import pairwise
 from pathlib import Path
 
 import av
@@ -34,6 +35,7 @@ class MediaInfo:
     duration_s: float
     other_streams: tuple[str, ...] = field(default=())
     damaged_at_s: float | None = None
+    ends_early: bool = True  # the damage cut the file short (False: frames are missing inside it)
 
     @property
     def frames(self) -> int:
@@ -84,19 +86,35 @@ def probe(path: Path) -> MediaInfo:
     pts.sort()
     if not pts:
         raise SourceError(f"{path} contains no video frames.")
-    if len(pts) >= 2 and pts[-1] > pts[0]:
-        # The frames' own average rate: a header's can be wrong (a remuxed stream claimed 12800 fps).
+    if not 0 < fps <= 240 and len(pts) >= 2 and pts[-1] > pts[0]:
+        # A header's rate can be wrong (a remuxed stream claimed 12800 fps): the frames' own then.
         fps = (len(pts) - 1) / float((pts[-1] - pts[0]) * time_base)
         if not stream.frames:
             expected = round(duration * fps) if duration > 0 else 0
+    ends_early = True
     if damaged is None and expected and len(pts) < expected - max(2, expected // 50):
-        damaged = float(pts[-1] * time_base) + 1.0 / fps
+        gap = _largest_gap(pts, fps, time_base)
+        ends_early = gap is None
+        damaged = float(pts[-1] * time_base) + 1.0 / fps if gap is None else float(gap * time_base)
     keys = sorted(set(keys) & set(pts)) or [pts[0]]
     if keys[0] != pts[0]:
         keys.insert(0, pts[0])  # an open GOP at the start: decoding begins there anyway
     return MediaInfo(
-        str(path), time_base, tuple(pts), tuple(keys), fps, width, height, expected, duration, others, damaged
-    )
+        str(path), time_base, tuple(pts), tuple(keys), fps, width, height, expected, duration, others,
+        damaged, ends_early,
+    )  # fmt: skip
+
+
+def _largest_gap(pts: list[int], fps: float, time_base: Fraction) -> int | None:
+    """Where the longest jump between frames begins, when it is many frames long (damage the
+    demuxer resynced after without a word); None when the frames follow each other."""
+    steps = [(b - a, a) for a, b in pairwise(pts)]
+    if not steps:
+        return None
+    longest, at = max(steps)
+    if float(longest * time_base) > max(0.5, 3.0 / fps):
+        return at
+    return None
 
 
 def _duration_s(container: av.container.InputContainer, stream: av.VideoStream) -> float:

@@ -250,3 +250,21 @@ def test_a_phone_video_shot_sideways_comes_out_upright(tmp_path: Path, models: P
         # Shown as the phone showed it: portrait, with no rotation left for a player to apply.
         assert (frame.width, frame.height) == (64, 96) and not frame.rotation
     assert len(decode(out)) == 20
+
+
+def test_frames_lost_inside_a_damaged_input_are_told(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, models: Path, photo: Path
+) -> None:
+    clip = write_clip(tmp_path / "whole.mkv", 100, audio=False)
+    data = bytearray(clip.read_bytes())
+    n = len(data)
+    data[n // 2 : n // 2 + n // 5] = bytes(n // 5)  # a fifth of the file overwritten mid-way
+    bad = tmp_path / "bad.mkv"
+    bad.write_bytes(bytes(data))
+    out = tmp_path / "out.mkv"
+    code, _ = run_cli(job_args(models, photo, bad, out))
+    err = capsys.readouterr().err
+    assert code == EXIT_INPUT_ENDS_EARLY, err
+    assert "of ~100 frames: frames are missing in the input (damaged at" in err
+    processed = int(err.split("processed ")[1].split(" ")[0])
+    assert 40 <= processed < 100 and len(video_times(out)) == processed
