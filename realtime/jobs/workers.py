@@ -8,6 +8,8 @@ import logging
 import multiprocessing
 import queue
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,19 +44,27 @@ def process_chunk(spec: JobSpec, index: int, built: Any = None, stop: threading.
     return result.frames_written
 
 
-def _worker_main(spec_json: str, todo: Any, done: Any) -> None:
+def _worker_main(spec_json: str, todo: Any, news: Any) -> None:
     spec = JobSpec.from_json(spec_json)
     built = build_stages(spec)
-    while True:
-        try:
-            index = todo.get_nowait()
-        except queue.Empty:
-            return
-        done.put((index, process_chunk(spec, index, built)))
+    news.put(("ready", time.monotonic()))
+    with JobLock(job_folder(Path(spec.output)), shared=True):  # a one-process run of it waits
+        while True:
+            try:
+                index = todo.get_nowait()
+            except queue.Empty:
+                return
+            news.put(("chunk", process_chunk(spec, index, built)))
 
 
-def run_with_workers(spec: JobSpec, workers: int, tags: dict[str, str] | None = None) -> JobResult:
-    """The job with `workers` processes here; the result equals a one-process run's."""
+def run_with_workers(
+    spec: JobSpec,
+    workers: int,
+    tags: dict[str, str] | None = None,
+    on_ready: Callable[[float], None] | None = None,
+) -> JobResult:
+    """The job with `workers` processes here; the result equals a one-process run's.
+    on_ready: told the time.monotonic() at which each worker had its models loaded."""
     check_paths(spec)
     placed = place(spec)
     spec = placed.spec
@@ -63,13 +73,21 @@ def run_with_workers(spec: JobSpec, workers: int, tags: dict[str, str] | None = 
     with JobLock(folder, shared=True):
         manifest, finished = prepare_job(spec, info)
     context = multiprocessing.get_context("spawn")
-    todo, done = context.Queue(), context.Queue()
+    todo, news = context.Queue(), context.Queue()
     for chunk in manifest.chunks:
         if chunk.index not in finished:
             todo.put(chunk.index)
-    procs = [context.Process(target=_worker_main, args=(spec.to_json(), todo, done)) for _ in range(workers)]
+    procs = [context.Process(target=_worker_main, args=(spec.to_json(), todo, news)) for _ in range(workers)]
     for p in procs:
         p.start()
+    # Read the news while they work: a worker whose queue is unread cannot exit (its pipe fills).
+    while any(p.is_alive() for p in procs) or not news.empty():
+        try:
+            kind, value = news.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if kind == "ready" and on_ready is not None:
+            on_ready(value)
     for p in procs:
         p.join()
     failed = [p.exitcode for p in procs if p.exitcode != 0]
