@@ -7,6 +7,7 @@ import errno
 import logging
 import os
 import re
+import time
 import uuid
 from pathlib import Path
 from typing import IO
@@ -101,8 +102,9 @@ class PartialLock:
 
 
 def _writer_alive(entry: Path, tag: str) -> bool:
-    """Whether a live process still writes `entry`: its lock is held (or, where files cannot be
-    locked, the process id in its name is running)."""
+    """Whether a live writer still has `entry`: its lock is held. A file with no lock (a writer
+    that takes none, such as NVENC's, or a file system without locks) counts as live while the
+    process named in it runs and the file changed in the last few seconds."""
     if fcntl is not None:
         try:
             with open(entry, "ab") as handle:
@@ -114,12 +116,24 @@ def _writer_alive(entry: Path, tag: str) -> bool:
                     log.debug("Could not test the lock on %s: %s", entry, err)
                 else:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-                    return False
         except OSError:
             return True  # cannot even open it: leave it alone
-    pid = int(tag.split("-", 1)[0]) if tag else 0
-    if pid <= 0 or pid == os.getpid():
+    if not _process_runs(int(tag.split("-", 1)[0]) if tag else 0):
         return False
+    try:
+        return time.time() - entry.stat().st_mtime < _UNLOCKED_STALE_S
+    except OSError:
+        return False
+
+
+_UNLOCKED_STALE_S = 10.0  # an unlocked partial untouched this long has no writer (each frame writes)
+
+
+def _process_runs(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -451,6 +451,19 @@ def test_a_recording_still_being_written_is_left_alone_by_another(tmp_path: Path
     assert decoded_numbers(out) == list(range(30))
 
 
+def test_an_unlocked_partial_of_a_running_writer_is_left_alone_while_it_grows(tmp_path: Path) -> None:
+    """A writer that takes no lock (NVENC's) is known live by its running process and fresh file."""
+    out = tmp_path / "take.mp4"
+    live = tmp_path / f".take.{os.getpid()}-0a1b2c3d.partial.mp4"
+    live.write_bytes(b"\0" * 4096)
+    VideoFileSink(out).open(96, 64, 25.0)
+    assert live.exists() and not (tmp_path / "take.recovered.mp4").exists()
+    old = time.time() - 60.0
+    os.utime(live, (old, old))  # a minute without a write: its writer is gone
+    VideoFileSink(out).open(96, 64, 25.0)
+    assert not live.exists() and (tmp_path / "take.recovered.mp4").exists()
+
+
 def test_a_partial_left_before_its_first_frame_is_removed_by_the_next_recording(tmp_path: Path) -> None:
     """A run killed before its first packet left a hidden 762-byte header that nothing removed."""
     out = tmp_path / "take.mp4"
