@@ -456,11 +456,14 @@ def test_an_unlocked_partial_of_a_running_writer_is_left_alone_while_it_grows(tm
     out = tmp_path / "take.mp4"
     live = tmp_path / f".take.{os.getpid()}-0a1b2c3d.partial.mp4"
     live.write_bytes(b"\0" * 4096)
-    VideoFileSink(out).open(96, 64, 25.0)
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    sink.abort()
     assert live.exists() and not (tmp_path / "take.recovered.mp4").exists()
     old = time.time() - 60.0
     os.utime(live, (old, old))  # a minute without a write: its writer is gone
-    VideoFileSink(out).open(96, 64, 25.0)
+    sink.open(96, 64, 25.0)
+    sink.abort()
     assert not live.exists() and (tmp_path / "take.recovered.mp4").exists()
 
 
