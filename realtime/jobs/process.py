@@ -15,7 +15,6 @@ from realtime.api import (
     Engine,
     EngineEvent,
     FaceCastError,
-    FrameSink,
     Settings,
     StageFactory,
     VideoFileSink,
@@ -81,13 +80,12 @@ def run_chunk(
     source = VideoFileSource(info.path, start_pts=chunk.warm_pts, end_pts=chunk.end_pts)
     video = VideoFileSink(temp, time_base=info.time_base, b_frames=False)
     sink = _WarmupSkippingSink(video, info, chunk.start_pts, on_frame)
-    errors: list[str] = []
 
     def on_event(event: EngineEvent) -> None:
-        if event.kind == "error":
-            errors.append(event.message)
+        if event.kind == "warning":  # an error ends the run and is raised below
+            log.warning("chunk %d: %s", chunk.index, event.message)
 
-    engine = Engine(source, _as_sink(sink), settings, stages, on_event=on_event)
+    engine = Engine(source, sink, settings, stages, on_event=on_event)
     engine.start()
     try:
         while not engine.ended(0.1):
@@ -106,10 +104,6 @@ def run_chunk(
         raise FaceCastError(f"No frame of chunk {chunk.index} could be decoded from {info.path}.")
     os.replace(temp, work_file)
     return ChunkResult(sink.written, completed=True)
-
-
-def _as_sink(sink: _WarmupSkippingSink) -> FrameSink:
-    return sink
 
 
 def _discard(path: Path) -> None:
