@@ -23,6 +23,7 @@ import platformdirs
 from models.errors import FaceCastError
 from realtime.tools.cli import cmd_bench, cmd_doctor, cmd_models, cmd_serve
 from realtime.tools.cli_args import build_parser
+from realtime.tools.cli_jobs import cmd_bench_jobs, cmd_jobs, cmd_worker
 from realtime.tools.cli_run import check_display, cmd_run
 
 log = logging.getLogger("facecast")
@@ -127,8 +128,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         "run": run_command,
         "models": cmd_models,
         "doctor": cmd_doctor,
-        "bench": cmd_bench,
+        "bench": lambda a, o: cmd_bench_jobs(a, o) if a.jobs else cmd_bench(a, o),
         "serve": cmd_serve,
+        "jobs": cmd_jobs,
+        "worker": cmd_worker,
         None: cmd_gui,
     }
     try:

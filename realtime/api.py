@@ -21,7 +21,7 @@ from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provi
 from realtime.consent import CONSENT_TEXT, consent_path, consent_recorded, record_consent, settings_path
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
-from realtime.core.errors import SourceError, VirtualCameraUnavailableError
+from realtime.core.errors import SinkError, SourceError, VirtualCameraUnavailableError
 from realtime.core.events import EngineEvent
 from realtime.core.frames import VideoFrame
 from realtime.core.metrics import Metrics, StatsSnapshot, Summary
@@ -45,6 +45,7 @@ from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
 from realtime.io.file_sinks import VideoFileSink
 from realtime.io.inputs import open_input
 from realtime.io.outputs import OutputRequest, open_output, open_outputs
+from realtime.io.partial_files import PartialLock, new_partial_path
 from realtime.io.sinks import NullSink
 from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
@@ -93,11 +94,13 @@ __all__ = [
     "NullSink",
     "OptionalSink",
     "OutputRequest",
+    "PartialLock",
     "PickedIdentity",
     "SessionConfig",
     "SessionFactory",
     "Settings",
     "SettingsError",
+    "SinkError",
     "SourceError",
     "SourceIdentity",
     "StageFactory",
@@ -123,6 +126,7 @@ __all__ = [
     "load_analysis_models",
     "load_identity",
     "load_preset",
+    "new_partial_path",
     "open_input",
     "open_output",
     "open_outputs",

@@ -21,6 +21,7 @@ from realtime.core.errors import SinkError
 from realtime.core.frames import VideoFrame
 from realtime.io.frame_fit import DEFAULT_FPS, _even, letterbox_into
 from realtime.io.partial_files import (
+    PartialLock,
     _container_options,
     _partial_path,
     _prepare_target,
@@ -78,8 +79,17 @@ class VideoFileSink:
         bitrate: int | None = None,
         pix_fmt: str = "yuv420p",
         preset: str = "veryfast",
+        time_base: Fraction | None = None,
+        b_frames: bool = True,
     ) -> None:
         self.path = Path(path)
+        # Set (a file job): each frame is placed at its own media time (frame.pts) in this time
+        # base, so a variable-frame-rate input keeps its timing exactly.
+        self.time_base = time_base
+        # False: no B-frames, so packets decode in the order they show and chunks written apart
+        # join into one stream with rising timestamps.
+        self.b_frames = b_frames
+        self._lock: PartialLock | None = None
         self.codec = codec
         self.crf = crf
         self.bitrate = bitrate
@@ -108,9 +118,11 @@ class VideoFileSink:
         self._existed = self.path.exists()
         self._temp = _partial_path(self.path)
         _prepare_target(self.path, self._temp)
+        self._lock = PartialLock(self._temp)
         try:
             container = av.open(str(self._temp), mode="w", options=_container_options(self.path))
         except (ValueError, OSError, av.error.FFmpegError) as err:
+            self._release_lock()
             _remove(self._temp)
             raise SinkError(
                 f"Cannot write video {self.path} ({_reason(err)}).",
@@ -120,6 +132,7 @@ class VideoFileSink:
             self._stream = self._add_stream(container, _even(width), _even(height), fps or DEFAULT_FPS)
         except (ValueError, av.error.FFmpegError) as err:
             container.close()
+            self._release_lock()
             _remove(self._temp)
             raise SinkError(f"Cannot encode video for {self.path} ({_reason(err)}).") from err
         self._container = container
@@ -143,6 +156,11 @@ class VideoFileSink:
         if not isinstance(stream, av.VideoStream):
             raise ValueError(f"{codec} is not a video encoder")
         stream.width, stream.height, stream.pix_fmt = w, h, self.pix_fmt
+        if self.time_base is not None:
+            stream.time_base = self.time_base
+            stream.codec_context.time_base = self.time_base
+        if not self.b_frames:
+            stream.codec_context.max_b_frames = 0
         # Say which YUV the file holds (BT.601, limited range: OpenCV's and swscale's default).
         # Untagged HD video is shown as BT.709 by browsers and most players: reds and greens shift.
         stream.codec_context.colorspace = AVCOL_SPC_SMPTE170M
@@ -151,6 +169,8 @@ class VideoFileSink:
         stream.codec_context.gop_size = max(1, round(2.0 * fps))
         if codec == "libx264" and self.bitrate is None:
             stream.options = {"crf": str(self.crf), "preset": self.preset}
+            if not self.b_frames:
+                stream.options = {**stream.options, "bf": "0"}
         else:
             # mpeg4 has no CRF and defaults to 200 kb/s, which smears faces; ~0.2 bit per pixel looks fine.
             stream.bit_rate = self.bitrate or int(w * h * fps * 0.2)
@@ -184,6 +204,8 @@ class VideoFileSink:
 
     def _timeline(self, frame: VideoFrame) -> int:
         """The frame's place in the file, in frame periods of the stream's rate (see the class doc)."""
+        if frame.pts is not None and self.time_base is not None:
+            return round(frame.pts / self.time_base)
         if frame.pts is not None:  # a file or clip: its own index is exact
             if self._first_index is None:
                 self._first_index = frame.index
@@ -206,6 +228,7 @@ class VideoFileSink:
             log.debug("Error while closing %s after a failed write: %s", self._temp, close_err)
         try:
             os.replace(self._temp, self._final_path())
+            self._release_lock()
         except OSError as move_err:
             log.warning("Could not move %s to %s: %s", self._temp, self.path, move_err)
             self._keep_temp = True  # the message says the recording is in it: abort() must not delete it
@@ -242,6 +265,7 @@ class VideoFileSink:
             container.close()
             self._container = self._stream = None
             os.replace(self._temp, self._final_path())
+            self._release_lock()
         except (OSError, av.error.FFmpegError) as err:
             self.abort()
             raise _write_error(self.path, err) from err
@@ -276,8 +300,14 @@ class VideoFileSink:
             except (OSError, av.error.FFmpegError) as err:
                 # The file is deleted next; the error only matters for the log.
                 log.debug("Error while discarding %s: %s", self._temp, err)
+        self._release_lock()
         if not self._keep_temp:
             _remove(self._temp)
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
 
 class ImageFileSink:

@@ -10,6 +10,12 @@ import re
 import time
 import uuid
 from pathlib import Path
+from typing import IO
+
+try:
+    import fcntl
+except ImportError:  # Windows: a writer is known alive by its process id alone
+    fcntl = None  # type: ignore[assignment]
 
 from realtime.core.errors import SinkError
 
@@ -70,13 +76,77 @@ def _survives_truncation(path: Path) -> bool:
     return path.suffix.lower() in _FRAGMENTED + _STREAMABLE
 
 
-_STALE_PARTIAL_S = 10.0  # a partial file untouched this long has no writer (a live one flushes each frame)
+class PartialLock:
+    """A writer's claim on its partial file: an exclusive lock held on an open descriptor for as
+    long as the writer lives. The kernel drops it when the process ends in any way (kill -9
+    included), so the next recording knows at once that nobody writes the file any more."""
+
+    def __init__(self, temp: Path) -> None:
+        self._file: IO[bytes] | None = None
+        try:
+            handle = open(temp, "ab")  # noqa: SIM115 - held open for the writer's whole life
+        except OSError as err:
+            log.debug("No lock on %s: %s", temp, err)
+            return
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:  # a file system without locks: the PID in the name still tells
+                log.debug("Could not lock %s: %s", temp, err)
+        self._file = handle
+
+    def release(self) -> None:
+        handle, self._file = self._file, None
+        if handle is not None:
+            handle.close()
+
+
+def _writer_alive(entry: Path, tag: str) -> bool:
+    """Whether a live writer still has `entry`: its lock is held. A file with no lock (a writer
+    that takes none, such as NVENC's, or a file system without locks) counts as live while the
+    process named in it runs and the file changed in the last few seconds."""
+    if fcntl is not None:
+        try:
+            with open(entry, "ab") as handle:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return True
+                except OSError as err:
+                    log.debug("Could not test the lock on %s: %s", entry, err)
+                else:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        except OSError:
+            return True  # cannot even open it: leave it alone
+    if not _process_runs(int(tag.split("-", 1)[0]) if tag else 0):
+        return False
+    try:
+        return time.time() - entry.stat().st_mtime < _UNLOCKED_STALE_S
+    except OSError:
+        return False
+
+
+_UNLOCKED_STALE_S = 10.0  # an unlocked partial untouched this long has no writer (each frame writes)
+
+
+def _process_runs(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def _recover_partial(path: Path) -> None:
     """Hidden partial recordings left by a crash (or a kill) hold playable video for the
     containers that survive truncation: give them a visible name instead of leaving them hidden.
-    Another FaceCast still writing one (its file changes every frame) is left alone."""
+    Another FaceCast still writing one (it holds the file's lock) is left alone."""
     if not _survives_truncation(path):
         return
     for temp in _stale_partials(path):
@@ -99,7 +169,7 @@ def _recover_partial(path: Path) -> None:
 
 def _stale_partials(path: Path) -> list[Path]:
     """Partial files of `path` (`.NAME.PID-TAG.partial.EXT`, or the older `.NAME.partial.EXT`)
-    that nobody has written to for a while: a live writer touches its file with every frame."""
+    whose writer is gone (see PartialLock)."""
     legacy = f".{path.stem}.partial{path.suffix}"
     prefix, suffix = f".{path.stem}.", f".partial{path.suffix}"
     found: list[Path] = []
@@ -107,18 +177,14 @@ def _stale_partials(path: Path) -> list[Path]:
         entries = list(path.parent.iterdir())
     except OSError:
         return []
-    now = time.time()
     for entry in entries:
         name = entry.name
         tag = name[len(prefix) : -len(suffix)] if name.startswith(prefix) and name.endswith(suffix) else ""
         if not (name == legacy or _PARTIAL_TAG.fullmatch(tag)):
             continue
-        try:
-            st = entry.stat()
-        except OSError:
+        if not entry.is_file() or _writer_alive(entry, tag if name != legacy else ""):
             continue
-        if now - st.st_mtime > _STALE_PARTIAL_S:
-            found.append(entry)
+        found.append(entry)
     return sorted(found)
 
 
@@ -141,3 +207,7 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
     except OSError as err:
         log.warning("Could not remove the partial file %s: %s", path, err)
+
+
+# Public names for the layers above, which write their own files the same way.
+new_partial_path = _partial_path

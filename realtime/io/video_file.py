@@ -6,6 +6,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -55,10 +56,23 @@ class VideoFileSource(KnownFormat):
 
     _MAX_CONSECUTIVE_ERRORS = 50
 
-    def __init__(self, path: str | Path, realtime: bool = False, loop: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        realtime: bool = False,
+        loop: bool = False,
+        *,
+        start_pts: int | None = None,
+        end_pts: int | None = None,
+    ) -> None:
         self.path = Path(path)
         self.realtime = realtime
         self.loop = loop
+        # A part of the file (a file job's chunk): the frames whose pts, in the video stream's
+        # time base, lie in [start_pts, end_pts); None: from the start, to the end.
+        self.start_pts = start_pts
+        self.end_pts = end_pts
+        self.time_base: Fraction | None = None  # the video stream's, known once open
         self.bad_packets = 0
         self.frames_missing = 0  # skipped over by the decoder in damaged parts (see _timeline_pts)
         self._pacer = Pacer()
@@ -116,6 +130,14 @@ class VideoFileSource(KnownFormat):
             raise SourceError(f"{self.path} contains no video stream.")
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"  # frame threading: whole-file decode runs several times faster
+        self.time_base = stream.time_base
+        if self.start_pts is not None and self.start_pts > (stream.start_time or 0):
+            try:  # to the keyframe at or before the part's start; the frames before it are skipped
+                container.seek(self.start_pts, stream=stream, backward=True, any_frame=False)
+            except av.error.FFmpegError as err:
+                container.close()
+                at = float(self.start_pts * (stream.time_base or 0))
+                raise SourceError(f"{self.path} cannot be read from {at:.1f} s ({reason(err)}).") from err
         self._container, self._stream = container, stream
         self._frames = self._decoded_frames()
 
@@ -261,7 +283,12 @@ class VideoFileSource(KnownFormat):
                 self._count_bad_packet(err)
                 continue
             consecutive_errors = 0
-            yield from frames
+            for frame in frames:
+                if frame.pts is not None and self.start_pts is not None and frame.pts < self.start_pts:
+                    continue
+                if frame.pts is not None and self.end_pts is not None and frame.pts >= self.end_pts:
+                    return
+                yield frame
         log.warning("%s: %d damaged packets in a row; treating it as the end.", self.path, consecutive_errors)
 
     def _count_bad_packet(self, err: Exception) -> None:

@@ -4,6 +4,8 @@ POST /v1/faces              a source photo as the body -> {"id": ...}
 POST /v1/streams            an SDP offer (application/sdp) -> 201, Location, the SDP answer
 PATCH /v1/streams/{id}      new settings, applied live
 DELETE /v1/streams/{id}     hang up
+POST /v1/jobs               a video file job on the queue (realtime/remote/jobs_api.py)
+GET, DELETE /v1/jobs/{id}   its state; cancel it
 GET /v1/health              liveness for probes (no token)
 GET /metrics                Prometheus text (token)
 GET /                       the browser page
@@ -37,6 +39,7 @@ from realtime.api import (
 )
 from realtime.remote.audit import AuditLog, AuditRecord
 from realtime.remote.faces import FaceStore, StoredFace, UploadRefused
+from realtime.remote.jobs_api import JobsApi, RequestChecks
 from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
 from realtime.remote.session import StreamSession
 from realtime.remote.tokens import TokenFile, bearer
@@ -101,6 +104,7 @@ class Server:
         app.router.add_post("/v1/streams", self.create_stream)
         app.router.add_patch("/v1/streams/{stream_id}", self.patch_stream)
         app.router.add_delete("/v1/streams/{stream_id}", self.delete_stream)
+        JobsApi(self, RequestChecks(lambda r: r[TOKEN_NAME], _consented, CONSENT_HELP)).add_routes(app)
         app.on_startup.append(self._on_startup)
         app.on_shutdown.append(self._on_shutdown)
         return app

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from realtime.remote.cli import add_remote_arguments, add_serve_arguments
+from realtime.tools.cli_jobs_args import add_jobs_arguments
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -197,6 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="confirm you have the consent of every person whose face you use (asked once, then stored; "
         "or set FACECAST_CONSENT=1); also sent to a `--remote` server",
     )
+    run.add_argument(
+        "--overwrite", action="store_true", help="replace an output file that exists (default: refuse it)"
+    )
+    run.add_argument(
+        "--chunk-seconds",
+        type=float,
+        default=4.0,
+        metavar="S",
+        help="a video file into a video file is processed in chunks of about S seconds, cut at "
+        "keyframes, and resumes from the last finished one when run again (0: one chunk; default: 4)",
+    )
     add_remote_arguments(run, with_consent=False)
 
     add_serve_arguments(
@@ -238,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPU self-check: stand-in models at 720p/1080p on CUDA and TensorRT fp16 (< 5 minutes)",
     )
 
+    add_jobs_arguments(sub, _add_model_args)
+
     bench = sub.add_parser(
         "bench", help="benchmark the engine against the naive and Deep-Live-Cam-style loops"
     )
@@ -271,6 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="also run the engine live for this many seconds and report latency drift",
+    )
+    bench.add_argument(
+        "--jobs",
+        action="store_true",
+        help="measure file jobs: one long clip as one pass, in chunks, and with 2 worker processes "
+        "(throughput, chunk overhead, landmark continuity at the seams); uses --frames, --width, --height",
     )
     bench.add_argument(
         "--remote",

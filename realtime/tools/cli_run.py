@@ -233,10 +233,14 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
 
         # Consent is established: the server is told so (it refuses without).
         return run_remote(argparse.Namespace(**{**vars(args), "consent": True}), out)
-    # Signals only ask the run to stop, from the first line on: a Ctrl+C while the engine's modules
-    # import or compile used to land inside an llvmlite callback, which swallowed the
-    # KeyboardInterrupt, and the run went on to record everything. Start-up checks the request
-    # between its steps (checkpoint() raises KeyboardInterrupt: exit 130, nothing opened).
+    from realtime.tools.cli_jobs import cmd_file_job, is_file_job
+
+    if is_file_job(args):  # a video file into a video file: a resumable job that keeps every stream
+        return cmd_file_job(args, out)
+    # Signals only ask the run to stop, from the first line on: a KeyboardInterrupt raised inside a
+    # native callback (llvmlite's, while the engine's modules import or compile) is swallowed there,
+    # so start-up checks the request between its steps instead (checkpoint() raises
+    # KeyboardInterrupt: exit 130, nothing opened).
     with StopSignals(show) as signals:
         return _run(args, out, window, signals, show, complain)
 

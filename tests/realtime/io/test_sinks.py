@@ -428,17 +428,43 @@ def test_a_recording_cut_by_a_crash_is_playable_and_recovered_by_the_next_one(tm
     subprocess.run([sys.executable, "-c", _CRASHING_WRITER.format(root=root, out=str(out))], check=True)
     assert not out.exists()
     (partial,) = tmp_path.glob(".take.*.partial.mp4")
-    sink = VideoFileSink(out)
-    sink.open(96, 64, 25.0)  # at once: the partial could still be another FaceCast's live file
-    sink.abort()
-    assert partial.exists() and not (tmp_path / "take.recovered.mp4").exists()
-    old = time.time() - 60.0
-    os.utime(partial, (old, old))  # a minute later, nobody has written to it
-    VideoFileSink(out).open(96, 64, 25.0)  # the next recording to the same name
+    # The very next recording, however soon: the crashed writer holds no lock any more.
+    VideoFileSink(out).open(96, 64, 25.0)
     recovered = tmp_path / "take.recovered.mp4"
     kept = decoded_numbers(recovered)
     assert len(kept) >= 100 and kept == list(range(len(kept)))  # 150 sent; the encoder held a few
     assert not partial.exists()
+
+
+def test_a_recording_still_being_written_is_left_alone_by_another(tmp_path: Path) -> None:
+    out = tmp_path / "take.mp4"
+    live = VideoFileSink(out)
+    live.open(96, 64, 25.0)
+    for i in range(30):
+        live.send(VideoFrame(synthetic_frame(i, (96, 64)), i, time.perf_counter(), i / 25.0))
+    (partial,) = tmp_path.glob(".take.*.partial.mp4")
+    other = VideoFileSink(out)
+    other.open(96, 64, 25.0)  # another writer of the same name, while the first one records
+    other.abort()
+    assert partial.exists() and not (tmp_path / "take.recovered.mp4").exists()
+    live.close()
+    assert decoded_numbers(out) == list(range(30))
+
+
+def test_an_unlocked_partial_of_a_running_writer_is_left_alone_while_it_grows(tmp_path: Path) -> None:
+    """A writer that takes no lock (NVENC's) is known live by its running process and fresh file."""
+    out = tmp_path / "take.mp4"
+    live = tmp_path / f".take.{os.getpid()}-0a1b2c3d.partial.mp4"
+    live.write_bytes(b"\0" * 4096)
+    sink = VideoFileSink(out)
+    sink.open(96, 64, 25.0)
+    sink.abort()
+    assert live.exists() and not (tmp_path / "take.recovered.mp4").exists()
+    old = time.time() - 60.0
+    os.utime(live, (old, old))  # a minute without a write: its writer is gone
+    sink.open(96, 64, 25.0)
+    sink.abort()
+    assert not live.exists() and (tmp_path / "take.recovered.mp4").exists()
 
 
 def test_a_partial_left_before_its_first_frame_is_removed_by_the_next_recording(tmp_path: Path) -> None:

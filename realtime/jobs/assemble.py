@@ -1,0 +1,155 @@
+"""The finished file: the chunks' video joined, the input's audio and subtitle streams copied
+beside it in sync (packets as they are, re-encoded only where the container cannot hold them),
+its metadata kept; written under a hidden name and renamed into place in one step."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import av
+import av.error
+
+from realtime.api import PartialLock, SinkError, new_partial_path
+
+log = logging.getLogger(__name__)
+
+# Tags the muxer writes itself; copied over they would describe the input's file, not this one.
+_OWN_TAGS = frozenset({"encoder", "major_brand", "minor_version", "compatible_brands", "duration"})
+
+
+@dataclass(slots=True)
+class AssembleReport:
+    copied: list[str] = field(default_factory=list)  # "audio aac (copied)", ...
+    dropped: list[str] = field(default_factory=list)  # streams the output's container cannot hold
+    video_frames: int = 0  # what the chunks held: fewer than planned where the input was damaged
+
+
+Signer = Callable[[Path, Path], None]  # (finished file, signed copy to write)
+
+
+def assemble(
+    source: Path,
+    chunks: Sequence[Path],
+    output: Path,
+    *,
+    extra_tags: dict[str, str] | None = None,
+    sign: Signer | None = None,
+) -> AssembleReport:
+    """Write `output` from the video of `chunks` (in order) and the other streams of `source`;
+    `sign` embeds the provenance manifest before the file takes its name."""
+    temp = new_partial_path(output)
+    signed = new_partial_path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    lock = PartialLock(temp)
+    report = AssembleReport()
+    try:
+        with ExitStack() as stack:
+            src = stack.enter_context(av.open(str(source)))
+            parts = [stack.enter_context(av.open(str(p))) for p in chunks]
+            options = {"movflags": "+faststart"} if output.suffix.lower() in (".mp4", ".mov", ".m4v") else {}
+            out = stack.enter_context(av.open(str(temp), mode="w", options=options))
+            out.metadata.update({k: v for k, v in src.metadata.items() if k.lower() not in _OWN_TAGS})
+            out.metadata.update(extra_tags or {})
+            video_out = out.add_stream_from_template(parts[0].streams.video[0])
+            _copy_stream_tags(src.streams.video[0], video_out)
+            others = _add_other_streams(src, out, report)
+            streams: list[Iterator[tuple[float, int, av.Packet, av.stream.Stream]]] = [
+                _chunk_packets(parts, video_out)
+            ]
+            if others:
+                streams.append(_source_packets(src, others))
+            for _, kind, packet, stream in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
+                packet.stream = stream
+                out.mux(packet)
+                report.video_frames += kind == 0
+        if sign is not None:
+            sign(temp, signed)
+            os.replace(signed, output)
+            _remove(temp)
+        else:
+            os.replace(temp, output)
+    except (OSError, av.error.FFmpegError, ValueError) as err:
+        _remove(temp)
+        _remove(signed)
+        raise SinkError(f"Could not write {output} ({getattr(err, 'strerror', None) or err}).") from err
+    except BaseException:
+        _remove(temp)
+        _remove(signed)
+        raise
+    finally:
+        lock.release()
+    return report
+
+
+def _add_other_streams(
+    src: av.container.InputContainer, out: av.container.OutputContainer, report: AssembleReport
+) -> dict[int, av.stream.Stream]:
+    """Audio and subtitle streams of the input, by input index, as streams of the output."""
+    mapped: dict[int, av.stream.Stream] = {}
+    for stream in src.streams:
+        if stream.type not in ("audio", "subtitle"):
+            continue
+        what = f"{stream.type} {stream.codec_context.name}"
+        if not _container_holds(out, stream.codec_context.name):
+            report.dropped.append(what)
+            log.warning("%s cannot hold the %s stream; it is left out.", out.format.name, what)
+            continue
+        try:
+            copy = out.add_stream_from_template(stream)
+        except (ValueError, av.error.FFmpegError) as err:
+            report.dropped.append(what)
+            log.warning("The %s stream cannot be copied (%s); it is left out.", what, err)
+            continue
+        _copy_stream_tags(stream, copy)
+        mapped[stream.index] = copy
+        report.copied.append(f"{what} (copied)")
+    return mapped
+
+
+def _container_holds(out: av.container.OutputContainer, codec: str) -> bool:
+    supported = getattr(out, "supported_codecs", None)
+    return supported is None or codec in supported
+
+
+def _copy_stream_tags(src: av.stream.Stream, dst: av.stream.Stream) -> None:
+    for key in ("language", "title", "handler_name"):
+        if key in src.metadata:
+            dst.metadata[key] = src.metadata[key]
+
+
+def _chunk_packets(
+    parts: Sequence[av.container.InputContainer], stream: av.stream.Stream
+) -> Iterator[tuple[float, int, av.Packet, av.stream.Stream]]:
+    for part in parts:
+        for packet in part.demux(part.streams.video[0]):
+            if packet.size == 0 or packet.pts is None:
+                continue
+            if packet.dts is None:  # no B-frames in a chunk: each packet decodes when it shows
+                packet.dts = packet.pts
+            yield float(packet.dts * packet.time_base), 0, packet, stream
+
+
+def _source_packets(
+    src: av.container.InputContainer, mapped: dict[int, av.stream.Stream]
+) -> Iterator[tuple[float, int, av.Packet, av.stream.Stream]]:
+    wanted = [s for s in src.streams if s.index in mapped]
+    try:
+        for packet in src.demux(wanted):
+            if packet.size == 0 or packet.dts is None:
+                continue
+            yield float(packet.dts * packet.time_base), 1, packet, mapped[packet.stream.index]
+    except av.error.FFmpegError as err:  # a damaged input: its sound ends where its picture does
+        log.warning("Reading the input's other streams stopped early (%s).", err)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        log.warning("Could not remove %s: %s", path, err)
