@@ -85,6 +85,15 @@ class OutputConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoteConfig:
+    """Where the swap runs: "local" or "server" (a FaceCast server at `url`; its token is kept in a
+    file of its own, see gui/remote_run.py)."""
+
+    mode: str = "local"
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class GuiConfig:
     consent_accepted: bool = False
     preset: str = DEFAULT_PRESET
@@ -97,6 +106,7 @@ class GuiConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     window_geometry: str = ""  # QWidget.saveGeometry() as base64
     models_dir: str = ""  # chosen in the Models dialog; "" = $FACECAST_MODELS_DIR or the default
+    remote: RemoteConfig = field(default_factory=RemoteConfig)
 
 
 class ConfigError(ValueError):
@@ -220,6 +230,7 @@ def config_to_dict(config: GuiConfig) -> dict[str, Any]:
         "output": _section_to_dict(config.output),
         "window": {"geometry": config.window_geometry},
         "models_dir": config.models_dir,
+        "remote": _section_to_dict(config.remote),
     }
 
 
@@ -232,7 +243,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     problems: list[str] = []
     default = GuiConfig()
     known = {"version", "consent_accepted", "preset", "disclosure_label", "active_face", "view"}
-    known |= {"overrides", "faces", "input", "output", "window", "models_dir"}
+    known |= {"overrides", "faces", "input", "output", "window", "models_dir", "remote"}
     problems += [f"unknown setting '{k}' ignored" for k in data if k not in known]
 
     def top(key: str, kind: type, fallback: Any, check: Callable[[Any], bool] | None = None) -> Any:
@@ -260,6 +271,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
             view=cast(ViewMode, top("view", str, default.view, lambda v: v in get_args(ViewMode))),
             input=_section_from_dict(InputConfig(), _table(data, "input", problems), "input", problems),
             output=_section_from_dict(OutputConfig(), _table(data, "output", problems), "output", problems),
+            remote=_section_from_dict(RemoteConfig(), _table(data, "remote", problems), "remote", problems),
             window_geometry=_take(
                 window,
                 "geometry",
@@ -274,7 +286,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     )
 
 
-def _section_to_dict(section: InputConfig | OutputConfig) -> dict[str, Any]:
+def _section_to_dict(section: InputConfig | OutputConfig | RemoteConfig) -> dict[str, Any]:
     return {f.name: getattr(section, f.name) for f in fields(section)}
 
 
@@ -291,6 +303,8 @@ def _section_from_dict(default: Any, table: dict[str, Any], prefix: str, problem
             check = lambda v, lo=lo, hi=hi: math.isfinite(v) and lo <= v <= hi  # noqa: E731
         elif f.name == "kind":
             check = lambda v: v in get_args(InputKind)  # noqa: E731
+        elif f"{prefix}.{f.name}" == "remote.mode":
+            check = lambda v: v in ("local", "server")  # noqa: E731
         changes[f.name] = _take(table, f.name, type(current), current, problems, prefix, check=check)
     return replace(default, **changes)
 

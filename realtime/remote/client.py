@@ -102,12 +102,18 @@ def draw_reconnecting(image: ImageBGR) -> None:
 
 class RemoteClient:
     def __init__(
-        self, options: RemoteOptions, source: FrameSource, sink: FrameSink, notify: Callable[[str], None]
+        self,
+        options: RemoteOptions,
+        source: FrameSource,
+        sink: FrameSink,
+        notify: Callable[[str], None],
+        on_state: Callable[[str, str], None] | None = None,
     ) -> None:
         self.options = options
         self.source = source
         self.sink = sink
         self.notify = notify
+        self.on_state = on_state  # ("connected" | "reconnecting", a one-line why), from the loop thread
         self.metrics = Metrics()
         self.stats = ClientStats()
         self.stop_event = threading.Event()
@@ -245,13 +251,13 @@ class RemoteClient:
                 if first:
                     raise
                 wait = max(backoff, exc.retry_after_s)
-                self.notify(f"the server is full; trying again in {wait:.0f} s")
+                self._report("reconnecting", f"the server is full; trying again in {wait:.0f} s")
                 await self._sleep(wait, started)
                 continue
             except RemoteError as exc:
                 if first or not _retryable(exc):
                     raise
-                self.notify(f"reconnecting: {exc.user_message()}")
+                self._report("reconnecting", f"reconnecting: {exc.user_message()}")
             first = False
             if self._should_stop(started):
                 break
@@ -263,9 +269,14 @@ class RemoteClient:
                     f"{self.options.reconnect_for_s:g} s.",
                     hint="Check that the server is running and reachable.",
                 )
-            self.notify(f"link down: reconnecting in {backoff:.2g} s")
+            self._report("reconnecting", f"link down: reconnecting in {backoff:.2g} s")
             await self._sleep(backoff, started)
             backoff = min(backoff * 2, self.options.max_backoff_s)
+
+    def _report(self, state: str, text: str) -> None:
+        self.notify(text)
+        if self.on_state is not None:
+            self.on_state(state, text)
 
     def _should_stop(self, started: float) -> bool:
         duration = self.options.duration_s
@@ -311,7 +322,7 @@ class RemoteClient:
             self._linked.set()
             self.stats.connects += 1
             self.stats.states.append("connected")
-            self.notify(f"connected to {self.options.url} (stream {handle.stream_id})")
+            self._report("connected", f"connected to {self.options.url} (stream {handle.stream_id})")
             while not self._should_stop(started):
                 await asyncio.sleep(0.05)
                 stale = time.perf_counter() - self._last_remote > self.options.stale_s
