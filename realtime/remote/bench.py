@@ -125,7 +125,15 @@ def _clients(port: int, photo: Path, w: int, h: int, seconds: float, n: int) -> 
     return clients
 
 
-def run_remote_bench(seconds: float = 6.0, max_streams: int = 4, out: TextIO | None = None) -> RemoteBench:
+SIZES = ((640, 480), (1280, 720))
+
+
+def run_remote_bench(
+    seconds: float = 6.0,
+    max_streams: int = 4,
+    out: TextIO | None = None,
+    sizes: tuple[tuple[int, int], ...] = SIZES,
+) -> RemoteBench:
     result = RemoteBench(machine=f"{os.cpu_count()} CPUs, the CPU provider", seconds=seconds)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -141,7 +149,7 @@ def run_remote_bench(seconds: float = 6.0, max_streams: int = 4, out: TextIO | N
         port = free_port()
         server = _serve(port, folder, models)
         try:
-            for w, h in ((640, 480), (1280, 720)):
+            for w, h in sizes:
                 local = _local(models, photo, w, h, seconds)
                 before = _cpu_s(server.pid)
                 t0 = time.monotonic()

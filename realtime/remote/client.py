@@ -24,7 +24,13 @@ from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSes
 from aiortc.mediastreams import MediaStreamError
 
 from realtime.api import FrameSink, FrameSource, ImageBGR, Metrics, Summary, VideoFrame, draw_disclosure_label
-from realtime.remote.errors import LinkLostError, RemoteError, ServerFullError, UnreachableError
+from realtime.remote.errors import (
+    LinkLostError,
+    RemoteError,
+    ServerFullError,
+    StreamEndedError,
+    UnreachableError,
+)
 from realtime.remote.media import VIDEO_CLOCK, AsyncLatest, LatestSlot, Tagged, pump_track, to_av
 from realtime.remote.options import RemoteOptions
 from realtime.remote.signalling import Signalling, StreamHandle
@@ -330,6 +336,12 @@ class RemoteClient:
                     break
             else:
                 self.stop_event.set()  # before the link is marked down: no "reconnecting" frames at the end
+            if not self._should_stop(started):
+                why = await signalling.why_ended(handle)
+                if why is not None and why[1]:
+                    raise StreamEndedError(f"The server ended the stream: {why[0]}.")
+                if why is not None:
+                    self.notify(f"the server ended the stream: {why[0]}")
         finally:
             was_linked = self._linked.is_set()
             self._linked.clear()

@@ -35,6 +35,7 @@ class StreamSession:
     engine: Engine | None = None
     source: TrackSource | None = None
     close_reason: str = ""
+    final: bool = False  # ended by a limit a reconnect must not get round (the session's length)
     _out: AsyncLatest[Tagged] | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _closing: bool = False
@@ -96,7 +97,8 @@ class StreamSession:
             await asyncio.sleep(WATCH_S)
             now = time.monotonic()
             if now - self.created > self.limits.max_session_s:
-                await self.close("the session reached the server's time limit")
+                limit = self.limits.max_session_s
+                await self.close(f"the stream reached the server's time limit ({limit:g} s)", final=True)
             elif now - self.last_activity() > self.limits.idle_s:
                 await self.close(f"no video for {self.limits.idle_s:g} s")
             elif self.pc.connectionState in ("failed", "closed"):
@@ -104,11 +106,12 @@ class StreamSession:
             elif self.engine is not None and self.engine.ended(0):
                 await self.close("the engine stopped")
 
-    async def close(self, reason: str) -> None:
+    async def close(self, reason: str, final: bool = False) -> None:
         if self._closing:
             return
         self._closing = True
-        self.close_reason = reason
+        self.close_reason = reason  # first, so a client asking why the media stopped hears it
+        self.final = final
         current = asyncio.current_task()
         for task in self._tasks:
             if task is not current:
