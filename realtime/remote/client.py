@@ -31,9 +31,19 @@ from realtime.remote.errors import (
     StreamEndedError,
     UnreachableError,
 )
-from realtime.remote.media import VIDEO_CLOCK, AsyncLatest, LatestSlot, Tagged, pump_track, to_av
+from realtime.remote.media import (
+    VIDEO_CLOCK,
+    AsyncLatest,
+    LatestSlot,
+    Received,
+    Tagged,
+    i420_of,
+    pump_track,
+    to_av,
+)
 from realtime.remote.options import RemoteOptions
 from realtime.remote.signalling import Signalling, StreamHandle
+from realtime.remote.transport import quicken_receivers
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +104,7 @@ class SendingTrack(MediaStreamTrack):
             raise MediaStreamError
         pts = max(self._timeline.stamp(item.arrived), self._last + 1)
         self._last = pts
-        return to_av(item.image, pts)
+        return to_av(item.image, pts, item.frame)
 
 
 def draw_reconnecting(image: ImageBGR) -> None:
@@ -124,7 +134,7 @@ class RemoteClient:
         self.stats = ClientStats()
         self.stop_event = threading.Event()
         self._local: LatestSlot[VideoFrame] = LatestSlot()
-        self._remote: LatestSlot[tuple[Tagged, float | None]] = LatestSlot()
+        self._remote: LatestSlot[tuple[Received, float | None]] = LatestSlot()
         self._newest_local: VideoFrame | None = None
         self._sending: AsyncLatest[Tagged] | None = None
         self._linked = threading.Event()
@@ -144,7 +154,8 @@ class RemoteClient:
                 self._newest_local = frame
                 sending = self._sending
                 if sending is not None and self._linked.is_set():
-                    sending.put_threadsafe(Tagged(frame.image, -1, frame.capture_ts))
+                    # Converted here, on this thread: the event loop carries the packets.
+                    sending.put_threadsafe(Tagged(frame.image, -1, frame.capture_ts, i420_of(frame.image)))
         finally:
             self.stop_event.set()
 
@@ -305,10 +316,11 @@ class RemoteClient:
         pumps: list[asyncio.Task[None]] = []
         try:
             pc.addTransceiver(SendingTrack(sending, timeline), direction="sendrecv")
+            quicken_receivers(pc)
 
             @pc.on("track")
             def on_track(track: MediaStreamTrack) -> None:
-                def on_frame(item: Tagged) -> None:
+                def on_frame(item: Received) -> None:
                     self._last_remote = time.perf_counter()
                     captured = timeline.lookup(item.pts) if item.pts > 0 else None
                     self._remote.put((item, captured))

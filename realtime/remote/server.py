@@ -42,6 +42,7 @@ from realtime.remote.faces import FaceStore, StoredFace, UploadRefused
 from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
 from realtime.remote.session import StreamSession
 from realtime.remote.tokens import TokenFile, bearer
+from realtime.remote.transport import quicken_receivers
 
 log = logging.getLogger(__name__)
 
@@ -315,6 +316,7 @@ class Server:
                 session.take_track(track)
 
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
+        quicken_receivers(pc)  # before the answer: no media flows yet
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
         return str(pc.localDescription.sdp)

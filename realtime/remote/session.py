@@ -13,7 +13,15 @@ from aiortc import MediaStreamTrack, RTCPeerConnection
 from realtime.api import Engine, EngineEvent, Settings, StageFactory
 from realtime.remote.faces import StoredFace
 from realtime.remote.limits import Limits
-from realtime.remote.media import AsyncLatest, OutgoingTrack, Tagged, TrackSink, TrackSource, pump_track
+from realtime.remote.media import (
+    AsyncLatest,
+    OutgoingTrack,
+    Received,
+    Tagged,
+    TrackSink,
+    TrackSource,
+    pump_track,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +69,7 @@ class StreamSession:
     async def _consume(self, track: MediaStreamTrack) -> None:
         """The first picture opens the engine (its size is the stream's); later ones feed it."""
 
-        def on_frame(item: Tagged) -> None:
+        def on_frame(item: Received) -> None:
             if self.source is not None:
                 self.source.feed(item)
             elif not self._engine_lock.locked():
@@ -71,7 +79,7 @@ class StreamSession:
         if not self._closing:
             await self.close("the client hung up")
 
-    async def _start_engine(self, first: Tagged) -> None:
+    async def _start_engine(self, first: Received) -> None:
         async with self._engine_lock:
             if self.source is not None or self._closing or self._out is None:
                 return
