@@ -53,6 +53,7 @@ RECONNECTING_TEXT = "reconnecting to the server ..."
 @dataclass
 class ClientStats:
     frames_captured: int = 0
+    frames_linked: int = 0  # captured while the link was up: handed to the server
     frames_out: int = 0
     remote_frames: int = 0  # returned from the server and shown
     reconnecting_frames: int = 0  # the local picture, shown while the link was down
@@ -154,6 +155,7 @@ class RemoteClient:
                 self._newest_local = frame
                 sending = self._sending
                 if sending is not None and self._linked.is_set():
+                    self.stats.frames_linked += 1
                     # Converted here, on this thread: the event loop carries the packets.
                     sending.put_threadsafe(Tagged(frame.image, -1, frame.capture_ts, i420_of(frame.image)))
         finally:
