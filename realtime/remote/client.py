@@ -64,25 +64,26 @@ class ClientStats:
 
 class Timeline:
     """One connection's RTP clock: the first frame sent is 0; `lookup` maps a returned frame's
-    timestamp back to when its picture was captured."""
+    timestamp back to when its picture was captured and its index at the source (so the preview
+    pairs it with its own original)."""
 
     def __init__(self, keep: int = 600) -> None:
         self._t0: float | None = None
-        self._sent: OrderedDict[int, float] = OrderedDict()
+        self._sent: OrderedDict[int, tuple[float, int]] = OrderedDict()
         self._keep = keep
         self._lock = threading.Lock()
 
-    def stamp(self, capture_ts: float) -> int:
+    def stamp(self, capture_ts: float, index: int = -1) -> int:
         with self._lock:
             if self._t0 is None:
                 self._t0 = capture_ts
             pts = round((capture_ts - self._t0) * VIDEO_CLOCK)
-            self._sent[pts] = capture_ts
+            self._sent[pts] = (capture_ts, index)
             while len(self._sent) > self._keep:
                 self._sent.popitem(last=False)
             return pts
 
-    def lookup(self, pts: int) -> float | None:
+    def lookup(self, pts: int) -> tuple[float, int] | None:
         with self._lock:
             return self._sent.get(pts)
 
@@ -103,7 +104,7 @@ class SendingTrack(MediaStreamTrack):
         if item is None:
             self.stop()
             raise MediaStreamError
-        pts = max(self._timeline.stamp(item.arrived), self._last + 1)
+        pts = max(self._timeline.stamp(item.arrived, item.index), self._last + 1)
         self._last = pts
         return to_av(item.image, pts, item.frame)
 
@@ -135,7 +136,7 @@ class RemoteClient:
         self.stats = ClientStats()
         self.stop_event = threading.Event()
         self._local: LatestSlot[VideoFrame] = LatestSlot()
-        self._remote: LatestSlot[tuple[Received, float | None]] = LatestSlot()
+        self._remote: LatestSlot[tuple[Received, tuple[float, int] | None]] = LatestSlot()
         self._newest_local: VideoFrame | None = None
         self._sending: AsyncLatest[Tagged] | None = None
         self._linked = threading.Event()
@@ -157,7 +158,9 @@ class RemoteClient:
                 if sending is not None and self._linked.is_set():
                     self.stats.frames_linked += 1
                     # Converted here, on this thread: the event loop carries the packets.
-                    sending.put_threadsafe(Tagged(frame.image, -1, frame.capture_ts, i420_of(frame.image)))
+                    sending.put_threadsafe(
+                        Tagged(frame.image, -1, frame.capture_ts, i420_of(frame.image), frame.index)
+                    )
         finally:
             self.stop_event.set()
 
@@ -171,11 +174,12 @@ class RemoteClient:
             now = time.perf_counter()
             down = not self._linked.is_set() or now - self._last_remote > self.options.stale_s
             if got is not None:
-                item, captured = got
-                frame = VideoFrame(self._fit(item.image), self.stats.remote_frames, captured or item.arrived)
+                item, sent = got
+                captured, index = sent if sent is not None else (item.arrived, self.stats.remote_frames)
+                frame = VideoFrame(self._fit(item.image), index, captured)
                 self.stats.remote_frames += 1
                 self._send(frame)
-                if captured is not None:
+                if sent is not None:
                     self.metrics.frame_out(captured, time.perf_counter())
                 last = frame
             elif down and self._newest_local is not None:

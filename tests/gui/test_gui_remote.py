@@ -147,7 +147,8 @@ def test_start_on_a_server_trusts_on_first_use_connects_and_shows_reconnecting(
     assert server.url in text
     assert not panel.url_edit.isEnabled()  # no edits while it runs
     qtbot.waitUntil(lambda: (window.controller.stats() or _zero()).frames_out > 10, timeout=30_000)
-    qtbot.waitUntil(lambda: window.preview.last_frame is not None, timeout=10_000)
+    # Each returned frame carries its source index: side by side pairs it with its own original.
+    qtbot.waitUntil(lambda: (window.preview.last_frame or _NO_FRAME).original is not None, timeout=10_000)
     assert "on http" in window.controller.stages_label
 
     server.stop()  # the server goes: the local output carries on, the panel says so
@@ -157,6 +158,13 @@ def test_start_on_a_server_trusts_on_first_use_connects_and_shows_reconnecting(
     window.toggle_running()
     qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=20_000)
     assert panel.state == "idle" and panel.url_edit.isEnabled()
+
+
+class _NoFrame:
+    original = None
+
+
+_NO_FRAME = _NoFrame()
 
 
 def _zero() -> object:
