@@ -188,6 +188,9 @@ class RemotePanel(QWidget):
     def check(self) -> None:
         """Ask the server for its certificate (on a thread); an unknown one is shown to trust."""
         url, known = self.url_edit.text(), self.known_hosts
+        if not url.strip():
+            self._show_state("error", "Enter the server's URL, e.g. https://gpu-box:8443.")
+            return
         self._show_state("checking", f"Checking {url.strip()} …")
         self.check_button.setEnabled(False)
 

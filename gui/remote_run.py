@@ -223,6 +223,7 @@ class RemoteEngine:
         self._sink.subscribers.append(callback)
 
     def start(self) -> None:
+        self._run.options(None)  # what is missing is said before the network is asked
         check = check_server(self._run.url, self._run.known_hosts)
         if not check.known and check.fingerprint is not None:
             self._on_untrusted(check.host_port, check.fingerprint)

@@ -174,6 +174,25 @@ def _zero() -> object:
     return Zero()
 
 
+def test_a_start_without_url_or_token_says_what_is_missing(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path
+) -> None:
+    window = remote_window(qtbot, tmp_path, models_dir, face_photo, "", TOKEN)
+    window.remote_panel.check()
+    assert window.remote_panel.state == "error" and "URL" in window.remote_panel.status_label.text()
+    messages: list[str] = []
+    window.controller.io_error.connect(messages.append)
+    start(qtbot, window)
+    qtbot.waitUntil(lambda: bool(messages), timeout=20_000)
+    assert "No server URL" in messages[0] and "--remote" not in messages[0]
+    window.remote_panel.url_edit.setText("http://127.0.0.1:9")
+    window.remote_panel.token_edit.setText("")
+    messages.clear()
+    start(qtbot, window)
+    qtbot.waitUntil(lambda: bool(messages), timeout=20_000)
+    assert "No token" in messages[0]
+
+
 @pytest.mark.parametrize("case", ["wrong token", "server full", "no server"])
 def test_a_failed_start_is_one_clear_line_and_nothing_freezes(
     qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, servers: Servers, case: str
