@@ -11,8 +11,9 @@ controller's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
 from PyQt6.QtCore import Qt, pyqtSignal
@@ -35,15 +36,17 @@ from gui.remote_run import RemoteEngine, RemoteRun, ServerCheck, TokenStore, che
 from realtime.api import Engine, EngineEvent, FaceCastError, FanOutSink, FrameSource, Settings
 from realtime.remote.signalling import default_known_hosts
 
-STATE_COLOURS = {
-    "idle": "#a0a0a0",
-    "checking": "#a0a0a0",
-    "connected": "#60c060",
-    "reconnecting": "#e0b040",
-    "error": "#e06060",
-    "untrusted": "#e0b040",
-    "trusted": "#60c060",
-}
+STATE_COLOURS: Mapping[str, str] = MappingProxyType(
+    {
+        "idle": "#a0a0a0",
+        "checking": "#a0a0a0",
+        "connected": "#60c060",
+        "reconnecting": "#e0b040",
+        "error": "#e06060",
+        "untrusted": "#e0b040",
+        "trusted": "#60c060",
+    }
+)
 
 
 class _Window(Protocol):
