@@ -27,9 +27,13 @@ from realtime.remote.runner import ServerThread, free_port
 from realtime.remote.server import ServerConfig
 from realtime.remote.tls import ensure_certificate, server_context
 from tests.gui.test_gui_helpers import open_window, run_config
+from tests.gui.test_gui_run import Heartbeat
 
 pytestmark = pytest.mark.timeout(180)
 TOKEN = "gui-test-token-0123456789"
+# The GUI thread never waits on the network or the call: a generous bound, for a loaded machine
+# (a Stop that joined the client's threads there would take seconds).
+MAX_GUI_BLOCK_MS = 400.0
 
 
 class Servers:
@@ -142,6 +146,8 @@ def test_start_on_a_server_trusts_on_first_use_connects_and_shows_reconnecting(
     assert fingerprint in (tmp_path / "known_hosts").read_text()
     assert panel.state == "trusted" and not panel.trust_button.isVisible()
 
+    heartbeat = Heartbeat()
+    heartbeat.start()
     start(qtbot, window)
     text = panel_says(qtbot, window, "connected")
     assert server.url in text
@@ -157,7 +163,9 @@ def test_start_on_a_server_trusts_on_first_use_connects_and_shows_reconnecting(
     assert window.controller.state == RunState.RUNNING
     window.toggle_running()
     qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=20_000)
+    heartbeat.stop()
     assert panel.state == "idle" and panel.url_edit.isEnabled()
+    assert heartbeat.max_gap_ms < MAX_GUI_BLOCK_MS, heartbeat.max_gap_ms
 
 
 class _NoFrame:
@@ -203,10 +211,14 @@ def test_a_failed_start_is_one_clear_line_and_nothing_freezes(
         server = servers.start(tls=False, max_streams=0 if case == "server full" else 2)
         url, token = server.url, "wrong" if case == "wrong token" else TOKEN
     window = remote_window(qtbot, tmp_path, models_dir, face_photo, url, token)
+    heartbeat = Heartbeat()
+    heartbeat.start()
     start(qtbot, window)
     text = panel_says(qtbot, window, "error")
     expected = {"wrong token": "refused the token", "server full": "full", "no server": "No FaceCast server"}
     assert expected[case] in text and "\n" not in text and "Traceback" not in text
     qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=20_000)
+    heartbeat.stop()
     assert window.remote_panel.state == "error"  # the reason stays after the run stopped
     assert window.remote_panel.url_edit.isEnabled()
+    assert heartbeat.max_gap_ms < MAX_GUI_BLOCK_MS, heartbeat.max_gap_ms
