@@ -56,6 +56,7 @@ class ClientStats:
     frames_linked: int = 0  # captured while the link was up: handed to the server
     frames_out: int = 0
     remote_frames: int = 0  # returned from the server and shown
+    remote_skipped: int = 0  # returned, decoded, and dropped behind a newer one
     reconnecting_frames: int = 0  # the local picture, shown while the link was down
     connects: int = 0
     states: list[str] = field(default_factory=list)  # "connected", "reconnecting", in order
@@ -326,7 +327,8 @@ class RemoteClient:
 
             @pc.on("track")
             def on_track(track: MediaStreamTrack) -> None:
-                def on_frame(item: Received) -> None:
+                def on_frame(item: Received, skipped: int) -> None:
+                    self.stats.remote_skipped += skipped
                     self._last_remote = time.perf_counter()
                     captured = timeline.lookup(item.pts) if item.pts > 0 else None
                     self._remote.put((item, captured))

@@ -206,16 +206,14 @@ class OutgoingTrack(MediaStreamTrack):
         return to_av(item.image, pts, item.frame)
 
 
-async def pump_track(track: MediaStreamTrack, on_frame: Callable[[Received], None]) -> int:
-    """Read `track` until it ends, handing the newest decoded frame on at once (never queued here;
-    frames that waited behind a newer one are dropped); how many were dropped."""
-    dropped = 0
+async def pump_track(track: MediaStreamTrack, on_frame: Callable[[Received, int], None]) -> None:
+    """Read `track` until it ends, handing the newest decoded frame on at once with how many older
+    ones waited behind it and were dropped (never queued here)."""
     while True:
         frame, skipped = await newest_frame(track)
         if frame is None:
-            return dropped
-        dropped += skipped
-        on_frame(Received(frame))
+            return
+        on_frame(Received(frame), skipped)
 
 
 class TrackSource:
@@ -231,10 +229,12 @@ class TrackSource:
         self.idle_s = idle_s  # read() ends the stream after this long without a picture
         self.last_arrival = time.monotonic()
         self.pts_seconds: dict[int, float] = {}
+        self.skipped = 0  # decoded frames dropped behind a newer one before they reached the slot
         self.slot.put(first)
 
-    def feed(self, item: Received) -> None:
+    def feed(self, item: Received, skipped: int = 0) -> None:
         self.last_arrival = time.monotonic()
+        self.skipped += skipped
         self.slot.put(item)
 
     def open(self) -> None:
@@ -259,7 +259,7 @@ class TrackSource:
 
     @property
     def dropped(self) -> int:
-        return self.slot.replaced
+        return self.slot.replaced + self.skipped
 
     @property
     def size(self) -> tuple[int, int]:

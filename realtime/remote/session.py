@@ -69,9 +69,9 @@ class StreamSession:
     async def _consume(self, track: MediaStreamTrack) -> None:
         """The first picture opens the engine (its size is the stream's); later ones feed it."""
 
-        def on_frame(item: Received) -> None:
+        def on_frame(item: Received, skipped: int) -> None:
             if self.source is not None:
-                self.source.feed(item)
+                self.source.feed(item, skipped)
             elif not self._engine_lock.locked():
                 self._tasks.append(asyncio.ensure_future(self._start_engine(item)))
 
