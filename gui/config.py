@@ -83,6 +83,15 @@ class OutputConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoteConfig:
+    """Where the swap runs: "local" or "server" (a FaceCast server at `url`; its token is kept in a
+    file of its own, see gui/remote_run.py)."""
+
+    mode: str = "local"
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class GuiConfig:
     consent_accepted: bool = False
     preset: str = DEFAULT_PRESET
@@ -98,6 +107,7 @@ class GuiConfig:
     # The person picked in the preview: the recogniser that embedded them and the embedding.
     picked_recognizer: str = ""
     picked_embedding: tuple[float, ...] = ()
+    remote: RemoteConfig = field(default_factory=RemoteConfig)
 
 
 class ConfigError(ValueError):
@@ -222,6 +232,7 @@ def config_to_dict(config: GuiConfig) -> dict[str, Any]:
         "window": {"geometry": config.window_geometry},
         "models_dir": config.models_dir,
         "pick": {"recognizer": config.picked_recognizer, "embedding": list(config.picked_embedding)},
+        "remote": _section_to_dict(config.remote),
     }
 
 
@@ -234,7 +245,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     problems: list[str] = []
     default = GuiConfig()
     known = {"version", "consent_accepted", "preset", "disclosure_label", "active_face", "view"}
-    known |= {"overrides", "faces", "input", "output", "window", "models_dir", "pick"}
+    known |= {"overrides", "faces", "input", "output", "window", "models_dir", "pick", "remote"}
     problems += [f"unknown setting '{k}' ignored" for k in data if k not in known]
 
     def top(key: str, kind: type, fallback: Any, check: Callable[[Any], bool] | None = None) -> Any:
@@ -273,6 +284,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
             view=cast(ViewMode, top("view", str, default.view, lambda v: v in get_args(ViewMode))),
             input=_section_from_dict(InputConfig(), _table(data, "input", problems), "input", problems),
             output=_section_from_dict(OutputConfig(), _table(data, "output", problems), "output", problems),
+            remote=_section_from_dict(RemoteConfig(), _table(data, "remote", problems), "remote", problems),
             window_geometry=_take(
                 window,
                 "geometry",
@@ -287,7 +299,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     )
 
 
-def _section_to_dict(section: InputConfig | OutputConfig) -> dict[str, Any]:
+def _section_to_dict(section: InputConfig | OutputConfig | RemoteConfig) -> dict[str, Any]:
     return {f.name: getattr(section, f.name) for f in fields(section)}
 
 
@@ -304,6 +316,8 @@ def _section_from_dict(default: Any, table: dict[str, Any], prefix: str, problem
             check = lambda v, lo=lo, hi=hi: math.isfinite(v) and lo <= v <= hi  # noqa: E731
         elif f.name == "kind":
             check = lambda v: v in get_args(InputKind)  # noqa: E731
+        elif f"{prefix}.{f.name}" == "remote.mode":
+            check = lambda v: v in ("local", "server")  # noqa: E731
         changes[f.name] = _take(table, f.name, type(current), current, problems, prefix, check=check)
     return replace(default, **changes)
 

@@ -44,6 +44,9 @@ from realtime.api import (
 
 log = logging.getLogger(__name__)
 
+# Makes the run's engine from its source, sink and event callback: the remote panel's, for a server.
+EngineMaker = Callable[[FrameSource, FanOutSink, Settings, Callable[[EngineEvent], None]], Engine]
+
 QUEUED = Qt.ConnectionType.QueuedConnection
 
 
@@ -187,6 +190,7 @@ class EngineController(QObject):
         # every change made meanwhile (a second setting, another photo) is in it.
         self._pending: Callable[[], RunPlan] | None = None
         self._ready_this_run = False  # models became ready at least once in this run
+        self.remote: Callable[[], EngineMaker | None] | None = None  # set by the remote panel
         self._engine_event.connect(self._on_engine_event, QUEUED)  # type: ignore[call-arg]
         self._started.connect(self._on_started, QUEUED)  # type: ignore[call-arg]
         self._start_failed.connect(self._on_start_failed, QUEUED)  # type: ignore[call-arg]
@@ -233,7 +237,8 @@ class EngineController(QObject):
         self._models = ModelsState.NONE
         self._ready_this_run = False
         self._set_state(RunState.STARTING)
-        self._executor.submit(self._control_start, plan, self._generation)
+        maker = self.remote() if self.remote is not None else None
+        self._executor.submit(self._control_start, plan, self._generation, maker)
 
     def stop(self) -> None:
         self._pending = None  # Stop during a restart means stop, not start again
@@ -288,7 +293,7 @@ class EngineController(QObject):
 
     # ---- control thread -------------------------------------------------------------------------------
 
-    def _control_start(self, plan: RunPlan, generation: int) -> None:
+    def _control_start(self, plan: RunPlan, generation: int, maker: EngineMaker | None = None) -> None:
         def on_vcam_unavailable(exc: VirtualCameraUnavailableError) -> None:
             self.vcam_unavailable.emit(exc.user_message())
 
@@ -318,7 +323,11 @@ class EngineController(QObject):
                 if plan.faces
                 else passthrough_stages
             )
-            engine = Engine(source, sink, plan.settings, factory, on_event=on_event, load_in_background=True)
+            engine = (
+                maker(source, sink, plan.settings, on_event)
+                if maker is not None
+                else Engine(source, sink, plan.settings, factory, on_event=on_event, load_in_background=True)
+            )
             engine.subscribe_preview(self._feed.offer)
             self._opening = source
             try:

@@ -42,6 +42,7 @@ from gui.models_banner import MODELS_BANNER, models_banner
 from gui.models_dialog import ModelsDialog
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
+from gui.remote_panel import attach_remote_panel
 from gui.run_status import RecIndicator, parse_outputs
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
@@ -150,6 +151,7 @@ class MainWindow(QMainWindow):
         self._note_timer.timeout.connect(lambda: self.status_note.set_full_text(""))
         self._models_checked_for = _models_needed(self._composer.effective())
         self._build_layout()
+        self.remote_panel = attach_remote_panel(self, config.remote, store.path)
 
         self._apply_timer = QTimer(self)
         self._apply_timer.setSingleShot(True)
@@ -290,6 +292,7 @@ class MainWindow(QMainWindow):
             view=self.preview.mode,
             input=self.input_panel.config(),
             output=self.output_panel.config(),
+            remote=self.remote_panel.config(),
             window_geometry=bytes(self.saveGeometry().toBase64().data()).decode("ascii"),
             picked_recognizer=picked.recognizer if picked else "",
             picked_embedding=picked.embedding if picked else (),

@@ -24,10 +24,26 @@ from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSes
 from aiortc.mediastreams import MediaStreamError
 
 from realtime.api import FrameSink, FrameSource, ImageBGR, Metrics, Summary, VideoFrame, draw_disclosure_label
-from realtime.remote.errors import LinkLostError, RemoteError, ServerFullError, UnreachableError
-from realtime.remote.media import VIDEO_CLOCK, AsyncLatest, LatestSlot, Tagged, pump_track, to_av
+from realtime.remote.errors import (
+    LinkLostError,
+    RemoteError,
+    ServerFullError,
+    StreamEndedError,
+    UnreachableError,
+)
+from realtime.remote.media import (
+    VIDEO_CLOCK,
+    AsyncLatest,
+    LatestSlot,
+    Received,
+    Tagged,
+    i420_of,
+    pump_track,
+    to_av,
+)
 from realtime.remote.options import RemoteOptions
 from realtime.remote.signalling import Signalling, StreamHandle
+from realtime.remote.transport import quicken_receivers
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +53,10 @@ RECONNECTING_TEXT = "reconnecting to the server ..."
 @dataclass
 class ClientStats:
     frames_captured: int = 0
+    frames_linked: int = 0  # captured while the link was up: handed to the server
     frames_out: int = 0
     remote_frames: int = 0  # returned from the server and shown
+    remote_skipped: int = 0  # returned, decoded, and dropped behind a newer one
     reconnecting_frames: int = 0  # the local picture, shown while the link was down
     connects: int = 0
     states: list[str] = field(default_factory=list)  # "connected", "reconnecting", in order
@@ -47,25 +65,26 @@ class ClientStats:
 
 class Timeline:
     """One connection's RTP clock: the first frame sent is 0; `lookup` maps a returned frame's
-    timestamp back to when its picture was captured."""
+    timestamp back to when its picture was captured and its index at the source (so the preview
+    pairs it with its own original)."""
 
     def __init__(self, keep: int = 600) -> None:
         self._t0: float | None = None
-        self._sent: OrderedDict[int, float] = OrderedDict()
+        self._sent: OrderedDict[int, tuple[float, int]] = OrderedDict()
         self._keep = keep
         self._lock = threading.Lock()
 
-    def stamp(self, capture_ts: float) -> int:
+    def stamp(self, capture_ts: float, index: int = -1) -> int:
         with self._lock:
             if self._t0 is None:
                 self._t0 = capture_ts
             pts = round((capture_ts - self._t0) * VIDEO_CLOCK)
-            self._sent[pts] = capture_ts
+            self._sent[pts] = (capture_ts, index)
             while len(self._sent) > self._keep:
                 self._sent.popitem(last=False)
             return pts
 
-    def lookup(self, pts: int) -> float | None:
+    def lookup(self, pts: int) -> tuple[float, int] | None:
         with self._lock:
             return self._sent.get(pts)
 
@@ -86,9 +105,9 @@ class SendingTrack(MediaStreamTrack):
         if item is None:
             self.stop()
             raise MediaStreamError
-        pts = max(self._timeline.stamp(item.arrived), self._last + 1)
+        pts = max(self._timeline.stamp(item.arrived, item.index), self._last + 1)
         self._last = pts
-        return to_av(item.image, pts)
+        return to_av(item.image, pts, item.frame)
 
 
 def draw_reconnecting(image: ImageBGR) -> None:
@@ -102,17 +121,23 @@ def draw_reconnecting(image: ImageBGR) -> None:
 
 class RemoteClient:
     def __init__(
-        self, options: RemoteOptions, source: FrameSource, sink: FrameSink, notify: Callable[[str], None]
+        self,
+        options: RemoteOptions,
+        source: FrameSource,
+        sink: FrameSink,
+        notify: Callable[[str], None],
+        on_state: Callable[[str, str], None] | None = None,
     ) -> None:
         self.options = options
         self.source = source
         self.sink = sink
         self.notify = notify
+        self.on_state = on_state  # ("connected" | "reconnecting", a one-line why), from the loop thread
         self.metrics = Metrics()
         self.stats = ClientStats()
         self.stop_event = threading.Event()
         self._local: LatestSlot[VideoFrame] = LatestSlot()
-        self._remote: LatestSlot[tuple[Tagged, float | None]] = LatestSlot()
+        self._remote: LatestSlot[tuple[Received, tuple[float, int] | None]] = LatestSlot()
         self._newest_local: VideoFrame | None = None
         self._sending: AsyncLatest[Tagged] | None = None
         self._linked = threading.Event()
@@ -132,7 +157,11 @@ class RemoteClient:
                 self._newest_local = frame
                 sending = self._sending
                 if sending is not None and self._linked.is_set():
-                    sending.put_threadsafe(Tagged(frame.image, -1, frame.capture_ts))
+                    self.stats.frames_linked += 1
+                    # Converted here, on this thread: the event loop carries the packets.
+                    sending.put_threadsafe(
+                        Tagged(frame.image, -1, frame.capture_ts, i420_of(frame.image), frame.index)
+                    )
         finally:
             self.stop_event.set()
 
@@ -146,11 +175,12 @@ class RemoteClient:
             now = time.perf_counter()
             down = not self._linked.is_set() or now - self._last_remote > self.options.stale_s
             if got is not None:
-                item, captured = got
-                frame = VideoFrame(self._fit(item.image), self.stats.remote_frames, captured or item.arrived)
+                item, sent = got
+                captured, index = sent if sent is not None else (item.arrived, self.stats.remote_frames)
+                frame = VideoFrame(self._fit(item.image), index, captured)
                 self.stats.remote_frames += 1
                 self._send(frame)
-                if captured is not None:
+                if sent is not None:
                     self.metrics.frame_out(captured, time.perf_counter())
                 last = frame
             elif down and self._newest_local is not None:
@@ -245,13 +275,13 @@ class RemoteClient:
                 if first:
                     raise
                 wait = max(backoff, exc.retry_after_s)
-                self.notify(f"the server is full; trying again in {wait:.0f} s")
+                self._report("reconnecting", f"the server is full; trying again in {wait:.0f} s")
                 await self._sleep(wait, started)
                 continue
             except RemoteError as exc:
                 if first or not _retryable(exc):
                     raise
-                self.notify(f"reconnecting: {exc.user_message()}")
+                self._report("reconnecting", f"reconnecting: {exc.user_message()}")
             first = False
             if self._should_stop(started):
                 break
@@ -263,9 +293,14 @@ class RemoteClient:
                     f"{self.options.reconnect_for_s:g} s.",
                     hint="Check that the server is running and reachable.",
                 )
-            self.notify(f"link down: reconnecting in {backoff:.2g} s")
+            self._report("reconnecting", f"link down: reconnecting in {backoff:.2g} s")
             await self._sleep(backoff, started)
             backoff = min(backoff * 2, self.options.max_backoff_s)
+
+    def _report(self, state: str, text: str) -> None:
+        self.notify(text)
+        if self.on_state is not None:
+            self.on_state(state, text)
 
     def _should_stop(self, started: float) -> bool:
         duration = self.options.duration_s
@@ -288,10 +323,12 @@ class RemoteClient:
         pumps: list[asyncio.Task[None]] = []
         try:
             pc.addTransceiver(SendingTrack(sending, timeline), direction="sendrecv")
+            quicken_receivers(pc)
 
             @pc.on("track")
             def on_track(track: MediaStreamTrack) -> None:
-                def on_frame(item: Tagged) -> None:
+                def on_frame(item: Received, skipped: int) -> None:
+                    self.stats.remote_skipped += skipped
                     self._last_remote = time.perf_counter()
                     captured = timeline.lookup(item.pts) if item.pts > 0 else None
                     self._remote.put((item, captured))
@@ -311,7 +348,7 @@ class RemoteClient:
             self._linked.set()
             self.stats.connects += 1
             self.stats.states.append("connected")
-            self.notify(f"connected to {self.options.url} (stream {handle.stream_id})")
+            self._report("connected", f"connected to {self.options.url} (stream {handle.stream_id})")
             while not self._should_stop(started):
                 await asyncio.sleep(0.05)
                 stale = time.perf_counter() - self._last_remote > self.options.stale_s
@@ -319,6 +356,12 @@ class RemoteClient:
                     break
             else:
                 self.stop_event.set()  # before the link is marked down: no "reconnecting" frames at the end
+            if not self._should_stop(started):
+                why = await signalling.why_ended(handle)
+                if why is not None and why[1]:
+                    raise StreamEndedError(f"The server ended the stream: {why[0]}.")
+                if why is not None:
+                    self.notify(f"the server ended the stream: {why[0]}")
         finally:
             was_linked = self._linked.is_set()
             self._linked.clear()

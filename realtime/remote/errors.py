@@ -12,6 +12,7 @@ EXIT_FULL = 5  # the server is at --max-streams (503)
 EXIT_TLS = 6  # the server's certificate is not the pinned one
 EXIT_REFUSED = 7  # the server refused the request as given (400, 404, 413, 415, 422)
 EXIT_LOST = 8  # the link dropped and did not come back within --reconnect-for
+EXIT_ENDED = 9  # the server ended the stream for good (its --max-session limit)
 
 
 class RemoteError(FaceCastError):
@@ -40,3 +41,7 @@ class FingerprintError(RemoteError):
 
 class LinkLostError(RemoteError):
     exit_code = EXIT_LOST
+
+
+class StreamEndedError(RemoteError):
+    exit_code = EXIT_ENDED

@@ -3,6 +3,10 @@
 Frames are never queued: a slot holds the newest one and a new frame replaces a stale one (and is
 counted as a drop). The RTP timestamp (90 kHz) of a frame the server receives goes back out on the
 swapped frame made from it, so a client can match what comes back to what it sent.
+
+Colour conversions stay off the event loop (it carries every packet of every stream): a received
+frame is converted to BGR by whoever takes it from its slot (a replaced one never is), and a frame
+to send is converted to I420 by the thread that hands it over, so the encoder takes it as it is.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import av
+import cv2
 import numpy as np
 from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 
 from realtime.api import ImageBGR, VideoFrame
+from realtime.remote.transport import newest_frame
 
 VIDEO_CLOCK = 90_000
 TIME_BASE = fractions.Fraction(1, VIDEO_CLOCK)
@@ -30,11 +36,41 @@ T = TypeVar("T")
 
 @dataclass(slots=True)
 class Tagged:
-    """A picture and the RTP timestamp it travels under."""
+    """A picture and the RTP timestamp it travels under; `frame`, when set, is the picture already
+    converted for the encoder."""
 
     image: ImageBGR
     pts: int
     arrived: float = field(default_factory=time.perf_counter)
+    frame: av.VideoFrame | None = None
+    index: int = -1  # the picture's index at its source, where known
+
+
+class Received:
+    """A decoded frame as it came in; `image` converts it to BGR once, on first use."""
+
+    __slots__ = ("_frame", "_image", "arrived", "pts")
+
+    def __init__(self, frame: av.VideoFrame, arrived: float | None = None) -> None:
+        self._frame: av.VideoFrame | None = frame
+        self._image: ImageBGR | None = None
+        self.pts = int(frame.pts or 0)
+        self.arrived = time.perf_counter() if arrived is None else arrived
+
+    @property
+    def size(self) -> tuple[int, int]:
+        if self._image is not None:
+            return int(self._image.shape[1]), int(self._image.shape[0])
+        assert self._frame is not None
+        return int(self._frame.width), int(self._frame.height)
+
+    @property
+    def image(self) -> ImageBGR:
+        if self._image is None:
+            assert self._frame is not None
+            self._image = bgr_of(self._frame)
+            self._frame = None
+        return self._image
 
 
 class LatestSlot(Generic[T]):
@@ -112,16 +148,27 @@ class AsyncLatest(Generic[T]):
         return item
 
 
-def to_av(image: ImageBGR, pts: int) -> av.VideoFrame:
-    frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+def i420_of(image: ImageBGR) -> av.VideoFrame:
+    """The picture as the encoder takes it (I420; OpenCV's conversion, which releases the GIL)."""
+    h, w = image.shape[:2]
+    if w % 2 or h % 2:  # I420 needs even sizes: the encoder's own conversion copes with odd ones
+        return av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+    planes = np.asarray(cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420), dtype=np.uint8)
+    return av.VideoFrame.from_ndarray(planes, format="yuv420p")
+
+
+def bgr_of(frame: av.VideoFrame) -> ImageBGR:
+    if frame.format.name == "yuv420p" and frame.width % 2 == 0 and frame.height % 2 == 0:
+        planes = frame.to_ndarray()  # Y, U, V stacked: (h * 3 / 2, w)
+        return np.asarray(cv2.cvtColor(planes, cv2.COLOR_YUV2BGR_I420), dtype=np.uint8)
+    return np.ascontiguousarray(frame.to_ndarray(format="bgr24"), dtype=np.uint8)
+
+
+def to_av(image: ImageBGR, pts: int, frame: av.VideoFrame | None = None) -> av.VideoFrame:
+    frame = frame if frame is not None else i420_of(image)
     frame.pts = pts
     frame.time_base = TIME_BASE
     return frame
-
-
-def from_av(frame: av.VideoFrame) -> Tagged:
-    image = np.ascontiguousarray(frame.to_ndarray(format="bgr24"), dtype=np.uint8)
-    return Tagged(image, int(frame.pts or 0))
 
 
 class OutgoingTrack(MediaStreamTrack):
@@ -151,21 +198,22 @@ class OutgoingTrack(MediaStreamTrack):
                 self._origin_frame = False
                 if item.pts != 0:
                     self._pending = item
-                    item = Tagged(item.image, 0, item.arrived)
+                    item = Tagged(
+                        item.image, 0, item.arrived
+                    )  # converted anew: the pending one keeps its frame
         pts = max(item.pts, self._last_pts + 1)  # the encoder wants rising timestamps
         self._last_pts = pts
-        return to_av(item.image, pts)
+        return to_av(item.image, pts, item.frame)
 
 
-async def pump_track(track: MediaStreamTrack, on_frame: Callable[[Tagged], None]) -> None:
-    """Read `track` until it ends, handing each decoded picture on at once (never queued here)."""
+async def pump_track(track: MediaStreamTrack, on_frame: Callable[[Received, int], None]) -> None:
+    """Read `track` until it ends, handing the newest decoded frame on at once with how many older
+    ones waited behind it and were dropped (never queued here)."""
     while True:
-        try:
-            frame = await track.recv()
-        except MediaStreamError:
+        frame, skipped = await newest_frame(track)
+        if frame is None:
             return
-        if isinstance(frame, av.VideoFrame):
-            on_frame(from_av(frame))
+        on_frame(Received(frame), skipped)
 
 
 class TrackSource:
@@ -173,19 +221,20 @@ class TrackSource:
 
     `size` is the first picture's; the server opens the engine only once that one is here."""
 
-    def __init__(self, first: Tagged, fps: float = 30.0, idle_s: float = 30.0) -> None:
-        self.slot: LatestSlot[Tagged] = LatestSlot()
-        self._first = first
-        self._size = (int(first.image.shape[1]), int(first.image.shape[0]))
+    def __init__(self, first: Received, fps: float = 30.0, idle_s: float = 30.0) -> None:
+        self.slot: LatestSlot[Received] = LatestSlot()
+        self._size = first.size
         self._fps = fps
         self._index = 0
         self.idle_s = idle_s  # read() ends the stream after this long without a picture
         self.last_arrival = time.monotonic()
         self.pts_seconds: dict[int, float] = {}
+        self.skipped = 0  # decoded frames dropped behind a newer one before they reached the slot
         self.slot.put(first)
 
-    def feed(self, item: Tagged) -> None:
+    def feed(self, item: Received, skipped: int = 0) -> None:
         self.last_arrival = time.monotonic()
+        self.skipped += skipped
         self.slot.put(item)
 
     def open(self) -> None:
@@ -210,7 +259,7 @@ class TrackSource:
 
     @property
     def dropped(self) -> int:
-        return self.slot.replaced
+        return self.slot.replaced + self.skipped
 
     @property
     def size(self) -> tuple[int, int]:
@@ -240,7 +289,7 @@ class TrackSink:
 
     def send(self, frame: VideoFrame) -> None:
         pts = round(frame.pts * VIDEO_CLOCK) if frame.pts is not None else 0
-        self._slot.put_threadsafe(Tagged(frame.image, pts, frame.capture_ts))
+        self._slot.put_threadsafe(Tagged(frame.image, pts, frame.capture_ts, i420_of(frame.image)))
 
     def close(self) -> None:
         self._slot.close_threadsafe()

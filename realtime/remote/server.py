@@ -6,6 +6,7 @@ PATCH /v1/streams/{id}      new settings, applied live
 DELETE /v1/streams/{id}     hang up
 POST /v1/jobs               a video file job on the queue (realtime/remote/jobs_api.py)
 GET, DELETE /v1/jobs/{id}   its state; cancel it
+GET /v1/streams/{id}        whether it runs; once ended, why (kept for the last ENDED_KEPT)
 GET /v1/health              liveness for probes (no token)
 GET /metrics                Prometheus text (token)
 GET /                       the browser page
@@ -18,6 +19,7 @@ import json
 import logging
 import secrets
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -43,11 +45,14 @@ from realtime.remote.jobs_api import JobsApi, RequestChecks
 from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
 from realtime.remote.session import StreamSession
 from realtime.remote.tokens import TokenFile, bearer
+from realtime.remote.transport import quicken_receivers
 
 log = logging.getLogger(__name__)
 
 TOKEN_NAME = web.RequestKey("token_name", str)
 JANITOR = web.AppKey("janitor", asyncio.Task[None])
+
+ENDED_KEPT = 256  # ended streams whose reason a client can still ask for
 
 CONSENT_HELP = (
     "Confirm that you have the consent of the person in the photo and will disclose the swap: "
@@ -83,6 +88,7 @@ class Server:
     audit: AuditLog = field(init=False)
     sessions: dict[str, StreamSession] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)
+    ended: OrderedDict[str, tuple[str, str, bool]] = field(default_factory=OrderedDict)  # token, why, final
     streams_total: int = 0
     _prepare_lock: asyncio.Lock | None = None
 
@@ -102,6 +108,7 @@ class Server:
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/v1/faces", self.upload_face)
         app.router.add_post("/v1/streams", self.create_stream)
+        app.router.add_get("/v1/streams/{stream_id}", self.get_stream)
         app.router.add_patch("/v1/streams/{stream_id}", self.patch_stream)
         app.router.add_delete("/v1/streams/{stream_id}", self.delete_stream)
         JobsApi(self, RequestChecks(lambda r: r[TOKEN_NAME], _consented, CONSENT_HELP)).add_routes(app)
@@ -313,12 +320,16 @@ class Server:
                 session.take_track(track)
 
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
+        quicken_receivers(pc)  # before the answer: no media flows yet
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
         return str(pc.localDescription.sdp)
 
     async def _closed(self, session: StreamSession, reason: str) -> None:
         self.sessions.pop(session.stream_id, None)
+        self.ended[session.stream_id] = (session.token_name, reason, session.final)
+        while len(self.ended) > ENDED_KEPT:
+            self.ended.popitem(last=False)
         for face in session.faces:
             self.faces.remove(face.face_id)
         self.audit.write(
@@ -338,6 +349,18 @@ class Server:
         if session is None or session.token_name != request[TOKEN_NAME]:
             return _error(404, "No such stream (it may have ended).")
         return session
+
+    async def get_stream(self, request: web.Request) -> web.Response:
+        stream_id = request.match_info["stream_id"]
+        session = self.sessions.get(stream_id)
+        if session is not None and session.token_name == request[TOKEN_NAME]:
+            if session.closed:
+                return _ended(stream_id, session.close_reason, session.final)
+            return web.json_response({"id": stream_id, "state": "running"})
+        ended = self.ended.get(stream_id)
+        if ended is not None and ended[0] == request[TOKEN_NAME]:
+            return _ended(stream_id, ended[1], ended[2])
+        return _error(404, "No such stream.")
 
     async def patch_stream(self, request: web.Request) -> web.Response:
         session = self._owned(request)
@@ -365,6 +388,10 @@ class Server:
             return session
         await session.close("the client hung up")
         return web.Response(status=204)
+
+
+def _ended(stream_id: str, reason: str, final: bool) -> web.Response:
+    return web.json_response({"id": stream_id, "state": "ended", "reason": reason, "final": final})
 
 
 def _client(request: web.Request) -> str:

@@ -13,7 +13,15 @@ from aiortc import MediaStreamTrack, RTCPeerConnection
 from realtime.api import Engine, EngineEvent, Settings, StageFactory
 from realtime.remote.faces import StoredFace
 from realtime.remote.limits import Limits
-from realtime.remote.media import AsyncLatest, OutgoingTrack, Tagged, TrackSink, TrackSource, pump_track
+from realtime.remote.media import (
+    AsyncLatest,
+    OutgoingTrack,
+    Received,
+    Tagged,
+    TrackSink,
+    TrackSource,
+    pump_track,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +43,7 @@ class StreamSession:
     engine: Engine | None = None
     source: TrackSource | None = None
     close_reason: str = ""
+    final: bool = False  # ended by a limit a reconnect must not get round (the session's length)
     _out: AsyncLatest[Tagged] | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _closing: bool = False
@@ -60,9 +69,9 @@ class StreamSession:
     async def _consume(self, track: MediaStreamTrack) -> None:
         """The first picture opens the engine (its size is the stream's); later ones feed it."""
 
-        def on_frame(item: Tagged) -> None:
+        def on_frame(item: Received, skipped: int) -> None:
             if self.source is not None:
-                self.source.feed(item)
+                self.source.feed(item, skipped)
             elif not self._engine_lock.locked():
                 self._tasks.append(asyncio.ensure_future(self._start_engine(item)))
 
@@ -70,7 +79,7 @@ class StreamSession:
         if not self._closing:
             await self.close("the client hung up")
 
-    async def _start_engine(self, first: Tagged) -> None:
+    async def _start_engine(self, first: Received) -> None:
         async with self._engine_lock:
             if self.source is not None or self._closing or self._out is None:
                 return
@@ -96,7 +105,8 @@ class StreamSession:
             await asyncio.sleep(WATCH_S)
             now = time.monotonic()
             if now - self.created > self.limits.max_session_s:
-                await self.close("the session reached the server's time limit")
+                limit = self.limits.max_session_s
+                await self.close(f"the stream reached the server's time limit ({limit:g} s)", final=True)
             elif now - self.last_activity() > self.limits.idle_s:
                 await self.close(f"no video for {self.limits.idle_s:g} s")
             elif self.pc.connectionState in ("failed", "closed"):
@@ -104,11 +114,12 @@ class StreamSession:
             elif self.engine is not None and self.engine.ended(0):
                 await self.close("the engine stopped")
 
-    async def close(self, reason: str) -> None:
+    async def close(self, reason: str, final: bool = False) -> None:
         if self._closing:
             return
         self._closing = True
-        self.close_reason = reason
+        self.close_reason = reason  # first, so a client asking why the media stopped hears it
+        self.final = final
         current = asyncio.current_task()
         for task in self._tasks:
             if task is not current:

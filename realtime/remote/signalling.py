@@ -154,6 +154,18 @@ class Signalling:
     async def update(self, handle: StreamHandle, preset: str | None, overrides: list[str]) -> None:
         await self.request("PATCH", handle.location, json={"preset": preset, "set": overrides})
 
+    async def why_ended(self, handle: StreamHandle) -> tuple[str, bool] | None:
+        """Why the server ended the stream and whether for good; None while it runs or unknown."""
+        try:
+            _, _, body = await self.request("GET", handle.location, timeout=aiohttp.ClientTimeout(total=3.0))
+            data = json.loads(body)
+        except (RemoteError, ValueError) as exc:
+            log.debug("the stream's state is unknown: %s", exc)
+            return None
+        if not isinstance(data, dict) or data.get("state") != "ended":
+            return None
+        return str(data.get("reason", "")), bool(data.get("final", False))
+
     async def hang_up(self, handle: StreamHandle) -> None:
         try:
             await self.request("DELETE", handle.location)

@@ -1,0 +1,224 @@
+"""Process on a FaceCast server: the choice, URL and token remembered (the token in a 0600 file), and
+Start running the remote client against a real server on 127.0.0.1: the certificate to trust on first
+use, connected, reconnecting when the server goes, and one-line errors for a wrong token, a full
+server and no server at all."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before Qt is imported: no display here
+
+import stat
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from gui.config import ConfigStore, GuiConfig, RemoteConfig
+from gui.controller import RunState
+from gui.main_window import MainWindow
+from gui.remote_run import TOKEN_FILE_NAME, TokenStore
+from realtime.api import ModelOptions
+from realtime.remote.limits import Limits
+from realtime.remote.runner import ServerThread, free_port
+from realtime.remote.server import ServerConfig
+from realtime.remote.tls import ensure_certificate, server_context
+from tests.gui.test_gui_helpers import open_window, run_config
+from tests.gui.test_gui_run import Heartbeat
+
+pytestmark = pytest.mark.timeout(180)
+TOKEN = "gui-test-token-0123456789"
+# The GUI thread never waits on the network or the call: a generous bound, for a loaded machine
+# (a Stop that joined the client's threads there would take seconds).
+MAX_GUI_BLOCK_MS = 400.0
+
+
+class Servers:
+    """Servers on 127.0.0.1 with the model doubles; every one is stopped at the test's end."""
+
+    def __init__(self, tmp_path: Path, models: Path) -> None:
+        self.tmp_path = tmp_path
+        self.models = models
+        self.running: list[ServerThread] = []
+
+    def start(self, tls: bool = True, max_streams: int = 2) -> ServerThread:
+        data = self.tmp_path / f"server{len(self.running)}"
+        data.mkdir()
+        tokens = data / "tokens.txt"
+        tokens.write_text(f"gui:{TOKEN}\n", encoding="utf-8")
+        config = ServerConfig(
+            data_dir=data,
+            token_file=tokens,
+            limits=Limits(max_streams=max_streams, idle_s=5.0),
+            models=ModelOptions(models_dir=self.models, allow_unverified=True),
+            provider="cpu",
+        )
+        context = None
+        if tls:
+            cert = ensure_certificate(data)
+            context = server_context(cert.cert, cert.key)
+        server = ServerThread(config, tls=context).start()
+        self.running.append(server)
+        return server
+
+
+@pytest.fixture
+def servers(tmp_path: Path, models_dir: Path) -> Iterator[Servers]:
+    made = Servers(tmp_path, models_dir)
+    yield made
+    for server in made.running:
+        server.stop()
+
+
+def remote_window(
+    qtbot: QtBot, tmp_path: Path, models: Path, photo: Path, url: str, token: str
+) -> MainWindow:
+    (tmp_path / TOKEN_FILE_NAME).write_text(token)
+    config = replace(run_config(photo, vcam=False), remote=RemoteConfig("server", url))
+    window = open_window(qtbot, tmp_path, models, config)
+    window.remote_panel.known_hosts = tmp_path / "known_hosts"
+    return window
+
+
+def start(qtbot: QtBot, window: MainWindow) -> None:
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=20_000)
+    window.toggle_running()
+
+
+def panel_says(qtbot: QtBot, window: MainWindow, state: str, timeout: int = 30_000) -> str:
+    panel = window.remote_panel
+    qtbot.waitUntil(lambda: panel.state == state, timeout=timeout)
+    return panel.status_label.text()
+
+
+def test_the_choice_url_and_token_are_remembered_and_the_token_file_is_private(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path
+) -> None:
+    window = open_window(qtbot, tmp_path, models_dir, run_config(face_photo, vcam=False))
+    panel = window.remote_panel
+    assert panel.local_radio.isChecked() and not panel.url_edit.isEnabled()
+    panel.server_radio.setChecked(True)
+    assert panel.url_edit.isEnabled() and panel.token_edit.isEnabled()
+    panel.url_edit.setText("https://gpu-box:8443")
+    panel.token_edit.setText("s3cret")
+    panel.token_edit.editingFinished.emit()
+    window.save_config()
+    token_file = tmp_path / TOKEN_FILE_NAME
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert token_file.read_text().strip() == "s3cret"
+    saved = (tmp_path / "settings.toml").read_text()
+    assert "s3cret" not in saved  # the token is not in the settings file (copied to .bak, shared)
+    loaded = ConfigStore(tmp_path / "settings.toml").load()
+    assert loaded.message == "" and loaded.config.remote == RemoteConfig("server", "https://gpu-box:8443")
+    again = open_window(qtbot, tmp_path, models_dir, loaded.config)
+    assert again.remote_panel.server_radio.isChecked()
+    assert again.remote_panel.url_edit.text() == "https://gpu-box:8443"
+    assert again.remote_panel.token_edit.text() == "s3cret"
+    TokenStore(token_file).save("")
+    assert not token_file.exists()
+
+
+def test_a_bad_remote_mode_in_the_file_falls_back_to_this_computer(tmp_path: Path) -> None:
+    path = tmp_path / "settings.toml"
+    path.write_text('[remote]\nmode = "moon"\nurl = "https://x:1"\n')
+    loaded = ConfigStore(path).load()
+    assert loaded.config.remote == RemoteConfig("local", "https://x:1") and "remote.mode" in loaded.message
+    assert GuiConfig().remote.mode == "local"
+
+
+def test_start_on_a_server_trusts_on_first_use_connects_and_shows_reconnecting(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, servers: Servers
+) -> None:
+    server = servers.start(tls=True)
+    window = remote_window(qtbot, tmp_path, models_dir, face_photo, server.url, TOKEN)
+    panel = window.remote_panel
+    start(qtbot, window)
+    # First connection: nothing runs until the user has compared and trusted the fingerprint.
+    panel_says(qtbot, window, "untrusted")
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=20_000)
+    fingerprint = ensure_certificate(server.config.data_dir).fingerprint
+    assert panel.trust_button.isVisible() and fingerprint in panel.fingerprint_label.text()
+    assert not (tmp_path / "known_hosts").exists()
+    panel.trust_button.click()
+    assert fingerprint in (tmp_path / "known_hosts").read_text()
+    assert panel.state == "trusted" and not panel.trust_button.isVisible()
+
+    heartbeat = Heartbeat()
+    heartbeat.start()
+    start(qtbot, window)
+    text = panel_says(qtbot, window, "connected")
+    assert server.url in text
+    assert not panel.url_edit.isEnabled()  # no edits while it runs
+    qtbot.waitUntil(lambda: (window.controller.stats() or _zero()).frames_out > 10, timeout=30_000)
+    # Each returned frame carries its source index: side by side pairs it with its own original.
+    qtbot.waitUntil(lambda: (window.preview.last_frame or _NO_FRAME).original is not None, timeout=10_000)
+    assert "on http" in window.controller.stages_label
+
+    server.stop()  # the server goes: the local output carries on, the panel says so
+    text = panel_says(qtbot, window, "reconnecting")
+    assert "\n" not in text and text
+    assert window.controller.state == RunState.RUNNING
+    window.toggle_running()
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=20_000)
+    heartbeat.stop()
+    assert panel.state == "idle" and panel.url_edit.isEnabled()
+    assert heartbeat.max_gap_ms < MAX_GUI_BLOCK_MS, heartbeat.max_gap_ms
+
+
+class _NoFrame:
+    original = None
+
+
+_NO_FRAME = _NoFrame()
+
+
+def _zero() -> object:
+    class Zero:
+        frames_out = 0
+
+    return Zero()
+
+
+def test_a_start_without_url_or_token_says_what_is_missing(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path
+) -> None:
+    window = remote_window(qtbot, tmp_path, models_dir, face_photo, "", TOKEN)
+    window.remote_panel.check()
+    assert window.remote_panel.state == "error" and "URL" in window.remote_panel.status_label.text()
+    messages: list[str] = []
+    window.controller.io_error.connect(messages.append)
+    start(qtbot, window)
+    qtbot.waitUntil(lambda: bool(messages), timeout=20_000)
+    assert "No server URL" in messages[0] and "--remote" not in messages[0]
+    window.remote_panel.url_edit.setText("http://127.0.0.1:9")
+    window.remote_panel.token_edit.setText("")
+    messages.clear()
+    start(qtbot, window)
+    qtbot.waitUntil(lambda: bool(messages), timeout=20_000)
+    assert "No token" in messages[0]
+
+
+@pytest.mark.parametrize("case", ["wrong token", "server full", "no server"])
+def test_a_failed_start_is_one_clear_line_and_nothing_freezes(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, servers: Servers, case: str
+) -> None:
+    if case == "no server":
+        url, token = f"http://127.0.0.1:{free_port()}", TOKEN
+    else:
+        server = servers.start(tls=False, max_streams=0 if case == "server full" else 2)
+        url, token = server.url, "wrong" if case == "wrong token" else TOKEN
+    window = remote_window(qtbot, tmp_path, models_dir, face_photo, url, token)
+    heartbeat = Heartbeat()
+    heartbeat.start()
+    start(qtbot, window)
+    text = panel_says(qtbot, window, "error")
+    expected = {"wrong token": "refused the token", "server full": "full", "no server": "No FaceCast server"}
+    assert expected[case] in text and "\n" not in text and "Traceback" not in text
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=20_000)
+    heartbeat.stop()
+    assert window.remote_panel.state == "error"  # the reason stays after the run stopped
+    assert window.remote_panel.url_edit.isEnabled()
+    assert heartbeat.max_gap_ms < MAX_GUI_BLOCK_MS, heartbeat.max_gap_ms
