@@ -1,16 +1,22 @@
 """Render screenshots of the control panel's main states into docs/screenshots/.
 
-    xvfb-run -a -s "-screen 0 1600x1000x24" python scripts/screenshots.py
+    python scripts/screenshots.py
 
 Runs fully offline: the models are the contract-exact test doubles (models/fakes/doubles.py), so the "swap"
 is the doubles' tint over the detected face, not a real face swap; the input is the built-in test
-pattern. Without a display it falls back to Qt's offscreen platform.
+pattern. The panel is shown on a real X server through Qt's xcb platform: the session's own display
+when there is one, else a private Xvfb started on a free display for the run (Debian/Ubuntu:
+apt-get install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1). Where neither works it falls
+back to Qt's offscreen platform and says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,8 +29,72 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-if not os.environ.get("DISPLAY") and "QT_QPA_PLATFORM" not in os.environ:
+
+XVFB_SCREEN = "1600x1000x24"
+
+
+def _start_xvfb() -> str | None:
+    """Start Xvfb on a display it picks itself (-displayfd: no race for a free number); the
+    display's name, or None when Xvfb is missing or does not start. It stops when we exit."""
+    xvfb = shutil.which("Xvfb")
+    if xvfb is None:
+        return None
+    read_end, write_end = os.pipe()
+    server = subprocess.Popen(
+        [xvfb, "-displayfd", str(write_end), "-screen", "0", XVFB_SCREEN, "-nolisten", "tcp"],
+        pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    os.close(write_end)
+    with os.fdopen(read_end) as numbers:
+        number = numbers.readline().strip()  # written once the server accepts clients
+    if not number.isdigit():
+        server.kill()
+        server.wait()
+        return None
+
+    def stop() -> None:
+        server.terminate()
+        server.wait(10)
+
+    atexit.register(stop)
+    return f":{number}"
+
+
+def _xcb_works() -> bool:
+    """Whether Qt's xcb platform starts on $DISPLAY (tried in a child: a missing libxcb-cursor0
+    aborts the process that loads the plugin)."""
+    probe = "from PyQt6.QtWidgets import QApplication; QApplication([])"
+    env = {**os.environ, "QT_QPA_PLATFORM": "xcb"}
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+def choose_platform() -> str:
+    """Set QT_QPA_PLATFORM (a user's own setting wins): xcb on a real or private X server,
+    else offscreen with a note. Returns the platform."""
+    if "QT_QPA_PLATFORM" in os.environ:
+        return os.environ["QT_QPA_PLATFORM"]
+    if not os.environ.get("DISPLAY"):
+        display = _start_xvfb()
+        if display is not None:
+            os.environ["DISPLAY"] = display
+            print(f"note: drawing on a private Xvfb at {display} ({XVFB_SCREEN})")
+    if os.environ.get("DISPLAY") and _xcb_works():
+        os.environ["QT_QPA_PLATFORM"] = "xcb"
+        return "xcb"
+    print(
+        "note: no X display Qt can use (install xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1);"
+        " drawing with Qt's offscreen platform instead: fonts and style may differ from a desktop's"
+    )
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    return "offscreen"
+
+
+if __name__ == "__main__":
+    choose_platform()
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
