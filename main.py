@@ -9,9 +9,17 @@ python main.py bench                FaceCast's engine against the naive loop
 
 from __future__ import annotations
 
+import os
+import signal
+
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    # Ctrl+C while the modules below import: nothing is open yet, so exit 130 at once, without the
+    # KeyboardInterrupt traceback Python's own handler prints. Put back before main() runs. (An
+    # ignored SIGINT, as in a script's background job, stays ignored.)
+    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
+
 import argparse
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -141,14 +149,20 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             raise
         print(f"error: {exc.user_message()}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl+C before a run's first frame (Stopped says which signal)
+        return getattr(exc, "exit_code", 130)
+
+
+def run_main() -> int:
+    """The process's exit status: main()'s, or 130 for a Ctrl+C that no command caught."""
+    threading.current_thread().name = "main"
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the imports are done
+    try:
+        return main()
+    except KeyboardInterrupt:  # before a command's own handling (while the arguments are parsed)
         return 130
 
 
 if __name__ == "__main__":
-    threading.current_thread().name = "main"
-    try:
-        code = main()
-    except KeyboardInterrupt:  # before a command's own handling (while the arguments are parsed)
-        code = 130
-    sys.exit(code)
+    sys.exit(run_main())

@@ -239,8 +239,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
         return cmd_file_job(args, out)
     # Signals only ask the run to stop, from the first line on: a KeyboardInterrupt raised inside a
     # native callback (llvmlite's, while the engine's modules import or compile) is swallowed there,
-    # so start-up checks the request between its steps instead (checkpoint() raises
-    # KeyboardInterrupt: exit 130, nothing opened).
+    # so start-up checks the request between its steps instead (checkpoint() raises Stopped, a
+    # KeyboardInterrupt: exit 128 + the signal's number, nothing opened).
     with StopSignals(show) as signals:
         return _run(args, out, window, signals, show, complain)
 
@@ -344,7 +344,8 @@ def _run(
         if engine.error.user_message() in said:
             return engine.error.exit_code  # already said while running: once is enough
         raise engine.error
-    return 0
+    # Stopped by a signal: the output is finished, and the exit status still says a signal ended it.
+    return signals.exit_code
 
 
 OUTPUT_FINISH_S = 30.0  # how long `run` waits for a recording still being written when it stops

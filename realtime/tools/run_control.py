@@ -4,7 +4,9 @@
   the handler records the request and the waiting loop acts on it, so no exception is ever raised
   into the middle of opening a device, finalising a file or a Qt slot (a KeyboardInterrupt there
   lost the recording, or aborted the process). A second signal is told to wait; a third quits at
-  once without finishing.
+  once without finishing. A run stopped by a signal still exits with the shell's code for it
+  (128 + the signal's number: 130 for Ctrl+C, 143 for SIGTERM, 129 for SIGHUP), so a script can
+  tell a stopped run from one whose input ended.
 - SafeOutput: progress lines that cannot be shown any more (`| head -1`, a dropped SSH session) are
   dropped instead of raising BrokenPipeError through the run and losing its recording.
 """
@@ -22,7 +24,21 @@ from typing import TextIO
 
 log = logging.getLogger(__name__)
 
-QUIT_CODE = 130  # the third signal: exit without finishing (128 + SIGINT, as a shell reports)
+SIGINT_CODE = 128 + signal.SIGINT  # 130, as a shell reports a process ended by Ctrl+C
+
+
+def signal_exit_code(signum: int) -> int:
+    """The exit status a shell reports for a process ended by `signum` (128 + its number)."""
+    return 128 + int(signum)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop asked for while nothing needed finishing yet: exits with `exit_code` (a
+    KeyboardInterrupt, so whatever already ends a run on Ctrl+C ends it on this too)."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
 
 
 class SafeOutput:
@@ -57,23 +73,29 @@ def _silence_stdout() -> None:
 
 class StopSignals:
     """While active (main thread only), SIGINT/SIGTERM/SIGHUP set `requested`; the code waiting on
-    the run polls it. The second signal says to wait; the third exits with QUIT_CODE at once."""
+    the run polls it. The second signal says to wait; the third exits at once (128 + its number)."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self._say = say
         self._count = 0
         self._previous: dict[int, object] = {}
         self._event = threading.Event()
+        self._first: int | None = None  # the signal that asked to stop
 
     @property
     def requested(self) -> bool:
         return self._event.is_set()
 
+    @property
+    def exit_code(self) -> int:
+        """The exit status for a run this stopped: 128 + the first signal's number (0 if none came)."""
+        return 0 if self._first is None else signal_exit_code(self._first)
+
     def checkpoint(self) -> None:
-        """Raise KeyboardInterrupt (exit 130) if a stop was asked for: start-up calls this between
-        its steps, where nothing needs finishing yet."""
+        """Raise Stopped (a KeyboardInterrupt carrying exit_code) if a stop was asked for: start-up
+        calls this between its steps, where nothing needs finishing yet."""
         if self._event.is_set():
-            raise KeyboardInterrupt
+            raise Stopped(self.exit_code)
 
     def wait(self, timeout: float) -> bool:
         """Sleep up to `timeout` s, waking early on a stop request; True when one came."""
@@ -95,6 +117,7 @@ class StopSignals:
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._count += 1
         if self._count == 1:
+            self._first = signum
             self._event.set()
             return
         if self._count == 2:
@@ -106,4 +129,4 @@ class StopSignals:
                 stream.flush()
             except (OSError, ValueError) as exc:
                 log.debug("flush before quitting failed: %s", exc)
-        os._exit(QUIT_CODE)  # not SystemExit: raised inside a Qt slot, that aborts the process
+        os._exit(signal_exit_code(signum))  # not SystemExit: raised inside a Qt slot, that aborts the process

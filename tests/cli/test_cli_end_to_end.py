@@ -291,7 +291,7 @@ def test_kill_or_a_closed_terminal_ends_a_run_like_ctrl_c_and_keeps_the_recordin
     wait_for_recording(tmp_path)
     proc.send_signal(sig)
     rest, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, rest
+    assert proc.returncode == 128 + sig, rest  # 143 for SIGTERM, 129 for SIGHUP, as a shell reports
     assert "stopping" in rest and "done:" in rest
     assert len(decode(out)) >= 1 and not list(tmp_path.glob(".*partial*"))  # finalised and playable
 
@@ -312,7 +312,7 @@ def test_a_closed_stdout_and_a_double_ctrl_c_still_finish_the_recording(
     time.sleep(0.001)
     proc.send_signal(signal.SIGINT)
     err = proc.stderr.read()
-    assert proc.wait(timeout=60) == 0, err
+    assert proc.wait(timeout=60) == 130, err  # finished, and still says Ctrl+C ended it
     assert "Traceback" not in err
     assert len(decode(out)) >= 1 and not list(tmp_path.glob(".*partial*"))
 
@@ -328,7 +328,7 @@ def test_a_file_run_stopped_early_says_the_output_is_partial(
     wait_for_recording(tmp_path)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0, rest
+    assert proc.returncode == 130, rest
     assert "note: stopped before the input ended" in rest and str(out) in rest
 
 

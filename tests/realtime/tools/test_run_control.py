@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from realtime.tools.run_control import SafeOutput, StopSignals
+from realtime.tools.run_control import SafeOutput, Stopped, StopSignals
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals sent to ourselves")
 
@@ -24,7 +24,23 @@ def test_a_signal_asks_to_stop_without_raising_anywhere() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         signals.wait(0.05)
         assert said == ["finishing the output; please wait (once more quits without it)"]
+        assert signals.exit_code == 130  # the first signal's: Ctrl+C
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_stopped_run_exits_with_the_shells_code_for_its_signal(name: str, code: int) -> None:
+    sig = getattr(signal, name, None)
+    if sig is None:
+        pytest.skip(f"no {name} on this platform")
+    with StopSignals(lambda _text: None) as signals:
+        assert signals.exit_code == 0  # no signal: the run ended by itself
+        os.kill(os.getpid(), sig)
+        assert signals.wait(2.0)
+        assert signals.exit_code == code
+        with pytest.raises(Stopped) as raised:  # start-up's checkpoint: a KeyboardInterrupt
+            signals.checkpoint()
+        assert isinstance(raised.value, KeyboardInterrupt) and raised.value.exit_code == code
 
 
 def test_closed_output_is_dropped_not_raised() -> None:
