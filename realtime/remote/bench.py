@@ -1,7 +1,8 @@
 """What the network path costs: the remote call against the local engine, on loopback, with the
 model doubles (so the figures are the transport's: VP8 both ways, WebRTC, the hand-offs).
 
-`main.py bench --remote [--json]` prints them.
+`main.py bench --remote [--json] [--duration S]` prints them; with `--duration`, also what one
+1280x720 stream at 30 fps loses over S seconds.
 """
 
 from __future__ import annotations
@@ -48,6 +49,17 @@ class SizeFigures:
     frames_back_linked: float  # share of the frames handed to the server that came back
 
 
+@dataclass(frozen=True, slots=True)
+class SustainedFigures:
+    """One 1280x720 stream at 30 fps held for `seconds`: what went, what came back."""
+
+    seconds: float
+    frames_sent: int  # handed to the server (the frames captured during the call's setup are not)
+    frames_back: int  # returned by the server, shown or dropped behind a newer one on arrival
+    dropped: int  # sent and never returned
+    load_average: tuple[float, float, float]  # the machine's 1, 5 and 15 min load at the end
+
+
 @dataclass
 class RemoteBench:
     machine: str
@@ -57,6 +69,7 @@ class RemoteBench:
     added_latency_ms: dict[str, float] = field(default_factory=dict)  # at 640x480
     # Per number of concurrent 640x480 streams: the worst stream's share back and p50 (ms).
     concurrent: list[dict[str, float]] = field(default_factory=list)
+    sustained_720p: SustainedFigures | None = None  # with `--duration S`
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -131,12 +144,28 @@ def _clients(port: int, photo: Path, w: int, h: int, seconds: float, n: int) -> 
 SIZES = ((640, 480), (1280, 720))
 
 
+def _sustained(port: int, photo: Path, seconds: float) -> SustainedFigures:
+    (client,) = _clients(port, photo, 1280, 720, seconds, 1)
+    stats = client.stats
+    back = stats.remote_frames + stats.remote_skipped
+    one, five, fifteen = os.getloadavg()
+    return SustainedFigures(
+        seconds,
+        stats.frames_linked,
+        back,
+        max(stats.frames_linked - back, 0),
+        (round(one, 2), round(five, 2), round(fifteen, 2)),
+    )
+
+
 def run_remote_bench(
     seconds: float = 6.0,
     max_streams: int = 4,
     out: TextIO | None = None,
     sizes: tuple[tuple[int, int], ...] = SIZES,
+    sustained_s: float = 0.0,
 ) -> RemoteBench:
+    """Each figure over `seconds`; with `sustained_s`, also one 1280x720 stream held that long."""
     result = RemoteBench(machine=f"{os.cpu_count()} CPUs, the CPU provider", seconds=seconds)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -192,6 +221,8 @@ def run_remote_bench(
                     result.streams_held_640x480_30fps = n
                 else:
                     break
+            if sustained_s > 0:
+                result.sustained_720p = _sustained(port, photo, sustained_s)
         finally:
             server.terminate()
             server.wait(20)
@@ -200,7 +231,7 @@ def run_remote_bench(
 
 def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
     result = run_remote_bench(
-        seconds=float(getattr(args, "duration", 0) or 6.0), out=None if args.json else out
+        out=None if args.json else out, sustained_s=float(getattr(args, "duration", 0) or 0.0)
     )
     if args.json:
         print(result.to_json(), file=out)
@@ -213,4 +244,9 @@ def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
                   f"{s.frames_back:.0%} of frames back ({s.frames_back_linked:.0%} of those sent)",
                   file=out)  # fmt: skip
         print(f"640x480 streams at 30 fps without drops: {result.streams_held_640x480_30fps}", file=out)
+        held = result.sustained_720p
+        if held is not None:
+            print(f"1280x720 at 30 fps for {held.seconds:g} s: {held.frames_sent} frames sent, "
+                  f"{held.frames_back} back, {held.dropped} dropped (load average "
+                  f"{' '.join(str(v) for v in held.load_average)})", file=out)  # fmt: skip
     return 0

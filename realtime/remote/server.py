@@ -8,7 +8,7 @@ POST /v1/jobs               a video file job on the queue (realtime/remote/jobs_
 GET, DELETE /v1/jobs/{id}   its state; cancel it
 GET /v1/streams/{id}        whether it runs; once ended, why (kept for the last ENDED_KEPT)
 GET /v1/health              liveness for probes (no token)
-GET /metrics                Prometheus text (token)
+GET /metrics                Prometheus text (token), GPU memory included
 GET /                       the browser page
 """
 
@@ -41,6 +41,7 @@ from realtime.api import (
 )
 from realtime.remote.audit import AuditLog, AuditRecord
 from realtime.remote.faces import FaceStore, StoredFace, UploadRefused
+from realtime.remote.gpu import gpu_memory_lines, gpu_memory_used
 from realtime.remote.jobs_api import JobsApi, RequestChecks
 from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
 from realtime.remote.session import StreamSession
@@ -193,6 +194,7 @@ class Server:
         ]
         for session in list(self.sessions.values()):
             lines += session.stats_lines()
+        lines += gpu_memory_lines(await asyncio.to_thread(gpu_memory_used))
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     # ---- faces -------------------------------------------------------------------------------

@@ -115,6 +115,7 @@ class StillSource:
         self._index = 0
         self._stop = threading.Event()
         self._next = 0.0
+        self.notify: Callable[[str, str], None] | None = None
 
     def open(self) -> None:
         import time

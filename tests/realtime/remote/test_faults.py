@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import requests
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from av.frame import Frame
 
 from realtime.remote.client import ClientStats, RemoteClient
 from realtime.remote.errors import AuthError, ServerFullError, UnreachableError
@@ -169,7 +170,7 @@ class SilentTrack(MediaStreamTrack):
 
     kind = "video"
 
-    async def recv(self) -> object:
+    async def recv(self) -> Frame:
         await asyncio.sleep(3600)
         raise AssertionError("unreachable")
 

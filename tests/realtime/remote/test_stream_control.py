@@ -135,7 +135,12 @@ def test_a_client_killed_mid_stream_frees_its_place(
 
 
 def test_the_bench_runs_in_miniature() -> None:
-    result = run_remote_bench(seconds=1.5, max_streams=1, sizes=((320, 240),))
+    result = run_remote_bench(seconds=1.5, max_streams=1, sizes=((320, 240),), sustained_s=3.0)
+    held = result.sustained_720p
+    assert held is not None and held.seconds == 3.0
+    assert held.frames_sent > 0 and 0 < held.frames_back <= held.frames_sent
+    assert held.dropped == held.frames_sent - held.frames_back
+    assert json.loads(result.to_json())["sustained_720p"]["frames_back"] == held.frames_back
     (size,) = result.sizes
     assert size.size == "320x240" and size.frames_back > 0.2
     assert size.remote_ms["p50"] > 0 and size.local_ms["p50"] > 0
