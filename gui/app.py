@@ -44,7 +44,7 @@ def ask_consent(config: GuiConfig, store: ConfigStore) -> GuiConfig | int:
         return config if config.consent_accepted else replace(config, consent_accepted=True)
     dialog = ConsentDialog()
     # The dialog runs its own event loop before the window's handlers exist: without these,
-    # Ctrl+C was ignored (Python never got to run its handler) and only SIGKILL ended the app.
+    # Ctrl+C is ignored (Python never gets to run its handler) and only SIGKILL ends the app.
     previous = close_on_signals(dialog, lambda: dialog.done(_CLOSED_BY_SIGNAL))
     try:
         answer = dialog.exec()

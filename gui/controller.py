@@ -285,8 +285,8 @@ class EngineController(QObject):
         self._pending = None
         opening = self._opening
         if opening is not None:
-            # Closing while a camera is still opening: its warm-up wait ends now (the window froze
-            # for the rest of it, up to ~3 s).
+            # Closing while a camera is still opening: its warm-up wait ends now (else the window
+            # freezes for the rest of it, up to ~3 s).
             opening.interrupt()
         self.stop()
         self._executor.shutdown(wait=True, cancel_futures=False)

@@ -398,7 +398,7 @@ class MainWindow(QMainWindow):
         if state == RunState.STARTING:
             self._runs += 1
         if state != RunState.RUNNING and self.status_note.full_text().startswith(RUNNING_NOTE):
-            self._status_message("")  # it said "Running: …" beside "Stopped" and the Start's error
+            self._status_message("")  # else it says "Running: …" beside "Stopped" and the Start's error
         if state == RunState.RUNNING:
             self._io_banners.clear_before(self._runs)
             self._stats_timer.start()
@@ -406,7 +406,7 @@ class MainWindow(QMainWindow):
             self._stats_timer.stop()
             self._refresh_stats()
             self.preview.clear()
-            self.graph.clear()  # its lines were the last run's, drawn as if live
+            self.graph.clear()  # its lines are the last run's, drawn as if live
             self.rec_indicator.stop()
             self.output_panel.set_take(self._take, running=False)
             self.output_panel.set_vcam_state("Virtual camera: not running")
@@ -497,7 +497,7 @@ class MainWindow(QMainWindow):
         self.photos.set_settings(settings)
         needed = _models_needed(settings)
         if needed[:1] != self._models_checked_for[:1]:
-            self.gallery.reanalyse()  # the photos' faces were found by the detector before
+            self.gallery.reanalyse()  # the photos' faces are the old detector's
         if needed != self._models_checked_for:
             # Another detector (mtcnn needs no download) or swap model: the models banner follows
             # now, not at the next Start.

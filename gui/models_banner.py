@@ -58,7 +58,7 @@ def models_banner(message: str, cwd: Path | None = None) -> str:
 
 def absolute_command(command: str, cwd: Path, platform: str = sys.platform) -> str:
     """`command` with the interpreter, the script and `--models-dir` as absolute paths."""
-    # PowerShell's `&` belongs before the program only: one before main.py broke the command.
+    # PowerShell's `&` belongs before the program only: one before main.py breaks the command.
     tokens = [t for i, t in enumerate(_TOKEN.findall(command)) if t != "&" or i == 0]
     program = [i for i, token in enumerate(tokens) if token != "&"][:2]  # interpreter, main.py
     for i in program:

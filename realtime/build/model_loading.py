@@ -161,7 +161,7 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
                     else size + entry.total_size
                 )
         about = f" (about {size / 1e6:,.0f} MB, verified)" if size else " (verified)"
-        # A damaged file used to be the only thing said: the missing ones came one run at a time.
+        # Damaged files are named beside the missing ones, so one run lists everything to fetch.
         also = "".join(f" Also: {err.user_message()}" for err in damaged)
         raise ModelMissingError(
             f"Models not downloaded yet: {', '.join(files)} (folder {store.models_dir}).{also}",

@@ -142,7 +142,7 @@ class FaceAnalyser:
             self._selector = self._new_selector(settings)  # a new way of choosing: choose again
             return
         # Everything else in place, keeping the lock: rebuilding the selector for a threshold
-        # slider or a swap-model change moved the swap to whoever was largest at that moment.
+        # slider or a swap-model change would move the swap to whoever is largest at that moment.
         if self._threshold(old) != self._threshold(settings):
             self._selector.threshold = self._threshold(settings)
         if old.privacy.expect_frames != settings.privacy.expect_frames:
@@ -175,7 +175,7 @@ class FaceAnalyser:
         cut = self._tracker.cut
         if cut:
             # A new shot: the locked target is gone with the old tracks; waiting for it to be
-            # found again near where it was (regain) left the new shot unswapped for a second.
+            # found again near where it was (regain) would leave the new shot unswapped for a second.
             self._selector.new_shot()
             self._selection = {}
         size = (image.shape[1], image.shape[0])
@@ -190,7 +190,7 @@ class FaceAnalyser:
         for stale in [k for k in self._embeddings if k not in live_ids]:
             del self._embeddings[stale]
         fade = settings.tracker.fade_frames
-        # A sought person found again is swapped at once, not faded in: the fade showed their own
+        # A sought person found again is swapped at once, not faded in: a fade would show their own
         # face for fade_frames more frames.
         self._prompt = {k: n - 1 for k, n in self._prompt.items() if n > 1 and k in live_ids}
         # So is a person confirmed by identity on a track still fading in as new (entering the
@@ -233,8 +233,8 @@ class FaceAnalyser:
         if settings.privacy.fallback != "original":
             self._fall_back(plan, faces, {f.track_id for f, _ in chosen}, settings)
         # Faces the tracker itself passes through (below the detector threshold, tracking not
-        # trusted) count as passed through whether or not they were chosen: "largest" no longer
-        # chooses them, and the count is how a user learns why a face was left alone.
+        # trusted) count as passed through whether or not they are chosen: "largest" does not
+        # choose them, and the count is how a user learns why a face was left alone.
         # (A face the detector lost, fading as it leaves the picture, is not one of them.)
         plan.passthrough += sum(
             1 for f in faces if f.track_id not in planned and f.swap_weight == 0.0 and f.lost_frames == 0

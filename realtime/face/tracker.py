@@ -184,8 +184,8 @@ class FaceTracker:
             track.filter.beta = settings.beta
             track.filter.d_cutoff = settings.d_cutoff
             if toggled:
-                # Filter state and flow image froze while tracking was off (or ran without them):
-                # resuming from seconds-old positions slid the swap for several frames.
+                # Filter state and flow image freeze while tracking is off (or runs without them):
+                # resuming from seconds-old positions would slide the swap for several frames.
                 track.filter.reset()
         if toggled:
             self._has_prev = False
@@ -401,14 +401,14 @@ class FaceTracker:
             track.filter.reset()
             if not track.crowded:
                 # (Crowded, the speed is not learned again until the heads part or a detection
-                # confirms the flow: zeroed here, the face coasted in place the next time it hid.)
+                # confirms the flow: zeroed here, the face would coast in place the next time it hides.)
                 track.velocity[:] = 0.0
         elif broken and jumped(track.filter.value, kps):
             # Found where its flow failed, away from where the swap is (a cut to someone framed
-            # alike, a fast move): smoothing across the break dragged the swap from the old
+            # alike, a fast move): smoothing across the break would drag the swap from the old
             # landmarks to the new ones over several frames. (Found where it was -- a hand passing
             # over the face fails the flow on every frame -- keeps the smoothing: resetting it
-            # there only let the detector's noise through.) The speed is kept: a face about to
+            # there only lets the detector's noise through.) The speed is kept: a face about to
             # pass behind another coasts on it.
             track.filter.reset()
         elif flow is not None and flow.ok:
@@ -481,8 +481,8 @@ class FaceTracker:
     def _note_motion(track: Track, kps: FloatArray, *, confirmed: bool = False) -> None:
         if track.crowded and not confirmed:
             # A still face with a head sliding over it: the points at the edge in front move with
-            # the occluder, and a speed learned from them sent the face, once hidden, coasting away
-            # (it came back under a new id). The speed from before they met is the better guess.
+            # the occluder, and a speed learned from them sends the face, once hidden, coasting away
+            # (to come back under a new id). The speed from before they met is the better guess.
             return
         step = centre(kps) - centre(track.raw_kps)
         track.velocity = 0.5 * track.velocity + 0.5 * step
@@ -499,7 +499,7 @@ class FaceTracker:
         else:
             kps = track.raw_kps.copy()
         # Past max_missed a track only fades out (with min_quality 0 its coasting quality of 0 still
-        # passed, and a ghost swap stayed where the person had been, for good).
+        # passes, and a ghost swap would stay where the person was, for good).
         trusted = track.quality >= s.min_quality and track.score >= self.score_threshold
         healthy = trusted and track.missed <= s.max_missed
         target = 1.0 if healthy else 0.0

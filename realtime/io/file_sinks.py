@@ -351,7 +351,7 @@ class ImageFileSink:
         temp = self._temp
         try:
             # A Python write + rename rather than imwrite (no non-ASCII paths) or ndarray.tofile
-            # (its OSError on a full disk has no errno, so "disk full" could not be said).
+            # (its OSError on a full disk has no errno, so "disk full" cannot be said).
             with open(temp, "wb") as f:
                 f.write(encoded.tobytes())
             os.replace(temp, self.path)

@@ -207,8 +207,8 @@ def file_url_path(spec: str) -> str:
 
 
 def refuse_stream_url(spec: str) -> None:
-    """A SourceError for a network stream's address (rtsp://, http://, ...): as a file name it was
-    reported as a missing file, with one '/' lost on the way."""
+    """A SourceError for a network stream's address (rtsp://, http://, ...): as a file name it would
+    be reported as a missing file, with one '/' lost on the way."""
     if _URL.match(spec.strip()):
         raise SourceError(
             f"Network streams are not read by the CPU decoder: {spec.strip()}.",

@@ -335,7 +335,7 @@ def _run(
     from realtime.io.file_sinks import ImageFileSink
 
     if isinstance(sink, ImageFileSink) and stats.frames_out > 1:
-        # A video into a picture: only one frame can be kept, and the user was not told which.
+        # A video into a picture: only one frame can be kept, so the user is told which.
         show(f"note: {args.output} holds the last of the {stats.frames_out} frames (an image keeps one)")
     to_file = not live_output and args.output.strip().lower() != "null"
     if signals.requested and to_file and not args.loop and camera_index(str(args.input)) is None:

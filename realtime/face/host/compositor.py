@@ -58,7 +58,7 @@ def scale_crop_matrix(m: Matrix2x3, factor: float) -> Matrix2x3:
 
 def paste_region(frame_shape: tuple[int, ...], crop_size: int, m: Matrix2x3) -> Region:
     """The part of the frame the pasted crop can touch (its warped corners' bounding box)."""
-    # In Python scalars (four corners: numpy's per-call cost was most of the time).
+    # In Python scalars (four corners: numpy's per-call cost is most of the time).
     (a, b, tx), (c, d, ty) = invert_affine(m).tolist()
     s = float(crop_size)
     xs = (tx, a * s + tx, b * s + tx, a * s + b * s + tx)
@@ -108,9 +108,9 @@ def build_crop_mask(crop_size: int, inset_x8: int, sigma_x8: int) -> MaskArray:
         mask = np.asarray(
             cv2.GaussianBlur(mask, (ksize, ksize), sigma, borderType=cv2.BORDER_CONSTANT), dtype=np.float32
         )
-        # A wide blur (blur_ratio 0.1 and up) left the feather at 22-96/255 at the crop's border,
-        # where it dropped to 0: a hard box round the face. Lowered so it ends at 0 there, its
-        # shape kept (moving the edge inwards instead shrank the swapped area by half). The
+        # A wide blur (blur_ratio 0.1 and up) leaves the feather at 22-96/255 at the crop's border,
+        # where it drops to 0: a hard box round the face. Lowered so it ends at 0 there, its
+        # shape kept (moving the edge inwards instead shrinks the swapped area by half). The
         # defaults leave at most ~2/255 there and are not touched.
         edge = float(max(mask[0].max(), mask[-1].max(), mask[:, 0].max(), mask[:, -1].max()))
         if edge > _FEATHER_EDGE_MAX:

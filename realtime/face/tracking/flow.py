@@ -39,7 +39,7 @@ def write_flow_image(image: ImageBGR, out: GreyImage, scratch_bgr: ImageBGR | No
         scratch_bgr = np.empty((h, w, 3), dtype=np.uint8)
     # Shrink first, then convert; nearest-neighbour shrink (0.08 ms at 720p vs 0.25 linear, 1.8
     # area): LK's own pyramid smooths what it aliases, and on the astronaut clip at 720p the
-    # landmark error was the same as with a linear shrink (1.17 vs 1.19 px).
+    # landmark error is the same as with a linear shrink (1.17 vs 1.19 px).
     cv2.resize(image, (w, h), dst=scratch_bgr, interpolation=cv2.INTER_NEAREST)
     cv2.cvtColor(scratch_bgr, cv2.COLOR_BGR2GRAY, dst=out)
 
@@ -110,7 +110,7 @@ def flow_all(
         cur, prev, p1, np.empty_like(p0), winSize=_LK_WIN, maxLevel=_LK_LEVELS, criteria=_LK_CRITERIA
     )
     # Found both ways, and back within fb_threshold of the start (squared; in Python scalars:
-    # on ~15 points numpy's per-call cost was several times the maths).
+    # on ~15 points numpy's per-call cost is several times the maths).
     limit = checks.fb_threshold * checks.fb_threshold
     back = (p0 - p0r).reshape(-1).tolist()
     good = [
@@ -140,7 +140,7 @@ def check_flow(
     checks: FlowChecks,
 ) -> FlowResult:
     """`good`: per point, whether its flow passed the forward-backward check. (Index lists in
-    Python: on ~15 points numpy's per-call cost was most of this function's time.)"""
+    Python: on ~15 points numpy's per-call cost is most of this function's time.)"""
     s = scale
     fail = FlowResult(False, track.raw_kps, 0.0, track.corners, None)
     n = src.shape[0]
@@ -165,7 +165,7 @@ def check_flow(
 
     # Landmarks: each keeps its own flow where that passed the checks (it follows expressions
     # the rigid fit cannot), else the fitted motion moves it.
-    # (Five points in Python scalars: numpy's per-call cost was most of this function's time.)
+    # (Five points in Python scalars: numpy's per-call cost is most of this function's time.)
     moved = [
         (qx / s, qy / s) if ok else ((a * px + b * py + tx) / s, (c * px + d * py + ty) / s)
         for (px, py), (qx, qy), ok in zip(src[:5].tolist(), dst[:5].tolist(), inliers[:5], strict=True)
