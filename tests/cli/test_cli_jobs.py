@@ -139,7 +139,7 @@ def _wait_for_chunks(folder: Path, n: int, proc: subprocess.Popen[bytes]) -> Non
 
 # Some runs (about one in four, SIGTERM or kill -9) give the last chunk's final frames up to 42 levels
 # off the single run after the resume; the cause is open (docs/JOBS.md, "Known issues").
-@pytest.mark.skip(reason="open defect: after a cut and resume the last chunk can differ, and a run can hang (docs/JOBS.md)")
+@pytest.mark.skip(reason="open defect: a resumed run can differ or hang (docs/JOBS.md)")
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill-9"])
 def test_a_cut_run_resumes_from_its_finished_chunks_and_equals_one_run(
     tmp_path: Path, models: Path, photo: Path, how: signal.Signals
