@@ -4,10 +4,10 @@ The contract-exact doubles in models/fakes/doubles.py cost nothing to run, so a 
 measures only the pipeline. The real weights cannot be shipped (non-commercial licences) or fetched
 offline. These stand-ins sit in between: same input/output names, shapes and dtypes as the real files
 (the wrappers in models/ load them unchanged), the same architecture or at least the same MACs and
-parameter count as docs/MODEL_CONTRACTS.md gives, and seeded random weights, so inference time (and weight
+parameter count as docs/model-contracts.md gives, and seeded random weights, so inference time (and weight
 memory traffic) is realistic while the pictures they produce are meaningless.
 
-Only TensorRT-friendly ops are used (docs/GPU_API_NOTES.md §4-5): Conv, Gemm, InstanceNormalization,
+Only TensorRT-friendly ops are used (docs/gpu-api-facts.md §4-5): Conv, Gemm, InstanceNormalization,
 LeakyRelu/Relu, Resize (linear/nearest with constant scales), Pad (reflect, constant pads), Concat,
 Split (sizes as an attribute), Reshape, ReduceMean, Tanh, Add/Mul, Cast and MaxPool. Opset 11, like the
 real inswapper_128.
@@ -163,7 +163,7 @@ class _Builder:
 
     def upsample2(self, x: str, mode: str = "linear") -> str:
         # Opset-11 Resize: an empty roi and constant float32 scales (TensorRT needs them constant);
-        # nearest/linear only, no cubic or antialias (docs/GPU_API_NOTES.md §5).
+        # nearest/linear only, no cubic or antialias (docs/gpu-api-facts.md §5).
         if ("resize_consts", 0) not in self._shared:
             self._shared[("resize_consts", 0)] = self.const(np.zeros(0, dtype=np.float32), "roi")
             self._shared[("resize_consts", 1)] = self.const(
@@ -206,7 +206,7 @@ def _tensor(name: str, shape: Sequence[int | str], elem: int = TensorProto.FLOAT
 
 
 def build_inswapper_standin(fp16: bool = False, seed: int = 0) -> onnx.ModelProto:
-    """inswapper_128's architecture (docs/MODEL_CONTRACTS.md, "Swapper") with seeded random weights.
+    """inswapper_128's architecture (docs/model-contracts.md, "Swapper") with seeded random weights.
 
     `target` [1,3,128,128] + `source` [1,512] -> `output` [1,3,128,128] in [0,1]; 174.6 GMACs,
     138.6 M parameters; the 512x512 emap `buff2fs` is the LAST initializer. fp16=True stores every
@@ -375,7 +375,7 @@ class _UNet(NamedTuple):
     dec_double: tuple[bool, ...]  # per decoder level (deepest first): a second conv after the merge
 
 
-# Tuned with count_macs/count_params to docs/MODEL_CONTRACTS.md's costs and the files' parameter counts
+# Tuned with count_macs/count_params to docs/model-contracts.md's costs and the files' parameter counts
 # (bytes / 4): GFPGAN 1.4 197.8 GMACs, 340 MB -> 85 M; GPEN-BFR-256 8.7 GMACs, 75.7 MB -> 18.9 M.
 _GFPGAN = _UNet(512, (64, 128, 256, 512, 512, 512, 512), 18, (True, True, True, True, False, False))
 _GPEN256 = _UNet(256, (32, 48, 64, 256, 256, 512, 512), 0, (False, False, True, True, False, False))

@@ -1,6 +1,6 @@
 """The models FaceCast knows how to fetch: file names, pinned sizes and hashes, sources and licences.
 
-Facts are those of docs/MODEL_CONTRACTS.md. A `sha256` of None means no trustworthy hash is
+Facts are those of docs/model-contracts.md. A `sha256` of None means no trustworthy hash is
 published for that file; such files are accepted but reported as "unpinned".
 """
 

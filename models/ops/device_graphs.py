@@ -25,7 +25,7 @@ Pixel convention (the one OpenCV uses): pixel i has its centre at coordinate i. 
 with align_corners=0, whose denormalisation is x = ((g+1)*W - 1)/2, so the graph normalises a
 frame coordinate x as g = (2x+1)/W - 1; the two cancel exactly.
 
-Kernel rules obeyed (docs/GPU_API_NOTES.md §5) and asserted by models.ops.graph_rules: GridSample only
+Kernel rules obeyed (docs/gpu-api-facts.md §5) and asserted by models.ops.graph_rules: GridSample only
 in float32 with mode 'bilinear' at opset <= 19; no AffineGrid; no Pad; uint8 only at the graph
 edge through Cast (TensorRT); Slice/Resize parameters are initializers; every input that a CUDA
 kernel reads on the host (Reshape shape, Range bounds, Clip limits, ...) comes from initializers or
@@ -46,7 +46,7 @@ from models.ops.crop_geometry import ARCFACE_CROP, CropSpec
 from models.ops.yuv import BT601_LIMITED, YuvColour
 from models.types import FloatArray
 
-OPSET = 17  # >= 16 for GridSample, <= 19 so TensorRT reads mode 'bilinear' (GPU_API_NOTES §5)
+OPSET = 17  # >= 16 for GridSample, <= 19 so TensorRT reads mode 'bilinear' (docs/gpu-api-facts.md §5)
 IR_VERSION = 8  # the IR version that goes with opset 17
 
 # OpenCV's BT.601 limited-range YUV->RGB fixed point (imgproc/src/color_yuv.simd.hpp), /2**20.

@@ -1,5 +1,5 @@
 """GPU legality of the device graphs: what keeps them CUDA/TensorRT-legal without a GPU to try
-them on (docs/GPU_API_NOTES.md §5), checked by `device_graph_problems`."""
+them on (docs/gpu-api-facts.md §5), checked by `device_graph_problems`."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ _PAD_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT
 def device_graph_problems(model: onnx.ModelProto) -> list[str]:
     """Why `model` would not run well on the CUDA/TensorRT providers; [] when it is legal.
 
-    Parses the graph (with ONNX type inference) against docs/GPU_API_NOTES.md §5.
+    Parses the graph (with ONNX type inference) against docs/gpu-api-facts.md §5.
     """
     problems: list[str] = []
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)

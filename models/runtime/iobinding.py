@@ -18,7 +18,7 @@ re-allocated each time. `BoundSession` binds instead:
 
 The device string comes from `session.get_providers()`, never from what was asked for: ORT silently
 falls back to the CPU when CUDA cannot load, and binding a 'cuda' buffer to a CPU-only session
-fails (docs/GPU_API_NOTES.md §2).
+fails (docs/gpu-api-facts.md §2).
 
 Reused output buffers are overwritten by the next run: consume (or copy) them first. `run_numpy`
 always returns copies.

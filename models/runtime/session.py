@@ -2,7 +2,7 @@
 
 ONNX Runtime does not raise when the CUDA or TensorRT provider cannot load (missing CUDA/cuDNN or
 TensorRT libraries): it logs why on stderr (C++ logger) or prints an "EP Error" (Python), then runs on
-the CPU (docs/GPU_API_NOTES.md §3-4). The factory therefore captures that output while a GPU session is
+the CPU (docs/gpu-api-facts.md §3-4). The factory therefore captures that output while a GPU session is
 created, checks `session.get_providers()` afterwards, and records a visible fallback message naming
 the provider, the reason and the fix in `factory.fallbacks`.
 
@@ -82,7 +82,7 @@ class SessionConfig:
     cache_dir: Path | None = None  # TensorRT engine/timing caches (one subfolder per model key)
     intra_op_threads: int = 0  # 0 = ONNX Runtime's default (all cores)
     # User compute stream (a cudaStream_t as int) for CUDA/TensorRT sessions; None = each session
-    # creates its own stream, which already keeps concurrent workers apart (docs/GPU_API_NOTES.md §3).
+    # creates its own stream, which already keeps concurrent workers apart (docs/gpu-api-facts.md §3).
     cuda_stream: int | None = None
     # EXHAUSTIVE benchmarks every cuDNN algorithm once per input shape: right for FaceCast's fixed
     # shapes (128/512 px crops, 640 px detector); HEURISTIC when shapes change every run.

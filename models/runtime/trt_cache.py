@@ -1,7 +1,7 @@
 """TensorRT engine/timing cache layout: one folder per (model bytes, GPU, TensorRT, ONNX Runtime).
 
 ONNX Runtime's TensorRT provider names its engine files with a MurmurHash of the model's *file name*,
-input/initializer/output names, OS, ORT, CUDA and TensorRT major.minor (docs/GPU_API_NOTES.md §4). It does
+input/initializer/output names, OS, ORT, CUDA and TensorRT major.minor (docs/gpu-api-facts.md §4). It does
 NOT hash the weights: replace inswapper_128.onnx with a retrained file of the same name and the old
 engine is loaded silently. So the cache folder we hand to the provider is itself keyed by the model's
 SHA-256 plus the GPU, the TensorRT version and the ORT version:
@@ -36,7 +36,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 # Distributions that ship libnvinfer, most specific first (PyPI's `tensorrt` is 11.x now and is not
-# what the 1.31 TRT provider links: it needs libnvinfer.so.10, see docs/GPU_API_NOTES.md §4).
+# what the 1.31 TRT provider links: it needs libnvinfer.so.10, see docs/gpu-api-facts.md §4).
 _TENSORRT_DISTS = ("tensorrt-cu13-libs", "tensorrt-cu12-libs", "tensorrt-libs", "tensorrt_libs", "tensorrt")
 _TENSORRT_MAJOR = 10
 _HASH_CHUNK = 1 << 20

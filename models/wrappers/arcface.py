@@ -1,6 +1,6 @@
 """ArcFace recogniser (insightface w600k_r50): 5-point aligned 112 px crop -> 512-d identity vector.
 
-Contract (docs/MODEL_CONTRACTS.md, "ArcFace recognition"): input [N,3,112,112] RGB, (x - 127.5) / 127.5;
+Contract (docs/model-contracts.md, "ArcFace recognition"): input [N,3,112,112] RGB, (x - 127.5) / 127.5;
 output [N,512] raw. The swapper wants the L2-normalised vector.
 """
 

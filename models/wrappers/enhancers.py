@@ -1,6 +1,6 @@
 """Face restorers: GPEN-BFR-256, GPEN-BFR-512, GFPGAN 1.4, CodeFormer. One small class per contract.
 
-Contract (docs/MODEL_CONTRACTS.md, "Face restorers"): an FFHQ-aligned crop (template below, scaled to the
+Contract (docs/model-contracts.md, "Face restorers"): an FFHQ-aligned crop (template below, scaled to the
 model's size), RGB, (x/255 - 0.5)/0.5 in; [-1, 1] out -> (x + 1)/2 * 255. CodeFormer has a second
 input, `weight` [1] (fidelity, float64 in the published file; the dtype is read from the session).
 

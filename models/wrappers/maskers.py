@@ -1,6 +1,6 @@
 """Mask models: the xseg occluder and the BiSeNet face parser. One small class per contract.
 
-Contracts (docs/MODEL_CONTRACTS.md, "Masks"):
+Contracts (docs/model-contracts.md, "Masks"):
 * xseg: `input` NHWC [1,256,256,3], BGR, x/255 -> [1,256,256,1] in [0,1], 1 = face (0 where a hand,
   hair or a microphone covers it).
 * BiSeNet: `input` [N,3,512,512], RGB, ImageNet mean/std -> [N,19,512,512] logits; the label of a

@@ -1,6 +1,6 @@
 """SCRFD face detector: insightface's det_10g / scrfd_2.5g and FaceFusion's re-exports.
 
-Contract (docs/MODEL_CONTRACTS.md, "SCRFD detector"): one NCHW image input, nine 2-D outputs (scores,
+Contract (docs/model-contracts.md, "SCRFD detector"): one NCHW image input, nine 2-D outputs (scores,
 box distances and keypoint offsets for strides 8/16/32, two anchors per cell). Everything the
 wrapper needs is read from the session; nothing comes from a config file.
 """

@@ -142,7 +142,7 @@ class EnhancerSettings:
         _check(0.0 <= self.fidelity <= 1.0, "enhancer.fidelity", "0-1")
 
 
-# BiSeNet face-parsing classes (docs/MODEL_CONTRACTS.md, "Masks").
+# BiSeNet face-parsing classes (docs/model-contracts.md, "Masks").
 PARSER_CLASSES = 19
 DEFAULT_REGION_CLASSES = (1, 2, 3, 4, 5, 10, 11, 12, 13)  # skin, brows, eyes, nose, mouth, lips
 

@@ -1,6 +1,6 @@
 """NVDEC sources: H.264/HEVC decoded by the GPU into GPU memory, behind the FrameSource protocol.
 
-PyNvVideoCodec (docs/GPU_API_NOTES.md §1) decodes into NV12 surfaces that belong to the decoder and are
+PyNvVideoCodec (docs/gpu-api-facts.md §1) decodes into NV12 surfaces that belong to the decoder and are
 reused by later Decode() calls. Each decoded surface is therefore copied at once into a buffer that
 FaceCast owns (`DeviceNV12`), after making the copy wait for the decoder's per-frame event. Frames
 are handed out as `DeviceVideoFrame`: a VideoFrame whose `device` is that NV12 buffer, and whose

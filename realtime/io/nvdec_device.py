@@ -186,7 +186,7 @@ class DeviceNV12:
 
     The memory goes back to its pool when the last reference to this object is dropped. Its
     `__cuda_array_interface__` (shape (1.5 H, W), uint8) lets torch/CuPy wrap it; `cuda()` gives the
-    per-plane views NVENC accepts as input (docs/GPU_API_NOTES.md §1, "Encoder").
+    per-plane views NVENC accepts as input (docs/gpu-api-facts.md §1, "Encoder").
     """
 
     __slots__ = ("__weakref__", "colour", "gpu_id", "height", "pitch", "ptr", "width")

@@ -177,7 +177,7 @@ class NvencFileSink:
         }
         if self.bitrate:
             options.update(rc="cbr", bitrate=self.bitrate)
-        # usecpuinputbuffer=True: the frames are numpy NV12 on the host (docs/GPU_API_NOTES.md §1).
+        # usecpuinputbuffer=True: the frames are numpy NV12 on the host (docs/gpu-api-facts.md §1).
         return nvc.CreateEncoder(width, height, "NV12", True, **options)
 
     def send(self, frame: VideoFrame) -> None:
@@ -248,7 +248,7 @@ class NvencFileSink:
 
 def _packet_payloads(packets: Any) -> list[bytes]:
     """Encode()/EndEncode() return a list of {'data', 'timestamp', 'picture_type'} dicts in 2.2.4
-    (docs/GPU_API_NOTES.md §1); older releases returned one bytes-like bitstream. Both are accepted."""
+    (docs/gpu-api-facts.md §1); older releases returned one bytes-like bitstream. Both are accepted."""
     if packets is None:
         return []
     if isinstance(packets, bytes | bytearray | memoryview | np.ndarray):

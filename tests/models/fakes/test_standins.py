@@ -41,7 +41,7 @@ from models.wrappers.scrfd import SCRFD
 FACTORY = SessionFactory(SessionConfig())
 DET_SHAPE = {"input.1": (1, 3, 640, 640)}
 
-# docs/MODEL_CONTRACTS.md: GMACs, parameters (given, or the published file's bytes / 4 for float32
+# docs/model-contracts.md: GMACs, parameters (given, or the published file's bytes / 4 for float32
 # files), published bytes. inswapper_128_fp16 has inswapper_128's cost in half the bytes.
 CONTRACT_COSTS = {
     "det_10g.onnx": (10.0, 16_923_827 / 4, 16_923_827),
@@ -50,7 +50,7 @@ CONTRACT_COSTS = {
     "gfpgan_1.4.onnx": (197.8, 340_299_087 / 4, 340_299_087),
     "GPEN-BFR-256.onnx": (8.7, 75_715_262 / 4, 75_715_262),
 }
-# docs/GPU_API_NOTES.md §4-5: ops TensorRT imports, with their inputs constant where it needs them.
+# docs/gpu-api-facts.md §4-5: ops TensorRT imports, with their inputs constant where it needs them.
 TRT_FRIENDLY_OPS = {
     "Conv", "Gemm", "MatMul", "InstanceNormalization", "LeakyRelu", "Relu", "Resize", "Pad", "Concat",
     "Split", "Reshape", "ReduceMean", "Tanh", "Add", "Mul", "Cast", "MaxPool",
@@ -134,7 +134,7 @@ def test_inswapper_matches_the_published_architecture(protos: dict[str, onnx.Mod
         [128, 256, 3, 3],
         [3, 128, 7, 7],
     ]
-    # 66% of the cost sits in the twelve 32x32 bottleneck convs (docs/MODEL_CONTRACTS.md).
+    # 66% of the cost sits in the twelve 32x32 bottleneck convs (docs/model-contracts.md).
     assert 12 * 1024 * 1024 * 9 * 32 * 32 / count_macs(model) == pytest.approx(0.66, abs=0.01)
 
 

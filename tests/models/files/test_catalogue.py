@@ -1,4 +1,4 @@
-"""The catalogue carries exactly the facts of docs/MODEL_CONTRACTS.md."""
+"""The catalogue carries exactly the facts of docs/model-contracts.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The session factory's provider chains, fallback reports, TensorRT cache keys and build notices.
 
 GPU providers cannot load here, so ONNX Runtime's InferenceSession is replaced by a fake that behaves
-like the 1.31.1 wheel does when they fail (docs/GPU_API_NOTES.md §3-4): the C++ logger's lines go to file
+like the 1.31.1 wheel does when they fail (docs/gpu-api-facts.md §3-4): the C++ logger's lines go to file
 descriptor 2, the "EP Error ... Falling back" lines are Python prints, and get_providers() lists
 only what really loaded. The texts are verbatim what the real wheel prints.
 """

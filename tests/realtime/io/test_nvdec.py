@@ -1,7 +1,7 @@
 """NVDEC sources and the NVENC sink without a GPU.
 
 A fake `PyNvVideoCodec` module is injected through sys.modules. It has the call signatures that
-docs/GPU_API_NOTES.md §1 lists (CreateDemuxer, CreateDecoder with overload 1's keywords, Decode(packet),
+docs/gpu-api-facts.md §1 lists (CreateDemuxer, CreateDecoder with overload 1's keywords, Decode(packet),
 PacketData's four writable fields, DecodedFrame.cuda()/__dlpack__(stream), CreateEncoder,
 Encode/EndEncode), and really decodes/encodes H.264 with PyAV on the CPU, so the pixels that come out
 of a source prove the whole path: Annex B conversion, pointers and sizes handed to NVDEC, NV12 pitch
@@ -181,7 +181,7 @@ class FakeDemuxer:
         self._bit_depth = bit_depth
 
     def __iter__(self) -> Iterator[PacketData]:
-        # The real demuxer converts to Annex B itself (docs/GPU_API_NOTES.md §1).
+        # The real demuxer converts to Annex B itself (docs/gpu-api-facts.md §1).
         bsf = av.bitstream.BitStreamFilterContext("h264_mp4toannexb", self._stream)
         for packet in self._container.demux(self._stream):
             for annexb in bsf.filter(packet if packet.size else None):
@@ -269,7 +269,7 @@ class FakeNvc:
         self.log.append(("CreateDemuxer", filename))
         return FakeDemuxer(filename, self.bit_depth)
 
-    # Overload 1's keywords exactly (docs/GPU_API_NOTES.md §1): a misspelt keyword is a TypeError.
+    # Overload 1's keywords exactly (docs/gpu-api-facts.md §1): a misspelt keyword is a TypeError.
     def CreateDecoder(
         self,
         gpuid: int = 0,
