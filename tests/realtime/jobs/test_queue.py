@@ -20,7 +20,7 @@ from models.fakes.doubles import write_all
 from realtime.jobs.filejob import JobSpec, build_stages, run_file_job
 from realtime.jobs.manifest import job_folder
 from realtime.tools.bench import astronaut_bgr
-from tests.realtime.jobs.media import audio_packets, decode, video_times, write_clip
+from tests.realtime.jobs.media import assert_same_frames, audio_packets, video_times, write_clip
 
 Worker = Callable[..., subprocess.Popen[bytes]]
 
@@ -56,11 +56,10 @@ def submit_args(spec: JobSpec, output: Path, url: str, *extra: str) -> list[str]
 
 
 def assert_same_as(reference: Path, output: Path, clip: Path) -> None:
-    assert [f.tobytes() for f in decode(output)] == [f.tobytes() for f in decode(reference)]
+    assert_same_frames(output, reference)
     assert video_times(output) == video_times(clip) and audio_packets(output) == audio_packets(clip)
 
 
-@pytest.mark.xfail(strict=False, reason="frame-exact match can fail like a resumed file job (open)")
 def test_two_workers_share_a_job_and_match_one_machine(
     tmp_path: Path, redis_url: str, start_worker: Worker, setup: tuple[JobSpec, Path]
 ) -> None:
@@ -88,7 +87,6 @@ def _writer_group(folder: Path) -> int | None:
     return None
 
 
-@pytest.mark.xfail(strict=False, reason="frame-exact match can fail like a resumed file job (open)")
 def test_a_worker_killed_mid_chunk_loses_nothing(
     tmp_path: Path, redis_url: str, start_worker: Worker, setup: tuple[JobSpec, Path]
 ) -> None:
@@ -136,7 +134,6 @@ def test_an_unreachable_queue_is_one_clear_line(
     assert code == 13 and "cannot be reached" in err and "Traceback" not in err
 
 
-@pytest.mark.xfail(strict=False, reason="frame-exact match can fail like a resumed file job (open)")
 def test_with_no_queue_the_job_runs_here(
     tmp_path: Path, setup: tuple[JobSpec, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
