@@ -24,8 +24,8 @@ from realtime.jobs.manifest import job_folder
 from realtime.tools.bench import astronaut_bgr
 from tests.paths import REPO_ROOT
 from tests.realtime.jobs.media import (
-    audio_packets,
     assert_same_frames,
+    audio_packets,
     decode,
     subtitle_packets,
     video_times,
