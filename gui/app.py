@@ -80,7 +80,7 @@ def run_gui(argv: Sequence[str] | None = None, services: AppServices | None = No
     apply_dark_theme(app)
     services = services or AppServices.from_environment()
     if services.log_path is None:
-        services = replace(services, log_path=install_log_file())
+        services = replace(services, log_path=install_log_file(services.log_dir))
     log.info("FaceCast control panel starting")
     store = ConfigStore(services.config_path)
     loaded = store.load()

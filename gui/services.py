@@ -56,6 +56,7 @@ class AppServices:
     download_tuning: DownloadTuning = field(default_factory=DownloadTuning)
     models_dialog_at_start: bool = True
     log_path: Path | None = None  # the log file, when this run writes one
+    log_dir: Path | None = None  # where run_gui starts one (None: the user's log folder)
     open_path: Callable[[Path], None] = _open_path
 
     @staticmethod

@@ -89,6 +89,7 @@ def test_a_signal_closes_the_window_like_its_close_button(tmp_path: Path, signum
     assert child.returncode == 0, (child.returncode, out, err[-3000:])
     assert "exit 0" in out and "Traceback" not in err
     assert settings.stat().st_mtime_ns != before  # saved on the way out
+    assert "control panel starting" in (tmp_path / "logs" / "facecast.log").read_text()  # not the user's log
     if state == "running":
         take = tmp_path / "take.mp4"
         assert take.is_file() and take.stat().st_size > 0  # finalised, not a hidden partial

@@ -85,6 +85,7 @@ def services_for(
         vcam_backend=vcam_backend,
         platform=platform,
         list_cameras=list,
+        log_dir=tmp_path / "logs",  # never the user's own log folder
     )
 
 
