@@ -13,6 +13,7 @@ MODEL_FIELDS: tuple[tuple[str, str], ...] = (
     ("detector", "model"),
     ("detector", "size"),
     ("swap", "model"),
+    ("swap", "recognizer"),
     ("enhancer", "model"),
     ("masks", "occlusion"),
     ("masks", "regions"),
@@ -27,6 +28,7 @@ MODEL_FIELDS: tuple[tuple[str, str], ...] = (
 ANALYSIS_FIELDS: tuple[tuple[str, str], ...] = (
     ("detector", "model"),
     ("detector", "size"),
+    ("swap", "recognizer"),  # who is who: the target choice is built on it
     ("pipeline", "provider"),
     ("pipeline", "fp16"),
 )

@@ -503,8 +503,11 @@ def test_a_worker_model_reload_keeps_the_running_analyser_and_its_tracks() -> No
     assert engine.stages_label == "stages 1" and used[-1] == 0  # new workers, the same analyser
     engine.update_settings(engine.settings.with_overrides({"detector.model": "mtcnn"}))
     time.sleep(0.3)
-    engine.stop()
     assert engine.stages_label == "stages 2" and used[-1] == 2  # a new detector: a new analysis
+    engine.update_settings(engine.settings.with_overrides({"swap.recognizer": "dlib"}))
+    time.sleep(0.3)
+    engine.stop()
+    assert engine.stages_label == "stages 3" and used[-1] == 3  # another recogniser: a new analysis
 
 
 def test_a_detector_size_change_under_mtcnn_reloads_nothing() -> None:
