@@ -50,6 +50,10 @@ class FramePlan:
     # Per-stage ms of the analysis; the worker returns its own (swap, mask.*, enhance, paste ...).
     timings: dict[str, float] = field(default_factory=dict)
 
+    def fallbacks(self) -> tuple[str, ...]:
+        """Why each face in the privacy fallback this frame is in it ("not confirmed yet", ...)."""
+        return ()
+
 
 class Analyser(Protocol):
     def analyse(self, image: ImageBGR, timestamp: float, settings: Settings) -> FramePlan: ...

@@ -435,6 +435,7 @@ class Engine:
                 self._frame_failed("face analysis", frame.index, exc)
                 plan = FramePlan()
             self.metrics.stages(plan.timings.items())
+            self.metrics.fallbacks(plan.fallbacks())
             with pipes.lock:
                 pipes.jobs.append(Job(seq, frame, plan))
                 pipes.worker_wake.notify()

@@ -110,14 +110,26 @@ class StatsSnapshot:
     faces_passthrough: int  # seen but not swapped (low confidence / tracking quality)
     errors: int
     faces_seen: int = 0  # faces in frames, swapped or not (a face in 10 frames counts 10)
+    # The privacy fallback on the newest analysed frame: why each covered face is covered.
+    fallbacks: tuple[str, ...] = ()
+    frames_in_fallback: int = 0  # frames with at least one face in the fallback, this run
+
+    def fallback_text(self) -> str:
+        """ "2 faces in privacy fallback (not confirmed yet, fading in)", or "" with none."""
+        n = len(self.fallbacks)
+        if n == 0:
+            return ""
+        reasons = ", ".join(dict.fromkeys(self.fallbacks))
+        return f"{n} face{'s' if n > 1 else ''} in privacy fallback ({reasons})"
 
     def format_line(self) -> str:
         stages = " ".join(f"{k}={v.mean:.1f}" for k, v in self.stages_ms.items())
         lat = self.latency_ms
+        fallback = f"  {self.fallback_text()}" if self.fallbacks else ""
         return (
             f"in {self.fps_in:5.1f} fps  out {self.fps_out:5.1f} fps  "
             f"latency p50 {lat.p50:.0f} / p95 {lat.p95:.0f} / p99 {lat.p99:.0f} ms  "
-            f"dropped {self.frames_dropped}  passthrough {self.faces_passthrough}  [ms {stages}]"
+            f"dropped {self.frames_dropped}  passthrough {self.faces_passthrough}{fallback}  [ms {stages}]"
         )
 
 
@@ -137,6 +149,8 @@ class Metrics:
     faces_passthrough: int = 0
     faces_seen: int = 0
     errors: int = 0
+    frames_in_fallback: int = 0
+    _fallbacks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self._latency = RingBuffer(self.window)
@@ -185,6 +199,12 @@ class Metrics:
             self.faces_passthrough += passthrough
             self.faces_seen += max(seen, swapped + passthrough)
 
+    def fallbacks(self, reasons: tuple[str, ...]) -> None:
+        """The faces in the privacy fallback on the frame just analysed (and why)."""
+        with self._lock:
+            self._fallbacks = reasons
+            self.frames_in_fallback += bool(reasons)
+
     def error(self) -> None:
         with self._lock:
             self.errors += 1
@@ -221,6 +241,8 @@ class Metrics:
                 faces_passthrough=self.faces_passthrough,
                 errors=self.errors,
                 faces_seen=self.faces_seen,
+                fallbacks=self._fallbacks,
+                frames_in_fallback=self.frames_in_fallback,
             )
 
 

@@ -52,6 +52,9 @@ class PrivacyPlan(FramePlan):
 
     covers: list[Cover] = field(default_factory=list)
 
+    def fallbacks(self) -> tuple[str, ...]:
+        return tuple(c.reason for c in self.covers if c.strength > 0.0)
+
 
 def covers_of(plan: FramePlan) -> list[Cover]:
     return plan.covers if isinstance(plan, PrivacyPlan) else []

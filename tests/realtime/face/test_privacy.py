@@ -13,11 +13,15 @@ import pytest
 from models.fakes.doubles import build_inswapper
 from models.wrappers.dlib_recognizer import DlibRecognizer, dlib_available
 from models.wrappers.inswapper import InSwapper
+from realtime.core.engine import Engine
+from realtime.core.metrics import Metrics
 from realtime.core.settings import Settings, load_preset
+from realtime.core.stage_set import StageSet, passthrough_stages
 from realtime.face.privacy import Cover, PrivacyPlan, covers_of, pixelate
 from realtime.face.swap_worker import FaceSwapWorker
 from realtime.tools.bench_leaks import measure_scene
 from realtime.tools.leak_scenes import build_scenes
+from tests.engine_fakes import FakeSource, RecordingSink
 from tests.real_faces import group_photo_bgr, group_photo_faces
 from tests.realtime.face.test_device_backend import FACTORY, identity
 
@@ -91,6 +95,42 @@ def test_with_blur_a_face_coming_back_unconfirmed_is_covered_not_shown() -> None
     reasons = {c.reason for p in plans for c in covers_of(p)}
     assert reasons <= {"not confirmed yet", "fading in"} and reasons
     assert blurred.wrong_person == 0
+    metrics = Metrics()
+    said = set()
+    for plan in plans:
+        metrics.fallbacks(plan.fallbacks())
+        said.add(metrics.snapshot().fallback_text())
+    visible = {c.reason for p in plans for c in covers_of(p) if c.strength > 0.0}
+    assert visible and {f"1 face in privacy fallback ({r})" for r in visible} <= said  # what --stats shows
+    assert "" in said and metrics.snapshot().frames_in_fallback == sum(bool(p.fallbacks()) for p in plans)
+
+
+def test_the_stats_say_which_faces_are_in_the_fallback_and_why() -> None:
+    """The engine hands each analysed frame's fallback to the metrics: the --stats line says it
+    while it lasts and drops it when the faces are swapped again."""
+    kps = np.array([[40, 40], [60, 40], [50, 50], [42, 60], [58, 60]], dtype=np.float32)
+    covered = 10
+
+    class Analyser:
+        frame = 0
+
+        def analyse(self, image: np.ndarray, ts: float, s: Settings) -> PrivacyPlan:
+            self.frame += 1
+            if self.frame > covered:
+                return PrivacyPlan()
+            return PrivacyPlan(covers=[Cover(kps, 1, "not confirmed yet"), Cover(kps + 20, 2, "held")])
+
+    lines: list[str] = []
+    source, sink = FakeSource(frames=30), RecordingSink()
+    engine = Engine(
+        source, sink, Settings(), lambda s: StageSet(Analyser(), passthrough_stages(s).workers, "covers")
+    )
+    engine.subscribe_preview(lambda frame: lines.append(engine.metrics.snapshot().format_line()))
+    engine.start()
+    assert engine.wait(10)
+    assert "2 faces in privacy fallback (not confirmed yet, held)" in lines[0]
+    assert "privacy fallback" not in lines[-1]
+    assert engine.metrics.snapshot().frames_in_fallback == covered
 
 
 def test_the_privacy_preset_pixelates() -> None:
