@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -203,8 +204,13 @@ def _overrides(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(values)
 
 
-def run_remote(args: argparse.Namespace, out: TextIO) -> int:
-    """`run --remote URL`: the local input to the server, the swapped video to the local output."""
+def run_remote(
+    args: argparse.Namespace, out: TextIO, exit_for_signal: Callable[[int], int] | None = None
+) -> int:
+    """`run --remote URL`: the local input to the server, the swapped video to the local output.
+
+    `exit_for_signal`: the exit status for a call that SIGINT/SIGTERM ended, from the signal's
+    number (the local run's codes); without it such a call exits 0."""
     from realtime.api import FaceCastError, open_input, open_output
     from realtime.remote.client import RemoteClient
     from realtime.remote.errors import RemoteError
@@ -258,6 +264,8 @@ def run_remote(args: argparse.Namespace, out: TextIO) -> int:
         f"{stats.reconnecting_frames} while reconnecting), {stats.connects} connection(s); "
         f"glass-to-glass p50 {lat.p50:.0f} / p99 {lat.p99:.0f} ms (network included)"
     )
+    if client.stopped_by is not None and exit_for_signal is not None:
+        return exit_for_signal(client.stopped_by)  # hung up and finished, yet a signal ended it
     return EXIT_OK
 
 

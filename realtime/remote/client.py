@@ -143,6 +143,7 @@ class RemoteClient:
         self._linked = threading.Event()
         self._last_remote = 0.0
         self._size = (0, 0)
+        self.stopped_by: int | None = None  # the signal that ended the call (SIGINT, SIGTERM), if one did
 
     # ---- threads -------------------------------------------------------------------------------
 
@@ -252,7 +253,7 @@ class RemoteClient:
         if threading.current_thread() is threading.main_thread():
             # Ctrl+C and SIGTERM end the call cleanly: the server hears the hang-up.
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, self.stop_event.set)
+                loop.add_signal_handler(sig, self._on_signal, sig)
         signalling = Signalling(self.options)
         await asyncio.to_thread(signalling.check_trust, self.notify)
         try:
@@ -296,6 +297,13 @@ class RemoteClient:
             self._report("reconnecting", f"link down: reconnecting in {backoff:.2g} s")
             await self._sleep(backoff, started)
             backoff = min(backoff * 2, self.options.max_backoff_s)
+
+    def _on_signal(self, signum: int) -> None:
+        """(On the loop.) The call ends as at the input's end; `stopped_by` keeps the first signal."""
+        if self.stopped_by is None:
+            self.stopped_by = signum
+            self.notify(f"stopping ({signal.Signals(signum).name}): hanging up ...")
+        self.stop_event.set()
 
     def _report(self, state: str, text: str) -> None:
         self.notify(text)

@@ -221,7 +221,7 @@ def probe_input(source: FrameSource) -> None:
 def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None = None) -> int:
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
     from realtime.consent import ensure_consent
-    from realtime.tools.run_control import SafeOutput, StopSignals
+    from realtime.tools.run_control import SafeOutput, StopSignals, signal_exit_code
 
     show, complain = SafeOutput(out), SafeOutput(sys.stderr)
     # The confirmation the panel asks for on first use, stored in the same place (realtime.consent).
@@ -232,7 +232,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
         from realtime.remote.cli import run_remote
 
         # Consent is established: the server is told so (it refuses without).
-        return run_remote(argparse.Namespace(**{**vars(args), "consent": True}), out)
+        # A call a signal ended exits as the local run does (130 for Ctrl+C, 143 for SIGTERM).
+        return run_remote(argparse.Namespace(**{**vars(args), "consent": True}), out, signal_exit_code)
     from realtime.tools.cli_jobs import cmd_file_job, is_file_job
 
     if is_file_job(args):  # a video file into a video file: a resumable job that keeps every stream
