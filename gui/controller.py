@@ -29,6 +29,7 @@ from realtime.api import (
     FrameSource,
     GalleryFaceSwap,
     ModelOptions,
+    OutputInfo,
     OutputRequest,
     Settings,
     SourceError,
@@ -37,6 +38,7 @@ from realtime.api import (
     StatsSnapshot,
     VirtualCameraUnavailableError,
     auto_provider,
+    collect_output_info,
     open_input,
     open_outputs,
     passthrough_stages,
@@ -157,10 +159,11 @@ class EngineController(QObject):
     # camera that stopped. Apart from `message`, so the window can drop it once a later run works.
     io_error = pyqtSignal(str)
     vcam_unavailable = pyqtSignal(str)  # the driver error, with its fix
-    described = pyqtSignal(str)  # "test pattern (...) -> virtual camera (...)" once started
+    # Once started: "test pattern (...) → virtual camera (...)" and what the outputs write (OutputInfo).
+    described = pyqtSignal(str, object)
 
     _engine_event = pyqtSignal(int, object)
-    _started = pyqtSignal(int, object, str)
+    _started = pyqtSignal(int, object, str, object)
     _start_failed = pyqtSignal(int, str)
     _stopped = pyqtSignal(int)
 
@@ -342,7 +345,8 @@ class EngineController(QObject):
             self._start_failed.emit(generation, f"Could not start: {exc}")
             return
         self._control_engine = engine
-        self._started.emit(generation, engine, f"{source.description} → {sink.description}")
+        description = f"{source.description} → {sink.description}"
+        self._started.emit(generation, engine, description, collect_output_info(sink))
 
     def _control_stop(self, generation: int) -> None:
         engine, self._control_engine = self._control_engine, None
@@ -367,12 +371,12 @@ class EngineController(QObject):
         self._state = state
         self.state_changed.emit(state.value)
 
-    def _on_started(self, generation: int, engine: Engine, description: str) -> None:
+    def _on_started(self, generation: int, engine: Engine, description: str, outputs: OutputInfo) -> None:
         if generation != self._generation or self._state != RunState.STARTING:
             return  # a stop was asked for meanwhile; the queued stop releases this engine
         self._engine = engine
         self._set_state(RunState.RUNNING)
-        self.described.emit(description)
+        self.described.emit(description, outputs)
         self._watchdog.start()
         if self._settings is not None and self._settings != engine.settings:
             self.update_settings(self._settings)  # changed while the devices were opening

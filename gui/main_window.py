@@ -43,7 +43,7 @@ from gui.models_dialog import ModelsDialog
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
 from gui.remote_panel import attach_remote_panel
-from gui.run_status import RecIndicator, parse_outputs
+from gui.run_status import RecIndicator
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
 from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
@@ -52,6 +52,7 @@ from realtime.api import (
     FaceCastError,
     LivePicks,
     ModelOptions,
+    OutputInfo,
     PickedIdentity,
     Settings,
     default_models_dir,
@@ -608,10 +609,9 @@ class MainWindow(QMainWindow):
         self.messages.show_message(cast(Level, known), text)
         self._update_badge()
 
-    def _on_described(self, text: str) -> None:
+    def _on_described(self, text: str, outputs: OutputInfo) -> None:
         """The run is up: say what it sends where, and whether a restart began a new take."""
         self._status_message(RUNNING_NOTE + text)
-        outputs = parse_outputs(text)
         wanted = self.output_panel.config()
         if outputs.vcam is not None:
             self.output_panel.set_vcam_state(f"Virtual camera: {outputs.vcam}")

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -179,6 +179,10 @@ class _PreviewSink:
     @property
     def description(self) -> str:
         return self._sink.description
+
+    @property
+    def inner_sinks(self) -> Sequence[FrameSink]:
+        return (self._sink,)
 
 
 class RemoteEngine:

@@ -1,41 +1,19 @@
-"""What the running outputs are doing, said in the window: the REC indicator and the outputs' names.
+"""What the running outputs are doing, said in the window: the REC indicator.
 
-The controller describes a started run as "<source> → <sinks>"; the recording's file and the
-virtual camera's device are read from there (the sinks name them in their descriptions).
+The recording's file comes from the sinks themselves (the controller sends their OutputInfo with
+the start); the indicator shows how long and how much has been written to it.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from PyQt6.QtCore import QTimer
 from PyQt6.QtWidgets import QLabel, QWidget
 
 TICK_MS = 500
-_RECORDING = re.compile(r"video file (?P<path>.+?) \((?P<codec>[^()]+)\)(?= \+ |$)")
-_VCAM = re.compile(r"virtual camera (?P<device>.+?) \((?P<size>\d+x\d+) @ (?P<fps>[\d.]+) fps\)")
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutputs:
-    """record_path: the take being written; vcam: "device, WxH @ fps" when the camera is open."""
-
-    record_path: Path | None = None
-    vcam: str | None = None
-
-
-def parse_outputs(description: str) -> RunOutputs:
-    sinks = description.split(" → ", 1)[-1]
-    recording = _RECORDING.search(sinks)
-    vcam = _VCAM.search(sinks)
-    return RunOutputs(
-        Path(recording["path"]) if recording else None,
-        f"{vcam['device']}, {vcam['size']} @ {vcam['fps']}" if vcam else None,
-    )
 
 
 def recording_size(path: Path) -> int:

@@ -44,6 +44,7 @@ from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_mode
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
 from realtime.io.file_sinks import VideoFileSink
 from realtime.io.inputs import open_input
+from realtime.io.output_info import OutputInfo, collect_output_info
 from realtime.io.outputs import OutputRequest, open_output, open_outputs
 from realtime.io.partial_files import PartialLock, new_partial_path
 from realtime.io.sinks import NullSink
@@ -93,6 +94,7 @@ __all__ = [
     "ModelStore",
     "NullSink",
     "OptionalSink",
+    "OutputInfo",
     "OutputRequest",
     "PartialLock",
     "PickedIdentity",
@@ -116,6 +118,7 @@ __all__ = [
     "auto_provider",
     "available_presets",
     "check_models_present",
+    "collect_output_info",
     "consent_path",
     "consent_recorded",
     "default_entries",

@@ -34,6 +34,10 @@ class FanOutSink:
     def description(self) -> str:
         return " + ".join(s.description for s in self.sinks) or "preview only"
 
+    @property
+    def inner_sinks(self) -> Sequence[FrameSink]:
+        return self.sinks
+
     def open(self, width: int, height: int, fps: float) -> None:
         self._opened = []
         for sink in self.sinks:
@@ -89,6 +93,10 @@ class OptionalSink:
     @property
     def description(self) -> str:
         return self.sink.description if self.active else "virtual camera (unavailable)"
+
+    @property
+    def inner_sinks(self) -> Sequence[FrameSink]:
+        return (self.sink,) if self.active else ()
 
     def open(self, width: int, height: int, fps: float) -> None:
         try:
@@ -155,6 +163,10 @@ class BackgroundSink:
     @property
     def description(self) -> str:
         return self.sink.description
+
+    @property
+    def inner_sinks(self) -> Sequence[FrameSink]:
+        return (self.sink,)
 
     @property
     def failed(self) -> FaceCastError | None:

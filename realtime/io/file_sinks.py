@@ -20,6 +20,7 @@ from models.types import ImageBGR
 from realtime.core.errors import SinkError
 from realtime.core.frames import VideoFrame
 from realtime.io.frame_fit import DEFAULT_FPS, _even, letterbox_into
+from realtime.io.output_info import OutputInfo
 from realtime.io.partial_files import (
     PartialLock,
     _container_options,
@@ -111,6 +112,9 @@ class VideoFileSink:
     @property
     def description(self) -> str:
         return f"video file {self.path} ({self.codec})"
+
+    def output_info(self) -> OutputInfo:
+        return OutputInfo(record_path=self.path)
 
     def open(self, width: int, height: int, fps: float) -> None:
         _recover_partial(self.path)

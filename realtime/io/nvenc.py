@@ -33,6 +33,7 @@ from realtime.core.frames import VideoFrame
 from realtime.io.file_sinks import VideoFileSink, _fraction
 from realtime.io.frame_fit import DEFAULT_FPS, _even
 from realtime.io.nvdec_device import nvc_errors, nvdec_available
+from realtime.io.output_info import OutputInfo
 from realtime.io.partial_files import _partial_path, _prepare_target, _reason, _remove, _write_error
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,9 @@ class NvencFileSink:
         if self._fallback is not None:
             return f"{self._fallback.description} (NVENC not used: {self.fallback_reason})"
         return f"video file {self.path} ({self.codec} via NVENC on GPU {self.gpu_id})"
+
+    def output_info(self) -> OutputInfo:
+        return OutputInfo(record_path=self.path)
 
     def open(self, width: int, height: int, fps: float) -> None:
         w, h, rate = _even(width), _even(height), fps or DEFAULT_FPS

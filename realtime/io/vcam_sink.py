@@ -15,6 +15,7 @@ from models.types import ImageBGR
 from realtime.core.errors import SinkError, VirtualCameraUnavailableError
 from realtime.core.frames import VideoFrame
 from realtime.io.frame_fit import DEFAULT_FPS, _even, letterbox_into
+from realtime.io.output_info import OutputInfo
 
 ALTERNATIVES_HINT = "Meanwhile use `--output window` to preview, or write a file such as `--output out.mp4`."
 
@@ -131,8 +132,18 @@ class VirtualCameraSink:
     @property
     def description(self) -> str:
         w, h = self.size
-        device = self._device_name or self._device or "virtual camera"
-        return f"virtual camera {device} ({w}x{h} @ {self._fps:g} fps)"
+        return f"virtual camera {self._device_label} ({w}x{h} @ {self._fps:g} fps)"
+
+    def output_info(self) -> OutputInfo:
+        """The device, size and rate while open; nothing before open() or after close()."""
+        if self._camera is None:
+            return OutputInfo()
+        w, h = self.size
+        return OutputInfo(vcam=f"{self._device_label}, {w}x{h} @ {self._fps:g}")
+
+    @property
+    def _device_label(self) -> str:
+        return self._device_name or self._device or "virtual camera"
 
     def open(self, width: int, height: int, fps: float) -> None:
         req_w, req_h, req_fps = self._requested

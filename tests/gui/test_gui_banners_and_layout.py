@@ -21,6 +21,7 @@ from gui.main_window import MainWindow
 from gui.models_banner import MODELS_BANNER, absolute_command, models_banner
 from gui.stage_panel import StagePanel
 from models.runtime.providers import auto_provider
+from realtime.api import OutputInfo
 from tests.gui.test_gui_helpers import open_window, run_config
 
 LONG_RUN = (
@@ -65,7 +66,7 @@ def test_the_run_note_is_elided_again_when_the_live_numbers_widen_or_the_window_
     window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
     window.resize(1280, 700)
     qtbot.wait(50)
-    window.controller.described.emit(LONG_RUN)
+    window.controller.described.emit(LONG_RUN, OutputInfo())
     qtbot.wait(50)
     # What the first stats refresh shows:
     window.fps_label.setText("15.0 fps")

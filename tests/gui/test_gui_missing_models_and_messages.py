@@ -22,6 +22,7 @@ from gui.face_analysis import FaceResult
 from gui.gallery import FaceGallery
 from gui.main_window import MainWindow
 from gui.models_banner import MODELS_BANNER
+from realtime.api import OutputInfo
 from tests.gui.test_gui_helpers import SIZE, open_window, run_config, write_face_photo, write_models
 from tests.paths import REPO_ROOT
 
@@ -238,7 +239,7 @@ def test_the_run_description_stops_short_of_the_fps_figure(
         f"video file {folder}/clip.mp4 (640x360 @ 24 fps, real time, looping) → "
         f"video file {folder}/recordings/take-2.mp4"
     )
-    window.controller.described.emit(text)
+    window.controller.described.emit(text, OutputInfo())
     qtbot.wait(50)  # the status bar lays out
     note = window.status_note
     shown = note.text()

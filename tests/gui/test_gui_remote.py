@@ -20,8 +20,8 @@ from pytestqt.qtbot import QtBot
 from gui.config import ConfigStore, GuiConfig, RemoteConfig
 from gui.controller import RunState
 from gui.main_window import MainWindow
-from gui.remote_run import TOKEN_FILE_NAME, TokenStore
-from realtime.api import ModelOptions
+from gui.remote_run import TOKEN_FILE_NAME, TokenStore, _PreviewSink
+from realtime.api import FanOutSink, ModelOptions, NullSink, VideoFileSink, collect_output_info
 from realtime.remote.limits import Limits
 from realtime.remote.runner import ServerThread, free_port
 from realtime.remote.server import ServerConfig
@@ -119,6 +119,12 @@ def test_the_choice_url_and_token_are_remembered_and_the_token_file_is_private(
     assert again.remote_panel.token_edit.text() == "s3cret"
     TokenStore(token_file).save("")
     assert not token_file.exists()
+
+
+def test_the_remote_runs_preview_tap_passes_the_recording_through(tmp_path: Path) -> None:
+    take = tmp_path / "take.mp4"
+    sink = _PreviewSink(FanOutSink([NullSink(), VideoFileSink(take)]))
+    assert collect_output_info(sink).record_path == take
 
 
 def test_a_bad_remote_mode_in_the_file_falls_back_to_this_computer(tmp_path: Path) -> None:

@@ -107,14 +107,14 @@ def test_recording_shows_rec_with_time_and_size_and_a_restart_says_a_new_take_be
     window.toggle_running()
     wait_state(qtbot, window, RunState.RUNNING)
     rec = window.rec_indicator
-    assert not rec.isHidden()
+    assert not rec.isHidden() and rec.path == take and rec.toolTip() == f"Recording to {take}"
     qtbot.waitUntil(
         lambda: re.fullmatch(r"● REC 0:0[1-9] · 0\.[0-9] MB", rec.text()) is not None, timeout=10_000
     )
     qtbot.waitUntil(lambda: not rec.text().endswith(" 0.0 MB"), timeout=15_000)  # the size grows
     assert window.output_panel.take_label.text() == f"Recording to: {take}"
     vcam = window.output_panel.vcam_state.text()
-    assert vcam.startswith("Virtual camera: ") and f"{SIZE[0]}x{SIZE[1]} @ 30" in vcam, vcam
+    assert vcam == f"Virtual camera: {vcam_recorder.device_name}, {SIZE[0]}x{SIZE[1]} @ 30", vcam
 
     window.output_panel.vcam_fps.setValue(25)  # an output change restarts the run: a new take
     second = take.with_name("call-2.mp4")
