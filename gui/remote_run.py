@@ -235,6 +235,7 @@ class RemoteEngine:
         options = self._run.options(check.fingerprint)
         self._label = Endpoint.parse(options.url).base
         client = RemoteClient(options, self._source, self._sink, self._note, self._on_state)
+        client.update_settings(self._settings)  # the panel's stages, sent with the offer
         self._client = client
         self._thread = threading.Thread(target=self._main, name="remote-client", daemon=True)
         self._thread.start()
@@ -274,8 +275,11 @@ class RemoteEngine:
         return client.metrics.snapshot() if client is not None else Metrics().snapshot()
 
     def update_settings(self, settings: Settings) -> None:
-        # The server keeps the stream's settings (its preset); local stage edits apply to local runs.
+        """The panel's edits reach the server's stream live (the server keeps its provider, its
+        precision and its label)."""
         self._settings = settings
+        if self._client is not None:
+            self._client.update_settings(settings)
 
     def loads_finished(self, timeout: float) -> bool:
         return True

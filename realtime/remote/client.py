@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import av
 import cv2
@@ -23,7 +23,17 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from realtime.api import FrameSink, FrameSource, ImageBGR, Metrics, Summary, VideoFrame, draw_disclosure_label
+from realtime.api import (
+    DEFAULT_PRESET,
+    FrameSink,
+    FrameSource,
+    ImageBGR,
+    Metrics,
+    Settings,
+    Summary,
+    VideoFrame,
+    draw_disclosure_label,
+)
 from realtime.remote.errors import (
     LinkLostError,
     RemoteError,
@@ -42,6 +52,7 @@ from realtime.remote.media import (
     to_av,
 )
 from realtime.remote.options import RemoteOptions
+from realtime.remote.settings_push import overrides_for
 from realtime.remote.signalling import Signalling, StreamHandle
 from realtime.remote.transport import quicken_receivers
 
@@ -144,6 +155,30 @@ class RemoteClient:
         self._last_remote = 0.0
         self._size = (0, 0)
         self.stopped_by: int | None = None  # the signal that ended the call (SIGINT, SIGTERM), if one did
+        # Where update_settings sends a change: set while a stream is open (on the loop thread).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._signalling: Signalling | None = None
+        self._handle: StreamHandle | None = None
+
+    def update_settings(self, settings: Settings) -> None:
+        """(Any thread.) Run the stream with `settings` from now on: sent to the server at once
+        when a stream is open (PATCH), and with every reconnect."""
+        preset = self.options.preset or DEFAULT_PRESET
+        self.options = replace(self.options, preset=preset, overrides=tuple(overrides_for(settings, preset)))
+        loop, signalling = self._loop, self._signalling
+        if loop is None or signalling is None or loop.is_closed():
+            return
+        signalling.options = self.options
+        asyncio.run_coroutine_threadsafe(self._send_settings(), loop)
+
+    async def _send_settings(self) -> None:
+        handle, signalling = self._handle, self._signalling
+        if handle is None or signalling is None:
+            return  # between connections: the next one opens with them
+        try:
+            await signalling.update(handle, self.options.preset, list(self.options.overrides))
+        except RemoteError as exc:
+            self.notify(f"the new settings did not reach the server: {exc.user_message()}")
 
     # ---- threads -------------------------------------------------------------------------------
 
@@ -255,10 +290,12 @@ class RemoteClient:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, self._on_signal, sig)
         signalling = Signalling(self.options)
+        self._loop, self._signalling = loop, signalling
         await asyncio.to_thread(signalling.check_trust, self.notify)
         try:
             await self._keep_linked(signalling, loop, started)
         finally:
+            self._signalling = None
             await signalling.close()
 
     async def _keep_linked(
@@ -349,7 +386,9 @@ class RemoteClient:
 
             offer = await pc.createOffer()
             await pc.setLocalDescription(offer)
+            signalling.options = self.options  # with any settings changed while reconnecting
             handle = await signalling.open_stream(str(pc.localDescription.sdp))
+            self._handle = handle
             await pc.setRemoteDescription(RTCSessionDescription(sdp=handle.answer, type="answer"))
             self._sending = sending
             self._last_remote = time.perf_counter()
@@ -371,6 +410,7 @@ class RemoteClient:
                 if why is not None:
                     self.notify(f"the server ended the stream: {why[0]}")
         finally:
+            self._handle = None
             was_linked = self._linked.is_set()
             self._linked.clear()
             self._sending = None
