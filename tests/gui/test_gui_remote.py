@@ -162,6 +162,11 @@ def test_start_on_a_server_trusts_on_first_use_connects_and_shows_reconnecting(
     # Each returned frame carries its source index: side by side pairs it with its own original.
     qtbot.waitUntil(lambda: (window.preview.last_frame or _NO_FRAME).original is not None, timeout=10_000)
     assert "on http" in window.controller.stages_label
+    # A Stages edit while it runs reaches the server's engine for this stream.
+    session = next(iter(server.server.sessions.values()))
+    assert session.engine is not None and session.engine.settings.composite.opacity == 1.0
+    window.stage_panel.widget_for("composite.opacity").setValue(0.35)  # type: ignore[attr-defined]
+    qtbot.waitUntil(lambda: session.engine.settings.composite.opacity == pytest.approx(0.35), timeout=15_000)
 
     server.stop()  # the server goes: the local output carries on, the panel says so
     text = panel_says(qtbot, window, "reconnecting")
