@@ -76,6 +76,7 @@ DROPPED_HELP = (
     "longest is skipped so the output never lags further behind. A few now and then are harmless;\n"
     "a count that keeps climbing means a lighter preset (Stages) or a smaller input size."
 )
+FALLBACK_HELP = "Faces shown by the privacy fallback (Stages > Privacy) while FaceCast re-acquires them."
 RUNNING_NOTE = "Running: "  # the run's description in the status bar, while it runs
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,7 @@ class MainWindow(QMainWindow):
         self.fps_label = QLabel("– fps")
         self.latency_label = QLabel("latency –")
         self.dropped_label = QLabel("dropped –")
+        self.fallback_label = QLabel("")  # which faces are in the privacy fallback, and why
         self.stages_label = QLabel("")
         self.status_note = ElidedLabel()  # left of the live numbers: the run, the active face
         self._note_timer = QTimer(self)
@@ -226,6 +228,8 @@ class MainWindow(QMainWindow):
             label.setMinimumWidth(90)
             status.addPermanentWidget(label)
         self.dropped_label.setToolTip(DROPPED_HELP)
+        self.fallback_label.setToolTip(FALLBACK_HELP)
+        status.addPermanentWidget(self.fallback_label)
         status.addPermanentWidget(self.stages_label)
         self.resize(1320, 800)
 
@@ -449,6 +453,7 @@ class MainWindow(QMainWindow):
             self.fps_label.setText("– fps")
             self.latency_label.setText("latency –")
             self.dropped_label.setText("dropped –")
+            self.fallback_label.setText("")
             self.stages_label.setText("")
             self.output_panel.set_latency(None)
             self.stage_panel.set_stage_ms({})  # not the last run's figures after Stop
@@ -457,6 +462,7 @@ class MainWindow(QMainWindow):
         self.fps_label.setText(f"{stats.fps_out:.1f} fps")
         self.latency_label.setText(f"latency p50 {lat.p50:.0f} / p99 {lat.p99:.0f} ms")
         self.dropped_label.setText(f"dropped {stats.frames_dropped}")
+        self.fallback_label.setText(stats.fallback_text())
         self.stages_label.setText(self.controller.stages_label)
         self.graph.add_sample(stats.fps_out, lat.p50)
         self.stage_panel.set_stage_ms(stats.stages_ms)

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import cv2
+import pytest
 from PyQt6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -141,3 +142,25 @@ def test_the_readout_explains_dropped_frames_and_advises_the_audio_delay_from_p9
     window.output_panel.set_latency(42.0, 97.0)
     assert window.output_panel.latency_value.text().startswith("Suggested audio delay: 97 ms")
     assert OutputConfig().vcam  # (the default sends to the virtual camera: its state is shown)
+
+
+def test_the_status_bar_says_which_faces_are_in_the_privacy_fallback(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from realtime.api import Metrics
+
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
+    metrics = Metrics()
+    metrics.fallbacks(("not confirmed yet", "held"))
+    monkeypatch.setattr(window.controller, "stats", metrics.snapshot)
+    window.toggle_running()
+    wait_state(qtbot, window, RunState.RUNNING)
+    qtbot.waitUntil(
+        lambda: window.fallback_label.text() == "2 faces in privacy fallback (not confirmed yet, held)",
+        timeout=5_000,
+    )
+    assert "privacy fallback" in window.fallback_label.toolTip()
+    metrics.fallbacks(())  # swapped again: the note goes
+    qtbot.waitUntil(lambda: window.fallback_label.text() == "", timeout=5_000)
+    window.toggle_running()
+    wait_state(qtbot, window, RunState.IDLE)
