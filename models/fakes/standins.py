@@ -1,6 +1,6 @@
 """Compute-equivalent stand-ins: random-weight ONNX models with the real models' I/O contracts and cost.
 
-The contract-exact doubles in models/fakes/doubles.py cost nothing to run, so a benchmark built on them
+The contract-exact doubles (models/fakes/doubles.py) cost nothing to run, so a benchmark built on them
 measures only the pipeline. The real weights cannot be shipped (non-commercial licences) or fetched
 offline. These stand-ins sit in between: same input/output names, shapes and dtypes as the real files
 (the wrappers in models/ load them unchanged), the same architecture or at least the same MACs and
@@ -36,7 +36,7 @@ STANDINS_VERSION = 1
 MANIFEST_NAME = "standins.json"
 PRODUCER = "facecast-standins"
 OPSET = 11
-IR_VERSION = 6  # the IR version that goes with opset 11 (as in models/fakes/doubles.py)
+IR_VERSION = 6  # the IR version that goes with opset 11 (as in models/fakes/onnx_model.py)
 
 DEFAULT_STANDINS: tuple[str, ...] = ("det_10g", "w600k_r50", "inswapper_128")
 
@@ -297,7 +297,7 @@ def _scrfd_double_outputs() -> list[npt.NDArray[np.float32]]:
     (rows 0..360), so any common frame shows one face in its middle. Reusing the double's encoding
     (anchor choice, distances, background values) keeps the two in step.
     """
-    from models.fakes.doubles import DEFAULT_FACE, scrfd_constant_outputs
+    from models.fakes.detector_double import DEFAULT_FACE, scrfd_constant_outputs
 
     return [np.ascontiguousarray(o, dtype=np.float32) for o in scrfd_constant_outputs([DEFAULT_FACE])]
 
@@ -504,7 +504,7 @@ def count_params(model: onnx.ModelProto) -> int:
 def _build_arcface_double() -> onnx.ModelProto:
     # The recogniser runs once per source photo, never per frame: its cost does not matter to a
     # benchmark, so the contract-exact double stands in (lazy import: see _scrfd_double_outputs).
-    from models.fakes.doubles import build_arcface
+    from models.fakes.pixel_doubles import build_arcface
 
     return build_arcface()
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import main
-from models.fakes.doubles import DEFAULT_FACE, build_scrfd, write_all
+from models.fakes.detector_double import DEFAULT_FACE, build_scrfd
+from models.fakes.doubles import write_all
 from realtime.tools.bench import astronaut_bgr, make_clip_with_faces
 from tests.fixtures_media import write_video
 

@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 from gui.config import ConfigStore, OutputConfig
 from gui.controller import RunState
 from gui.main_window import MainWindow
-from models.fakes.doubles import DEFAULT_FACE, frame_with_faces
+from models.fakes.detector_double import DEFAULT_FACE, frame_with_faces
 from tests.gui.test_gui_helpers import (
     SIZE,
     open_window,

@@ -12,14 +12,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from models.fakes.doubles import (
+from models.fakes.detector_double import (
     DEFAULT_FACE,
     build_scrfd,
     face_in_frame,
     frame_with_faces,
     paint_face,
-    write_all,
 )
+from models.fakes.doubles import write_all
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.enhancers import GPEN256, FaceRestorer
 from models.wrappers.inswapper import InSwapper
@@ -234,7 +234,7 @@ def test_a_parser_wrapper_that_transposes_or_flips_the_crop_is_caught(doubles: d
 def test_the_benchmarks_fixed_detector_reports_its_face_where_the_seeing_one_finds_it() -> None:
     """The overhead benchmark's detector answers without looking, with the same face as the one
     that finds it in the picture (so the benchmark's pipeline does the same work)."""
-    from models.fakes.doubles import build_scrfd_fixed
+    from models.fakes.detector_double import build_scrfd_fixed
 
     fixed = SCRFD(FACTORY.create(build_scrfd_fixed([DEFAULT_FACE]).SerializeToString()))
     seeing = SCRFD(FACTORY.create(build_scrfd([DEFAULT_FACE]).SerializeToString()))

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from models.fakes import standins
-from models.fakes.doubles import (
+from models.fakes.detector_double import (
     DEFAULT_FACE,
     build_scrfd,
     face_in_frame,

@@ -14,7 +14,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from models.fakes.doubles import DEFAULT_FACE, build_arcface, build_inswapper, build_scrfd
+from models.fakes.detector_double import DEFAULT_FACE, build_scrfd
+from models.fakes.pixel_doubles import build_arcface, build_inswapper
 from models.ops.align import warp_crop
 from models.ops.crop_geometry import INSWAPPER_CROP, CropSpec
 from models.ops.device_ops import WarpCrop

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from models.errors import ModelContractError
-from models.fakes.doubles import FakeArg, FakeSession, build_arcface
+from models.fakes.doubles import FakeArg, FakeSession
+from models.fakes.pixel_doubles import build_arcface
 from models.ops.align import arcface_template, estimate_norm, norm_crop
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.arcface import ArcFace

@@ -13,7 +13,8 @@ import pytest
 from onnx import TensorProto
 
 from models.errors import ModelContractError
-from models.fakes.doubles import FakeArg, FakeSession, build_restorer, restorer_reference, write_all
+from models.fakes.doubles import FakeArg, FakeSession, write_all
+from models.fakes.pixel_doubles import build_restorer, restorer_reference
 from models.files.catalogue import get_entry
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.enhancers import (

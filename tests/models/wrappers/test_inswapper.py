@@ -11,15 +11,9 @@ import pytest
 from onnx import numpy_helper
 
 from models.errors import ModelContractError
-from models.fakes.doubles import (
-    INSWAPPER_BEND,
-    FakeArg,
-    FakeSession,
-    build_inswapper,
-    build_scrfd,
-    inswapper_weights,
-    position_ramp,
-)
+from models.fakes.detector_double import build_scrfd
+from models.fakes.doubles import FakeArg, FakeSession
+from models.fakes.pixel_doubles import INSWAPPER_BEND, build_inswapper, inswapper_weights, position_ramp
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper, read_emap
 
@@ -182,7 +176,7 @@ def test_wrong_signature_rejected(inputs: list[FakeArg], outputs: list[FakeArg])
 def test_large_model_emap_is_cached_and_a_replaced_file_misses(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import onnx
 
-    from models.fakes.doubles import build_inswapper
+    from models.fakes.pixel_doubles import build_inswapper
     from models.wrappers import inswapper as mod
 
     path = tmp_path / "inswapper_128.onnx"
@@ -206,7 +200,7 @@ def test_the_app_loads_the_swapper_emap_from_the_cache(tmp_path, monkeypatch) ->
     import onnx
     import platformdirs
 
-    from models.fakes.doubles import build_inswapper
+    from models.fakes.pixel_doubles import build_inswapper
     from models.runtime.session import SessionFactory
     from models.wrappers import inswapper as mod
     from models.wrappers.router import load_swapper

@@ -8,15 +8,9 @@ import onnx
 import pytest
 
 from models.errors import ModelContractError, ModelMissingError
-from models.fakes.doubles import (
-    DEFAULT_FACE,
-    FakeArg,
-    FakeSession,
-    build_landmark_2d106,
-    build_scrfd,
-    scrfd_signature,
-    write_all,
-)
+from models.fakes.detector_double import DEFAULT_FACE, build_scrfd
+from models.fakes.doubles import FakeArg, FakeSession, scrfd_signature, write_all
+from models.fakes.pixel_doubles import build_landmark_2d106
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.arcface import ArcFace
 from models.wrappers.inswapper import InSwapper

@@ -10,17 +10,15 @@ import onnx
 import pytest
 
 from models.errors import ModelContractError
-from models.fakes.doubles import (
+from models.fakes.detector_double import (
     DEFAULT_FACE,
     FaceSpec,
-    FakeArg,
-    FakeSession,
     build_scrfd,
     det_scale_for,
     face_in_frame,
     paint_face,
-    scrfd_signature,
 )
+from models.fakes.doubles import FakeArg, FakeSession, scrfd_signature
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.nms import nms
 from models.wrappers.scrfd import SCRFD

@@ -18,7 +18,8 @@ import numpy.typing as npt
 import onnx
 import pytest
 
-from models.fakes.doubles import build_inswapper, build_restorer, write_all
+from models.fakes.doubles import write_all
+from models.fakes.pixel_doubles import build_inswapper, build_restorer
 from models.files.store import ModelStore
 from models.ops.align import arcface_template, estimate_norm, invert_affine
 from models.ops.crop_geometry import CropSpec
@@ -563,7 +564,7 @@ def test_a_float16_swapper_s_nan_is_refused_on_the_device_path_too(tmp_path: Pat
     import onnx
 
     from models.errors import ModelOutputError
-    from models.fakes.doubles import build_inswapper
+    from models.fakes.pixel_doubles import build_inswapper
     from realtime.core.contracts import FramePlan
     from realtime.face.swap_worker import FaceSwapWorker
     from tests.models.ops.test_device_ops import smooth_frame

@@ -178,7 +178,7 @@ def test_a_live_change_of_max_missed_reaches_the_selector_and_keeps_the_lock(rec
 def test_a_live_detector_threshold_change_applies_at_once(recognizer: ArcFace) -> None:
     """The threshold is live (a reload would reset every track), but a mutation ignoring the
     change — in the tracker and in SCRFD — passed every test."""
-    from models.fakes.doubles import FaceSpec, build_scrfd, paint_face
+    from models.fakes.detector_double import FaceSpec, build_scrfd, paint_face
     from models.wrappers.scrfd import SCRFD
 
     rel = np.array([[0.3, 0.4], [0.7, 0.4], [0.5, 0.6], [0.33, 0.8], [0.67, 0.8]])

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
-from models.fakes.doubles import build_inswapper
+from models.fakes.pixel_doubles import build_inswapper
 from models.wrappers.dlib_recognizer import DlibRecognizer, dlib_available
 from models.wrappers.inswapper import InSwapper
 from realtime.core.engine import Engine

@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 import pytest
 
-from models.fakes.doubles import build_inswapper
+from models.fakes.pixel_doubles import build_inswapper
 from models.ops.align import estimate_norm, invert_affine, warp_crop
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.fakes.doubles import DEFAULT_FACE, face_in_frame
+from models.fakes.detector_double import DEFAULT_FACE, face_in_frame
 from realtime.remote.client import RemoteClient
 from realtime.remote.options import RemoteOptions
 from realtime.remote.runner import ServerThread

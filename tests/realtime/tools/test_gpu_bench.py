@@ -1,6 +1,6 @@
 """The GPU self-check: a clean "no CUDA provider" exit here, and the whole path on the CPU provider.
 
-The CPU run uses contract-exact doubles (models/fakes/doubles.py's inswapper and a cheap 512 px
+The CPU run uses contract-exact doubles (models/fakes/pixel_doubles.py's inswapper and a cheap 512 px
 restorer) instead of the 554 MB / 340 MB stand-ins, so it takes a few seconds; the device graphs,
 IOBinding, crop/paste and the single download are the same code the GPU run executes.
 """
@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from models.fakes import standins
-from models.fakes.doubles import build_inswapper
+from models.fakes.pixel_doubles import build_inswapper
 from realtime.tools import gpu_bench
 from realtime.tools.gpu_bench import BenchModels, format_results, run_gpu_bench
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from models.errors import ModelContractError
-from models.fakes.doubles import PARSER_PALETTE, FakeArg, FakeSession, write_all
+from models.fakes.doubles import FakeArg, FakeSession, write_all
+from models.fakes.pixel_doubles import PARSER_PALETTE
 from models.ops.align import estimate_norm, transform_points
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from models.errors import ModelError, ModelMissingError
-from models.fakes.doubles import restorer_reference, write_all
+from models.fakes.doubles import write_all
+from models.fakes.pixel_doubles import restorer_reference
 from models.files.catalogue import CATALOGUE
 from models.files.store import ModelStore
 from models.ops.align import ARCFACE_TEMPLATE_112, arcface_template, estimate_norm, similarity_transform
