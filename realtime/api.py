@@ -47,6 +47,7 @@ from realtime.io.inputs import open_input
 from realtime.io.output_info import OutputInfo, collect_output_info
 from realtime.io.outputs import OutputRequest, open_output, open_outputs
 from realtime.io.partial_files import PartialLock, new_partial_path
+from realtime.io.provenance import can_sign, provenance_tags, read_provenance, sign_video
 from realtime.io.sinks import NullSink
 from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
@@ -117,6 +118,7 @@ __all__ = [
     "VirtualCameraUnavailableError",
     "auto_provider",
     "available_presets",
+    "can_sign",
     "check_models_present",
     "collect_output_info",
     "consent_path",
@@ -139,13 +141,16 @@ __all__ = [
     "pick_face",
     "prepare_face_swap",
     "probe_modes",
+    "provenance_tags",
     "quality_model_names",
     "read_image",
+    "read_provenance",
     "record_consent",
     "refuse_stream_url",
     "requests_get",
     "resolve_provider",
     "settings_path",
+    "sign_video",
     "virtual_camera_fix",
     "write_model_doubles",
 ]

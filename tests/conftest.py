@@ -21,6 +21,16 @@ settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def provenance_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every file output is signed: the signing key is made once per session in a temp folder,
+    never in the user's own data folder. A test may point $FACECAST_PROVENANCE_DIR elsewhere."""
+    folder = tmp_path_factory.mktemp("provenance") / "keys"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FACECAST_PROVENANCE_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture
 def make_test_video() -> Callable[..., Path]:
     """make_test_video(path, frames=30, size=(96, 64), fps=25.0, codec=None) -> Path: a small clip

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from pathlib import Path
 
@@ -36,6 +37,9 @@ from realtime.io.partial_files import (
 log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
+
+# Told the finished file's path once it has its name (the router signs it: realtime.io.provenance).
+Finalise = Callable[[Path], object]
 
 
 def _disk_full(folder: Path) -> bool:
@@ -82,8 +86,12 @@ class VideoFileSink:
         preset: str = "veryfast",
         time_base: Fraction | None = None,
         b_frames: bool = True,
+        tags: Mapping[str, str] | None = None,
+        finalise: Finalise | None = None,
     ) -> None:
         self.path = Path(path)
+        self.tags = dict(tags or {})  # container metadata (comment, description, ...)
+        self.finalise = finalise
         # Set (a file job): each frame is placed at its own media time (frame.pts) in this time
         # base, so a variable-frame-rate input keeps its timing exactly.
         self.time_base = time_base
@@ -125,6 +133,8 @@ class VideoFileSink:
         self._lock = PartialLock(self._temp)
         try:
             container = av.open(str(self._temp), mode="w", options=_container_options(self.path))
+            if self.tags:
+                container.metadata.update(self.tags)
         except (ValueError, OSError, av.error.FFmpegError) as err:
             self._release_lock()
             _remove(self._temp)
@@ -280,6 +290,8 @@ class VideoFileSink:
                 f"The disk holding {self.path} is full: the last seconds of the recording may be cut.",
                 hint="Free some space before the next recording, or record to another drive.",
             )
+        if self.finalise is not None:
+            self.finalise(self.path)
 
     def _final_path(self) -> Path:
         """Where the finished file goes: `path`, unless a file of that name appeared while this
@@ -317,8 +329,9 @@ class VideoFileSink:
 class ImageFileSink:
     """Writes the last frame it received as an image when closed (for image inputs)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, finalise: Finalise | None = None) -> None:
         self.path = Path(path)
+        self.finalise = finalise
         self._temp = _partial_path(self.path)
         self._last: ImageBGR | None = None
         self.frames_received = 0
@@ -362,6 +375,8 @@ class ImageFileSink:
         except OSError as err:
             _remove(temp)
             raise _write_error(self.path, err) from err
+        if self.finalise is not None:
+            self.finalise(self.path)
 
     def abort(self) -> None:
         self._last = None

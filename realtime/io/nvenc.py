@@ -18,6 +18,7 @@ import collections
 import importlib
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import numpy.typing as npt
 from models.types import ImageBGR
 from realtime.core.errors import SinkError
 from realtime.core.frames import VideoFrame
-from realtime.io.file_sinks import VideoFileSink, _fraction
+from realtime.io.file_sinks import Finalise, VideoFileSink, _fraction
 from realtime.io.frame_fit import DEFAULT_FPS, _even
 from realtime.io.nvdec_device import nvc_errors, nvdec_available
 from realtime.io.output_info import OutputInfo
@@ -89,6 +90,8 @@ class NvencFileSink:
         preset: str = "P4",
         tuning_info: str = "low_latency",
         bitrate: int | None = None,
+        tags: Mapping[str, str] | None = None,
+        finalise: Finalise | None = None,
     ) -> None:
         if codec not in NVENC_CODECS:
             raise ValueError(f"codec must be one of {NVENC_CODECS}, got {codec!r}")
@@ -98,6 +101,8 @@ class NvencFileSink:
         self.preset = preset
         self.tuning_info = tuning_info
         self.bitrate = bitrate
+        self.tags = dict(tags or {})
+        self.finalise = finalise
         self.fallback_reason = ""
         self.frames_written = 0
         self._fallback: VideoFileSink | None = None
@@ -139,6 +144,8 @@ class NvencFileSink:
         _prepare_target(self.path, self._temp)
         try:
             container = av.open(str(self._temp), mode="w")
+            if self.tags:
+                container.metadata.update(self.tags)
             # A stream without a codec context: NVENC's packets are muxed as they are.
             stream = container.add_mux_stream(self.codec, rate=_fraction(rate), width=w, height=h)
             stream.time_base = 1 / _fraction(rate)
@@ -160,7 +167,7 @@ class NvencFileSink:
     def _fall_back(self, width: int, height: int, fps: float, err: BaseException) -> None:
         self.fallback_reason = _first_line(err)
         log.warning("NVENC not used for %s (%s); encoding on the CPU.", self.path, self.fallback_reason)
-        self._fallback = VideoFileSink(self.path)
+        self._fallback = VideoFileSink(self.path, tags=self.tags, finalise=self.finalise)
         self._fallback.open(width, height, fps)
 
     def _write_errors(self) -> tuple[type[BaseException], ...]:
@@ -235,6 +242,8 @@ class NvencFileSink:
         except self._write_errors() as err:
             self.abort()
             raise _write_error(self.path, err) from err
+        if self.finalise is not None:
+            self.finalise(self.path)
 
     def abort(self) -> None:
         if self._fallback is not None:

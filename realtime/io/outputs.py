@@ -4,6 +4,8 @@ An output is "vcam", "null", "window" (built by the caller's GUI layer, passed i
 an image path, or else a video path. The video encoder is the CPU's (PyAV) or NVENC where it can
 run; the sink comes wrapped the way the caller asks: optional (a missing virtual camera driver
 is reported, the other outputs carry on) or in the background (a recording on its own thread).
+Every file it writes says that faces were modified by AI: a signed C2PA manifest embedded once
+the file is finished, where the format takes one, and container tags (realtime.io.provenance).
 A new kind of output is added here only.
 """
 
@@ -19,7 +21,8 @@ from models.errors import FaceCastError
 from realtime.core.contracts import FrameSink
 from realtime.core.errors import SinkError, VirtualCameraUnavailableError
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
-from realtime.io.file_sinks import IMAGE_EXTENSIONS, ImageFileSink, VideoFileSink
+from realtime.io.file_sinks import IMAGE_EXTENSIONS, Finalise, ImageFileSink, VideoFileSink
+from realtime.io.provenance import provenance_tags, sign_in_place
 from realtime.io.sinks import NullSink
 from realtime.io.vcam_sink import VirtualCameraSink
 
@@ -44,6 +47,8 @@ class OutputRequest:
     on_failed: set, the sink runs on its own thread (BackgroundSink) and a failure while writing
     stops it alone: on_failed is told.
     file_options: VideoFileSink's own options (codec, crf, ...).
+    provenance: a file output is tagged and, once finished, signed (sign_in_place); False leaves
+    it as it was encoded.
     """
 
     spec: str
@@ -61,6 +66,7 @@ class OutputRequest:
     on_lost: Callable[[FaceCastError], None] | None = None
     on_failed: Callable[[FaceCastError], None] | None = None
     file_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    provenance: bool = True
 
 
 def open_output(spec: str, **options: Any) -> FrameSink:
@@ -98,13 +104,27 @@ def _encoded_sink(request: OutputRequest) -> tuple[FrameSink, str]:
     ok, why = nvenc_available()
     if not ok:
         return _cpu_sink(request), f"encoding on the CPU: NVENC not available ({why})"
-    return NvencFileSink(path, gpu_id=request.gpu_id), f"encoding with NVENC on GPU {request.gpu_id} ({why})"
+    sink = NvencFileSink(path, gpu_id=request.gpu_id, **_provenance(request))
+    return sink, f"encoding with NVENC on GPU {request.gpu_id} ({why})"
+
+
+def _provenance(request: OutputRequest) -> dict[str, Any]:
+    """A video file sink's tags and finalise hook (see OutputRequest.provenance)."""
+    return {"tags": provenance_tags(), "finalise": sign_in_place} if request.provenance else {}
+
+
+def _finalise(request: OutputRequest) -> Finalise | None:
+    return sign_in_place if request.provenance else None
+
+
+def _video_sink(request: OutputRequest) -> VideoFileSink:
+    return VideoFileSink(Path(request.spec), **{**_provenance(request), **request.file_options})
 
 
 def _cpu_sink(request: OutputRequest) -> FrameSink:
     spec = request.spec
     if request.file_kind == "video":
-        return VideoFileSink(Path(spec), **request.file_options)
+        return _video_sink(request)
     keyword = spec.strip().lower()
     if keyword == "vcam":
         return VirtualCameraSink(
@@ -126,8 +146,8 @@ def _cpu_sink(request: OutputRequest) -> FrameSink:
         )
     path = Path(spec)
     if path.suffix.lower() in IMAGE_EXTENSIONS:
-        return ImageFileSink(path)
-    return VideoFileSink(path, **request.file_options)
+        return ImageFileSink(path, finalise=_finalise(request))
+    return _video_sink(request)
 
 
 _REQUEST_FIELDS = frozenset(OutputRequest.__dataclass_fields__) - {"spec", "file_options"}

@@ -20,10 +20,13 @@ from realtime.api import (
     SinkError,
     SourceError,
     StageFactory,
+    can_sign,
     load_preset,
     parse_override,
     prepare_face_swap,
+    provenance_tags,
     resolve_provider,
+    sign_video,
 )
 from realtime.jobs.assemble import AssembleReport, assemble
 from realtime.jobs.chunks import DEFAULT_CHUNK_S, DEFAULT_WARMUP_FRAMES, plan_chunks
@@ -40,7 +43,6 @@ from realtime.jobs.manifest import (
 )
 from realtime.jobs.probe import MediaInfo, file_identity, probe
 from realtime.jobs.process import run_chunk
-from realtime.jobs.provenance import can_sign, provenance_tags, sign_video
 from realtime.jobs.storage import deliver, exists, is_s3, place
 
 log = logging.getLogger(__name__)

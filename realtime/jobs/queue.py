@@ -22,12 +22,11 @@ from typing import Any
 
 from celery import Celery, Task, chord
 
-from realtime.api import Settings, StageFactory
+from realtime.api import Settings, StageFactory, provenance_tags
 from realtime.jobs.errors import BrokerError
 from realtime.jobs.filejob import JobSpec, build_stages, check_paths, finish_job, prepare_job, read_job
 from realtime.jobs.manifest import JobLock, done_chunks, job_folder, write_atomically
 from realtime.jobs.probe import probe
-from realtime.jobs.provenance import provenance_tags
 from realtime.jobs.storage import deliver, output_path, place
 from realtime.jobs.workers import process_chunk
 

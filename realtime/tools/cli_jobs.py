@@ -127,8 +127,8 @@ def progress_bar(out: TextIO, label: str) -> Iterator[Progress]:
 
 def cmd_file_job(args: argparse.Namespace, out: TextIO) -> int:
     """`main.py run --input VIDEO --output VIDEO`: the file job, on this machine."""
+    from realtime.io.provenance import provenance_tags
     from realtime.jobs.filejob import build_stages, check_paths, run_file_job
-    from realtime.jobs.provenance import provenance_tags
 
     spec = spec_from_args(args)
     check_paths(spec)  # before the models load: a typo must not wait for them
@@ -158,9 +158,9 @@ def cmd_jobs(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.api import SourceError
+    from realtime.io.provenance import provenance_tags
     from realtime.jobs.batch import BatchItem, run_batch, specs_for_folder, specs_from_jobs_file
     from realtime.jobs.errors import EXIT_SOME_JOBS_FAILED
-    from realtime.jobs.provenance import provenance_tags
 
     template = spec_from_args(args, input_path=".", output=".")
     if args.jobs is not None:
@@ -239,8 +239,8 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
+    from realtime.io.provenance import provenance_tags
     from realtime.jobs import queue
-    from realtime.jobs.provenance import provenance_tags
     from realtime.jobs.workers import run_with_workers
 
     spec = spec_from_args(args)

@@ -16,8 +16,8 @@ import requests
 
 from models.fakes.doubles import write_all
 from realtime.api import ModelOptions
+from realtime.io.provenance import read_provenance
 from realtime.jobs import queue
-from realtime.jobs.provenance import read_provenance
 from realtime.remote import jobs_api
 from realtime.remote.limits import Limits
 from realtime.remote.runner import ServerThread

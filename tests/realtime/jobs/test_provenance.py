@@ -11,14 +11,14 @@ import cv2
 import pytest
 
 from models.fakes.doubles import write_all
-from realtime.jobs.filejob import JobSpec, build_stages, run_file_job
-from realtime.jobs.provenance import (
+from realtime.io.provenance import (
     AI_MODIFIED_TEXT,
     DIGITAL_SOURCE_TYPE,
     PROVENANCE_DIR_ENV,
     facecast_version,
     read_provenance,
 )
+from realtime.jobs.filejob import JobSpec, build_stages, run_file_job
 from realtime.tools.bench import astronaut_bgr
 from tests.realtime.jobs.media import decode, write_clip
 

@@ -13,7 +13,7 @@ import pytest
 
 import main
 from models.fakes.doubles import write_all
-from realtime.jobs.provenance import read_provenance
+from realtime.io.provenance import read_provenance
 from realtime.tools.bench import astronaut_bgr
 from tests.realtime.jobs.conftest import Worker, free_port
 from tests.realtime.jobs.media import audio_packets, video_times, write_clip

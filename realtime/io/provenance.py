@@ -1,6 +1,10 @@
-"""What every video file job writes says about itself: a C2PA manifest (Content Credentials)
+"""What every file FaceCast writes says about itself: a C2PA manifest (Content Credentials)
 stating that faces in it were changed by AI, by FaceCast and its version, signed offline with a
 local key, and container tags that any player shows.
+
+File jobs sign before the output takes its name (sign_video); recordings and image outputs are
+signed in place once renamed into place (sign_in_place). Formats c2pa cannot embed into (MKV, BMP)
+keep the container tags alone.
 
 The key and its certificate (ES256, a local CA and a signing certificate it issued, as C2PA
 requires a chain) are made on first use in FaceCast's data folder, or $FACECAST_PROVENANCE_DIR.
@@ -13,6 +17,7 @@ import datetime
 import json
 import logging
 import os
+import threading
 import uuid
 from dataclasses import dataclass
 from importlib import metadata
@@ -21,13 +26,20 @@ from typing import Any
 
 import platformdirs
 
+from realtime.io.partial_files import _partial_path, _remove
+
 log = logging.getLogger(__name__)
 
 PROVENANCE_DIR_ENV = "FACECAST_PROVENANCE_DIR"
 AI_MODIFIED_TEXT = "Faces in this video were modified by AI (FaceCast face swap)."
+AI_MODIFIED_IMAGE_TEXT = "Faces in this image were modified by AI (FaceCast face swap)."
 # IPTC's term for media that mixes captured content with content a trained model made.
 DIGITAL_SOURCE_TYPE = "http://cv.iptc.org/newscodes/digitalsourcetype/compositeWithTrainedAlgorithmicMedia"
-SIGNABLE_SUFFIXES = frozenset({".mp4", ".mov", ".m4v"})  # the containers C2PA embeds into here
+# The formats c2pa-python's Builder.sign embeds a manifest into (tested: MKV and BMP are refused).
+SIGNABLE_VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".avi"})
+SIGNABLE_IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff"})
+SIGNABLE_SUFFIXES = SIGNABLE_VIDEO_SUFFIXES | SIGNABLE_IMAGE_SUFFIXES
+TAGGED_SUFFIXES = frozenset({".mkv", ".webm", ".mp4", ".mov", ".m4v", ".avi"})  # containers with tags
 
 
 def facecast_version() -> str:
@@ -126,7 +138,7 @@ def _make_key() -> tuple[bytes, bytes]:
     return chain, pem
 
 
-def manifest_definition(title: str) -> dict[str, Any]:
+def manifest_definition(title: str, description: str = AI_MODIFIED_TEXT) -> dict[str, Any]:
     version = facecast_version()
     agent = {"name": "FaceCast", "version": version}
     return {
@@ -145,7 +157,7 @@ def manifest_definition(title: str) -> dict[str, Any]:
                         {
                             "action": "c2pa.edited",
                             "digitalSourceType": DIGITAL_SOURCE_TYPE,
-                            "description": AI_MODIFIED_TEXT,
+                            "description": description,
                             "softwareAgent": agent,
                         },
                     ]
@@ -159,6 +171,10 @@ def can_sign(path: Path) -> bool:
     return path.suffix.lower() in SIGNABLE_SUFFIXES
 
 
+def ai_modified_text(path: Path) -> str:
+    return AI_MODIFIED_IMAGE_TEXT if path.suffix.lower() in SIGNABLE_IMAGE_SUFFIXES else AI_MODIFIED_TEXT
+
+
 def sign_video(source: Path, dest: Path, title: str) -> None:
     """Write `source` with a signed C2PA manifest embedded to `dest` (a new file)."""
     import c2pa
@@ -167,8 +183,44 @@ def sign_video(source: Path, dest: Path, title: str) -> None:
     signer = c2pa.Signer.from_info(
         c2pa.C2paSignerInfo(c2pa.C2paSigningAlg.ES256, key.chain_pem, key.key_pem, None)
     )
-    with signer, c2pa.Builder(manifest_definition(title)) as builder:
+    with signer, c2pa.Builder(manifest_definition(title, ai_modified_text(dest))) as builder:
         builder.sign_file(str(source), str(dest), signer)
+
+
+_said_lock = threading.Lock()
+_said: set[str] = set()  # the suffixes already logged as not signable
+
+
+def sign_in_place(path: Path) -> bool:
+    """Embed the manifest into the finished file `path`: the signed copy is written beside it
+    under a hidden partial name, then replaces it. A format c2pa cannot embed into is left as it
+    is (said once per suffix); a failure leaves the file unsigned, with a warning. True: signed."""
+    suffix = path.suffix.lower()
+    if not can_sign(path):
+        with _said_lock:
+            first = suffix not in _said
+            _said.add(suffix)
+        if first:
+            tags = (
+                "their tags alone say faces were modified by AI"
+                if suffix in TAGGED_SUFFIXES
+                else "nothing in them says faces were modified by AI"
+            )
+            log.info(
+                "%s files get no C2PA manifest (c2pa cannot embed one): %s. Use .mp4 or .png to sign.",
+                suffix or "Extensionless",
+                tags,
+            )
+        return False
+    temp = _partial_path(path)
+    try:
+        sign_video(path, temp, path.name)
+        os.replace(temp, path)
+    except Exception as err:  # whatever the signer raises, the recording is kept (unsigned)
+        _remove(temp)
+        log.warning("Could not sign %s with its C2PA manifest; it is kept unsigned: %s", path, err)
+        return False
+    return True
 
 
 def read_provenance(path: Path) -> dict[str, Any] | None:
