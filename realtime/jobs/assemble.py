@@ -196,12 +196,13 @@ def _source_packets(
     wanted = [s for s in src.streams if s.index in mapped]
     try:
         for packet in src.demux(wanted):
-            if packet.size == 0 or packet.dts is None:
+            dts = packet.dts
+            if packet.size == 0 or dts is None:
                 continue
             target = mapped[packet.stream.index]
             if target.codec_context.name == "mov_text" and packet.stream.codec_context.name != "mov_text":
                 packet = _as_timed_text(packet)
-            yield float(packet.dts * packet.time_base), 1, packet, target
+            yield float(dts * packet.time_base), 1, packet, target
     except av.error.FFmpegError as err:  # a damaged input: its sound ends where its picture does
         log.warning("Reading the input's other streams stopped early (%s).", err)
 
