@@ -7,6 +7,8 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import re
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -22,10 +24,23 @@ log = logging.getLogger(__name__)
 # Tags the muxer writes itself; copied over they would describe the input's file, not this one.
 _OWN_TAGS = frozenset({"encoder", "major_brand", "minor_version", "compatible_brands", "duration"})
 
+# Plain-text subtitles MP4 and MOV cannot hold as they are: rewritten as MP4's own timed text.
+_TEXT_SUBTITLES = frozenset({"subrip", "srt", "text", "webvtt"})
+# The one style ffmpeg's timed-text writer needs to start (it builds the sample description from it).
+_TIMED_TEXT_STYLE = (
+    b"[Script Info]\r\nScriptType: v4.00+\r\nPlayResX: 384\r\nPlayResY: 288\r\n\r\n[V4+ Styles]\r\n"
+    b"Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, Bold, "
+    b"Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, Shadow, "
+    b"Alignment, MarginL, MarginR, MarginV, Encoding\r\n"
+    b"Style: Default,Arial,16,&Hffffff,&Hffffff,&H0,&H0,0,0,0,0,100,100,0,0,1,1,0,2,10,10,10,0\r\n\r\n"
+    b"[Events]\r\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\r\n"
+)
+_MARKUP = re.compile(rb"<[^>]*>|\{[^}]*\}")  # SubRip/WebVTT tags and ASS overrides: timed text has none
+
 
 @dataclass(slots=True)
 class AssembleReport:
-    copied: list[str] = field(default_factory=list)  # "audio aac (copied)", ...
+    copied: list[str] = field(default_factory=list)  # "audio aac (copied)", "subtitle srt (as mov_text)", ...
     dropped: list[str] = field(default_factory=list)  # streams the output's container cannot hold
     video_frames: int = 0  # what the chunks held: fewer than planned where the input was damaged
 
@@ -96,6 +111,11 @@ def _add_other_streams(
         if stream.type not in ("audio", "subtitle"):
             continue
         what = f"{stream.type} {stream.codec_context.name}"
+        if _needs_timed_text(out, stream):
+            timed = _timed_text_stream(out, stream, what, report)
+            if timed is not None:
+                mapped[stream.index] = timed
+            continue
         if not _container_holds(out, stream.codec_context.name):
             report.dropped.append(what)
             log.warning("%s cannot hold the %s stream; it is left out.", out.format.name, what)
@@ -110,6 +130,41 @@ def _add_other_streams(
         mapped[stream.index] = copy
         report.copied.append(f"{what} (copied)")
     return mapped
+
+
+def _needs_timed_text(out: av.container.OutputContainer, stream: av.stream.Stream) -> bool:
+    name = stream.codec_context.name
+    return (
+        stream.type == "subtitle"
+        and name in _TEXT_SUBTITLES
+        and not _container_holds(out, name)
+        and _container_holds(out, "mov_text")
+    )
+
+
+def _timed_text_stream(
+    out: av.container.OutputContainer, stream: av.stream.Stream, what: str, report: AssembleReport
+) -> av.stream.Stream | None:
+    """A timed-text (mov_text) stream for a plain-text subtitle stream; None, said, when it fails."""
+    try:
+        timed = out.add_stream("mov_text")
+        timed.time_base = stream.time_base
+        timed.codec_context.subtitle_header = _TIMED_TEXT_STYLE
+        timed.codec_context.open()
+    except (ValueError, av.error.FFmpegError) as err:
+        report.dropped.append(what)
+        log.warning("The %s stream cannot be written as timed text (%s); it is left out.", what, err)
+        return None
+    _copy_stream_tags(stream, timed)
+    report.copied.append(f"{what} (as mov_text)")
+    return timed
+
+
+def timed_text_sample(text: bytes) -> bytes:
+    """One subtitle's text as an MP4 timed-text sample: its length (16 bits, big-endian), then
+    the UTF-8 text without markup."""
+    plain = _MARKUP.sub(b"", text).strip()[:0xFFFF]
+    return struct.pack(">H", len(plain)) + plain
 
 
 def _container_holds(out: av.container.OutputContainer, codec: str) -> bool:
@@ -141,11 +196,22 @@ def _source_packets(
     wanted = [s for s in src.streams if s.index in mapped]
     try:
         for packet in src.demux(wanted):
-            if packet.size == 0 or packet.dts is None:
+            dts = packet.dts
+            if packet.size == 0 or dts is None:
                 continue
-            yield float(packet.dts * packet.time_base), 1, packet, mapped[packet.stream.index]
+            target = mapped[packet.stream.index]
+            if target.codec_context.name == "mov_text" and packet.stream.codec_context.name != "mov_text":
+                packet = _as_timed_text(packet)
+            yield float(dts * packet.time_base), 1, packet, target
     except av.error.FFmpegError as err:  # a damaged input: its sound ends where its picture does
         log.warning("Reading the input's other streams stopped early (%s).", err)
+
+
+def _as_timed_text(packet: av.Packet) -> av.Packet:
+    timed = av.Packet(timed_text_sample(bytes(packet)))
+    timed.pts, timed.dts, timed.duration = packet.pts, packet.dts, packet.duration
+    timed.time_base = packet.time_base
+    return timed
 
 
 def _remove(path: Path) -> None:

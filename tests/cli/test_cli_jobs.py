@@ -237,11 +237,24 @@ def test_subtitles_are_kept_where_the_container_holds_them(
     with av.open(str(out)) as c:
         assert c.streams.subtitles[0].metadata["language"] == "eng"
     assert audio_packets(out) == audio_packets(clip)
-    # MP4 cannot hold SubRip: the user is told the subtitles were left out, the rest is kept.
+    # MP4 cannot hold SubRip: the same lines go in as MP4's own timed text, at the same times.
     code, text = run_cli(job_args(models, photo, clip, tmp_path / "out.mp4"))
     assert code == 0, text
-    assert "warning: the input's subtitle srt stream was left out" in text
+    assert "subtitle srt (as mov_text)" in text and "left out" not in text
+    timed = [(t, data[2:]) for t, data in subtitle_packets(tmp_path / "out.mp4") if len(data) > 2]
+    assert timed == [(0.4, b"Hello there"), (1.2, b"General Kenobi")]
+    with av.open(str(tmp_path / "out.mp4")) as c:
+        assert c.streams.subtitles[0].codec_context.name == "mov_text"
+        assert c.streams.subtitles[0].metadata["language"] == "eng"
     assert audio_packets(tmp_path / "out.mp4") == audio_packets(clip)
+
+
+def test_timed_text_samples_carry_the_text_without_markup() -> None:
+    from realtime.jobs.assemble import timed_text_sample
+
+    assert timed_text_sample(b"<i>Hello</i> there") == b"\x00\x0bHello there"
+    assert timed_text_sample("{\\an8}Grüß".encode()) == b"\x00\x06" + "Grüß".encode()
+    assert timed_text_sample(b"") == b"\x00\x00"
 
 
 def test_a_phone_video_shot_sideways_comes_out_upright(tmp_path: Path, models: Path, photo: Path) -> None:
