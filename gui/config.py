@@ -92,6 +92,16 @@ class RemoteConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MapEntry:
+    """A person mapped to a gallery face in the preview: the recogniser that embedded them, the
+    embedding and the gallery face they become (its photo path)."""
+
+    recognizer: str
+    embedding: tuple[float, ...]
+    face: str
+
+
+@dataclass(frozen=True, slots=True)
 class GuiConfig:
     consent_accepted: bool = False
     preset: str = DEFAULT_PRESET
@@ -107,6 +117,7 @@ class GuiConfig:
     # The person picked in the preview: the recogniser that embedded them and the embedding.
     picked_recognizer: str = ""
     picked_embedding: tuple[float, ...] = ()
+    face_map: tuple[MapEntry, ...] = ()  # people mapped to gallery faces in the preview
     remote: RemoteConfig = field(default_factory=RemoteConfig)
 
 
@@ -232,6 +243,10 @@ def config_to_dict(config: GuiConfig) -> dict[str, Any]:
         "window": {"geometry": config.window_geometry},
         "models_dir": config.models_dir,
         "pick": {"recognizer": config.picked_recognizer, "embedding": list(config.picked_embedding)},
+        "map": [
+            {"recognizer": e.recognizer, "embedding": list(e.embedding), "face": e.face}
+            for e in config.face_map
+        ],
         "remote": _section_to_dict(config.remote),
     }
 
@@ -245,7 +260,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     problems: list[str] = []
     default = GuiConfig()
     known = {"version", "consent_accepted", "preset", "disclosure_label", "active_face", "view"}
-    known |= {"overrides", "faces", "input", "output", "window", "models_dir", "pick", "remote"}
+    known |= {"overrides", "faces", "input", "output", "window", "models_dir", "pick", "map", "remote"}
     problems += [f"unknown setting '{k}' ignored" for k in data if k not in known]
 
     def top(key: str, kind: type, fallback: Any, check: Callable[[Any], bool] | None = None) -> Any:
@@ -281,6 +296,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
             models_dir=top("models_dir", str, default.models_dir),
             picked_recognizer=_take(pick, "recognizer", str, "", problems, "pick") if embedding else "",
             picked_embedding=embedding,
+            face_map=_face_map(data.get("map", []), problems),
             view=cast(ViewMode, top("view", str, default.view, lambda v: v in get_args(ViewMode))),
             input=_section_from_dict(InputConfig(), _table(data, "input", problems), "input", problems),
             output=_section_from_dict(OutputConfig(), _table(data, "output", problems), "output", problems),
@@ -335,6 +351,30 @@ def _overrides(table: dict[str, Any], problems: list[str], prefix: str = "") -> 
         else:
             problems.append(f"override '{name}' must look like section.key")
     return flat
+
+
+def _numbers(value: Any) -> tuple[float, ...] | None:
+    if isinstance(value, list) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value
+    ):
+        return tuple(float(v) for v in value)
+    return None
+
+
+def _face_map(raw: Any, problems: list[str]) -> tuple[MapEntry, ...]:
+    """The [[map]] entries; one that is not a table of recognizer, embedding and face is dropped."""
+    if not isinstance(raw, list):
+        problems.append("'map' must be a list of tables; the face map is forgotten")
+        return ()
+    entries: list[MapEntry] = []
+    for item in raw:
+        embedding = _numbers(item.get("embedding")) if isinstance(item, dict) else None
+        recognizer, face = (item.get("recognizer"), item.get("face")) if isinstance(item, dict) else ("", "")
+        if embedding and isinstance(recognizer, str) and recognizer and isinstance(face, str) and face:
+            entries.append(MapEntry(recognizer, embedding, face))
+        else:
+            problems.append("a 'map' entry without recognizer, embedding and face was dropped")
+    return tuple(entries)
 
 
 def _table(data: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]:

@@ -1,15 +1,20 @@
 """Pick a face in the live preview: the faces of the newest picture outlined on hover, a click
 locks the swap onto the clicked person (a reference taken from the live frame, no photo needed),
-a right click lets go. The faces are found off the GUI thread with the built-in MTCNN."""
+a right click lets go. With more than one gallery face a click offers a menu instead: swap this
+person only, or "this person becomes" a gallery face (the live map, realtime/face/picks.py), or
+clear the map. The faces are found off the GUI thread with the built-in MTCNN."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from PyQt6.QtCore import QObject, Qt, pyqtSignal
+from PyQt6.QtGui import QCursor
+from PyQt6.QtWidgets import QMenu
 
 from gui.preview import PreviewWidget
 from realtime.api import MTCNN, Detection, FloatArray, ImageBGR, LivePicks
@@ -19,6 +24,19 @@ log = logging.getLogger(__name__)
 MIN_INTERVAL = 0.3  # s between two searches while the mouse moves over the preview
 
 Detect = Callable[[ImageBGR], list[Detection]]
+
+
+@dataclass(frozen=True, slots=True)
+class GalleryChoice:
+    """A gallery face a clicked person can become: its key (the photo's path), the name shown and
+    its index among the running swap's identities."""
+
+    key: str
+    name: str
+    identity: int
+
+
+Choices = Callable[[], Sequence[GalleryChoice]]
 
 
 class FacePicker(QObject):
@@ -33,10 +51,13 @@ class FacePicker(QObject):
         picks: LivePicks,
         parent: QObject | None = None,
         detect: Detect | None = None,
+        choices: Choices | None = None,
     ) -> None:
         super().__init__(parent)
         self.preview = preview
         self.picks = picks
+        self._choices = choices
+        self.menu: QMenu | None = None  # the menu of the last click, while it is open
         self._detect = detect
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="face-picker")
         self._busy: Future[None] | None = None
@@ -81,8 +102,35 @@ class FacePicker(QObject):
         self._found.emit(index, faces)
 
     def _pick(self, picture: ImageBGR, kps: FloatArray) -> None:
+        choices = list(self._choices()) if self._choices is not None else []
+        if len(choices) < 2:
+            self._lock(picture, kps)
+            return
+        menu = QMenu(self.preview)
+        # (triggered passes `checked` first: the lambdas take it so it binds no choice)
+        menu.addAction("Swap this person only", lambda _=False: self._lock(picture, kps))
+        becomes = menu.addMenu("This person becomes")
+        assert becomes is not None
+        for choice in choices:
+            becomes.addAction(choice.name, lambda _=False, c=choice: self._map(picture, kps, c))
+        clear = menu.addAction("Clear the map", lambda _=False: self._clear_map())
+        assert clear is not None
+        clear.setEnabled(bool(self.picks.mapping()[1]))
+        self.menu = menu
+        menu.aboutToHide.connect(menu.deleteLater)
+        menu.popup(QCursor.pos())
+
+    def _lock(self, picture: ImageBGR, kps: FloatArray) -> None:
         self.picks.pick(picture, kps)
         self.note.emit("Swapping the face you clicked (right-click the preview to let go).")
+
+    def _map(self, picture: ImageBGR, kps: FloatArray, choice: GalleryChoice) -> None:
+        self.picks.map_face(picture, kps, choice.identity, choice.key)
+        self.note.emit(f"The person you clicked becomes {choice.name}.")
+
+    def _clear_map(self) -> None:
+        self.picks.clear_map()
+        self.note.emit("Nobody is mapped to a gallery face any more.")
 
     def _unpick(self) -> None:
         if self.picks.picked:
@@ -90,4 +138,4 @@ class FacePicker(QObject):
             self.note.emit("Back to the panel's choice of face.")
 
 
-__all__ = ["FacePicker"]
+__all__ = ["FacePicker", "GalleryChoice"]

@@ -32,6 +32,7 @@ from gui.composer import SettingsComposer
 from gui.config import ConfigStore, GuiConfig, ViewMode
 from gui.controller import EngineController, ModelsState, RunPlan, RunState
 from gui.face_analysis import PhotoAnalysisService
+from gui.face_map import FaceMapKeeper
 from gui.face_picker import FacePicker
 from gui.gallery import FaceGallery
 from gui.graph import FpsLatencyGraph
@@ -107,6 +108,7 @@ class MainWindow(QMainWindow):
         self._picks = LivePicks()  # faces clicked in the preview, for every run's analyser
         if config.picked_embedding:
             self._picks.restore(PickedIdentity(config.picked_recognizer, config.picked_embedding))
+        self.face_map = FaceMapKeeper(self._picks, lambda text: self.messages.show_message("info", text))
         self._model_options = _model_options(
             replace(services.model_options, picks=self._picks), config.models_dir
         )
@@ -120,7 +122,7 @@ class MainWindow(QMainWindow):
         self.messages = MessageBar()
         self._io_banners = IoBanners(self.messages)  # (level, text) -> the run it came from
         self.preview = PreviewWidget()
-        self.face_picker = FacePicker(self.preview, self._picks, self)
+        self.face_picker = FacePicker(self.preview, self._picks, self, choices=self.face_map.choices)
         self.graph = FpsLatencyGraph()
         self.view_combo = ComboBox()
         for mode, text in VIEW_MODES:
@@ -282,6 +284,7 @@ class MainWindow(QMainWindow):
         self.gallery.add_photos(Path(p) for p in config.photos)
         if config.active_face:
             self.gallery.set_active(Path(config.active_face))
+        self.face_map.restore(config.face_map, config.photos)
 
     # ---- what is saved ---------------------------------------------------------------------------------
 
@@ -301,6 +304,7 @@ class MainWindow(QMainWindow):
             window_geometry=bytes(self.saveGeometry().toBase64().data()).decode("ascii"),
             picked_recognizer=picked.recognizer if picked else "",
             picked_embedding=picked.embedding if picked else (),
+            face_map=self.face_map.entries(),
         )
 
     def save_config(self) -> None:
@@ -336,6 +340,7 @@ class MainWindow(QMainWindow):
         """What Start opens now; the usable faces are snapshotted for the run (see _on_faces_changed)."""
         faces = self.gallery.usable_faces()
         self._run_faces = tuple(path for path, _ in faces)
+        self.face_map.on_run(self._run_faces)
         self._sync_active_face()
         return RunPlan(
             self.input_panel.config(),
@@ -535,6 +540,7 @@ class MainWindow(QMainWindow):
 
     def _on_faces_changed(self) -> None:
         """A usable face was added or removed: a running swap reloads with the new set."""
+        self.face_map.on_photos(self.gallery.photos)
         usable = tuple(path for path, _ in self.gallery.usable_faces())
         running = self.controller.state in (RunState.STARTING, RunState.RUNNING)
         if running and usable != self._run_faces:

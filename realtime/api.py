@@ -37,7 +37,7 @@ from realtime.core.settings import (
 )
 from realtime.core.stage_set import StageFactory, passthrough_stages
 from realtime.face.model_api import AnalysisModels, FaceDetector
-from realtime.face.picks import FacePick, LivePicks, PickedIdentity
+from realtime.face.picks import FacePick, LivePicks, MappedPerson, PickedIdentity
 from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
 from realtime.io.camera_source import CameraSource
 from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
@@ -86,6 +86,7 @@ __all__ = [
     "ImageBGR",
     "LicenceNotAcceptedError",
     "LivePicks",
+    "MappedPerson",
     "Metrics",
     "ModelEntry",
     "ModelError",

@@ -3,7 +3,8 @@ the active one chosen per frame, so switching faces (F2 / Ctrl+Tab) is instant.
 
 It is realtime.build.wiring.FaceSwapStages — the very factory the CLI uses — given the gallery's faces as the
 run's identities (SwapTarget.identity indexes them), with its analyser wrapped so each planned face
-gets the active identity, or none (passthrough) while no face is chosen.
+gets the active identity, or none (passthrough) while no face is chosen; a person mapped to a
+gallery face in the preview (realtime/face/picks.py) keeps that face.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class ActiveFace:
 
 
 class ActiveFaceAnalyser:
-    """An Analyser that gives every planned face the active identity (the next frame after a switch)."""
+    """An Analyser that gives every planned face the active identity (the next frame after a switch),
+    but for the people of the live map, who keep theirs."""
 
     def __init__(self, inner: Analyser, active: ActiveFace) -> None:
         self._inner = inner
@@ -58,12 +60,13 @@ class ActiveFaceAnalyser:
             plan = inner.analyse(image, timestamp, settings, prepared=prepared)
         else:
             plan = inner.analyse(image, timestamp, settings)
+        # A mapped person keeps their own identity (the live map); everyone else gets the active one.
         index = self._active.get()
         if index is None:
-            plan.passthrough += len(plan.targets)
-            plan.targets = []
+            plan.passthrough += sum(1 for t in plan.targets if not t.mapped)
+            plan.targets = [t for t in plan.targets if t.mapped]
         else:
-            plan.targets = [replace(t, identity=index) for t in plan.targets]
+            plan.targets = [t if t.mapped else replace(t, identity=index) for t in plan.targets]
         return plan
 
 

@@ -20,6 +20,8 @@ class SwapTarget:
     `--source` person, k >= 1 the k-th `--map REF=SOURCE` entry.
     previous_identity, mix: a face changing identity (mapped mode) cross-fades from `previous_identity`
     to `identity` over a few frames; `mix` is the new identity's share (1: the change is done).
+    mapped: the identity is the person's own, from the live map (realtime/face/picks.py): the
+    panel's active face does not replace it.
     """
 
     kps: FloatArray
@@ -28,6 +30,7 @@ class SwapTarget:
     identity: int = 0
     previous_identity: int | None = None
     mix: float = 1.0
+    mapped: bool = False
 
     @property
     def cross_fading(self) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -19,9 +19,15 @@ from models.wrappers.scrfd import SCRFD
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError
 from realtime.face.model_api import AnalysisModels, FaceDetector
-from realtime.face.picks import LivePicks, PickedIdentity
+from realtime.face.picks import LivePicks, MappedPerson, PickedIdentity
 from realtime.face.privacy import Cover, PrivacyPlan
-from realtime.face.targets import VIEW_GAIN, IdentityMapSelector, TargetMode, TargetSelector
+from realtime.face.targets import (
+    VIEW_GAIN,
+    IdentityMapSelector,
+    TargetMode,
+    TargetSelector,
+    cosine_distance,
+)
 from realtime.face.tracker import FaceTracker, TrackedFace
 
 
@@ -48,6 +54,11 @@ class FaceAnalyser:
         # next load, so until then its threshold is the one that fits the embeddings here.
         self._recognizer = settings.swap.recognizer
         self._picked: npt.NDArray[np.float32] | None = None  # the picked person's embedding
+        # The live map (people clicked and mapped to an identity): its version as last read, a
+        # selector over its people and, per person of that selector, their identity.
+        self._map_version = -1
+        self._map_selector: IdentityMapSelector | None = None
+        self._map_identities: tuple[int, ...] = ()
         self._view_gain = VIEW_GAIN if eager else float("inf")
         self._eager = eager
         self._models = models
@@ -143,14 +154,17 @@ class FaceAnalyser:
             return
         # Everything else in place, keeping the lock: rebuilding the selector for a threshold
         # slider or a swap-model change would move the swap to whoever is largest at that moment.
-        if self._threshold(old) != self._threshold(settings):
-            self._selector.threshold = self._threshold(settings)
-        if old.privacy.expect_frames != settings.privacy.expect_frames:
-            self._selector.seek_frames = settings.privacy.expect_frames
-        if old.tracker.max_missed != settings.tracker.max_missed:
-            # A selector giving a face up after fewer lost frames than the tracker keeps it could
-            # jump to another person in "largest" mode.
-            self._selector.max_missed = settings.tracker.max_missed
+        for selector in (self._selector, self._map_selector):
+            if selector is None:
+                continue
+            if self._threshold(old) != self._threshold(settings):
+                selector.threshold = self._threshold(settings)
+            if old.privacy.expect_frames != settings.privacy.expect_frames:
+                selector.seek_frames = settings.privacy.expect_frames
+            if old.tracker.max_missed != settings.tracker.max_missed:
+                # A selector giving a face up after fewer lost frames than the tracker keeps it
+                # could jump to another person in "largest" mode.
+                selector.max_missed = settings.tracker.max_missed
 
     def prepare(self, image: ImageBGR) -> object | None:
         """What `analyse` can take ready-made for this picture (the flow's small grey copy), made on
@@ -167,6 +181,7 @@ class FaceAnalyser:
         self._current_image = image
         self._frame_no += 1
         self._take_pick(settings)
+        self._take_map(settings)
         t0 = time.perf_counter()
         flow_grey = prepared if isinstance(prepared, np.ndarray) else None
         faces = self._tracker.update(image, timestamp, flow_grey=flow_grey)
@@ -177,14 +192,23 @@ class FaceAnalyser:
             # A new shot: the locked target is gone with the old tracks; waiting for it to be
             # found again near where it was (regain) would leave the new shot unswapped for a second.
             self._selector.new_shot()
+            if self._map_selector is not None:
+                self._map_selector.new_shot()
             self._selection = {}
         size = (image.shape[1], image.shape[0])
-        was_seeking = self._selector.seeking and self._eager
+        was_seeking = self._seeking()
+        # Mapped people first, each with their own identity; the settings' choice among the rest.
+        chosen: list[tuple[TrackedFace, int]] = []
+        if self._map_selector is not None:
+            ids = self._map_identities
+            chosen = [(face, ids[k]) for face, k in self._map_selector.select(faces, self._embed, size)]
+        mapped = {face.track_id for face, _ in chosen}
+        rest = [face for face in faces if face.track_id not in mapped]
         if isinstance(self._selector, IdentityMapSelector):
-            chosen = [(face, k + 1) for face, k in self._selector.select(faces, self._embed, size)]
+            chosen += [(face, k + 1) for face, k in self._selector.select(rest, self._embed, size)]
         else:
-            chosen = [(face, 0) for face in self._selector.select(faces, self._embed, size)]
-        if self._selector.seeking and self._eager:
+            chosen += [(face, 0) for face in self._selector.select(rest, self._embed, size)]
+        if self._seeking():
             self._tracker.seek()
         live_ids = {f.track_id for f in faces}
         for stale in [k for k in self._embeddings if k not in live_ids]:
@@ -209,7 +233,8 @@ class FaceAnalyser:
         plan.timings["select"] = _ms(t1)
         plan.faces = len(faces)
         planned: set[int] = set()
-        for face, selected in self._fade_selection(chosen, faces, fade, fresh=cut, prompt=set(self._prompt)):
+        fading = self._fade_selection(chosen, faces, fade, fresh=cut, prompt=set(self._prompt), mapped=mapped)
+        for face, selected in fading:
             planned.add(face.track_id)
             weight = face.swap_weight * selected.weight
             if face.track_id in self._prompt and face.lost_frames == 0 and face.swap_weight > 0.0:
@@ -225,6 +250,7 @@ class FaceAnalyser:
                         selected.identity,
                         previous_identity=selected.previous,
                         mix=selected.mix,
+                        mapped=selected.mapped,
                     )
                 )
             elif weight > 0.0 or face.lost_frames == 0:
@@ -259,6 +285,43 @@ class FaceAnalyser:
             self._picks.remember(self._recognizer, self._picked)
         self._selector = self._new_selector(settings)
         self._selection = {}
+
+    def _seeking(self) -> bool:
+        """Some locked or mapped person went out of view a moment ago (eager analysers only)."""
+        map_seeking = self._map_selector is not None and self._map_selector.seeking
+        return self._eager and (self._selector.seeking or map_seeking)
+
+    def _take_map(self, settings: Settings) -> None:
+        """Faces clicked and mapped since the last frame: embedded with this run's recogniser and
+        added to the live map; a changed map: a new selector over its people (those embedded by
+        this recogniser and whose identity is in this run)."""
+        if self._picks is None:
+            return
+        threshold = self._threshold(settings)
+        for pick in self._picks.take_map_picks():
+            embedding = _unit(self._models.identity.embed(pick.image, pick.kps))
+            vector = tuple(float(v) for v in embedding)
+            person = MappedPerson(self._recognizer, vector, pick.identity, pick.key)
+
+            def same(p: MappedPerson, e: npt.NDArray[np.float32] = embedding) -> bool:
+                return p.recognizer == self._recognizer and cosine_distance(p.embedding, e) <= threshold
+
+            self._picks.add_mapped(person, same)
+        version, people = self._picks.mapping()
+        if version == self._map_version:
+            return
+        self._map_version = version
+        usable = [p for p in people if p.recognizer == self._recognizer and p.identity is not None]
+        self._map_identities = tuple(p.identity for p in usable if p.identity is not None)
+        self._map_selector = None
+        if usable:
+            self._map_selector = IdentityMapSelector(
+                [p.embedding for p in usable],
+                threshold,
+                max_missed=settings.tracker.max_missed,
+                view_gain=self._view_gain,
+                seek_frames=settings.privacy.expect_frames,
+            )
 
     def _fall_back(
         self, plan: PrivacyPlan, faces: Sequence[TrackedFace], chosen: set[int], s: Settings
@@ -306,26 +369,29 @@ class FaceAnalyser:
         *,
         fresh: bool = False,
         prompt: set[int] | None = None,
+        mapped: set[int] | None = None,
     ) -> list[tuple[TrackedFace, _Chosen]]:
         """The chosen faces with their selection weight, ramping up, plus the faces chosen before
         and no longer, ramping down while still in view (the reference face turned out to be
         someone else, the locked target handed over to another). A face given another identity
         (mapped mode) cross-fades into it over the same number of frames. `fresh`: a scene cut, where a
-        choice takes effect at once; `prompt`: tracks chosen at once (a sought person found again)."""
+        choice takes effect at once; `prompt`: tracks chosen at once (a sought person found again);
+        `mapped`: tracks whose identity comes from the live map."""
         step = 1.0 if fade_frames <= 0 else 1.0 / fade_frames
         present = {face.track_id: face for face in faces}
         picked = {face.track_id: (face, identity) for face, identity in chosen}
         out: list[tuple[TrackedFace, _Chosen]] = []
         state: dict[int, _Chosen] = {}
         for track_id, (face, identity) in picked.items():
+            by_map = mapped is not None and track_id in mapped
             before = self._selection.get(track_id)
             if before is None:
                 # A face chosen since its track began needs no second fade-in: the tracker fades it in.
                 at_once = fresh or (prompt is not None and track_id in prompt)
                 weight = 1.0 if at_once or face.swap_weight < 1.0 else step
-                now = _Chosen(weight, identity)
+                now = _Chosen(weight, identity, mapped=by_map)
             else:
-                now = before.step_to(identity, step)
+                now = replace(before.step_to(identity, step), mapped=by_map)
             state[track_id] = now
             out.append((face, now))
         for track_id, before in self._selection.items():
@@ -348,6 +414,7 @@ class _Chosen:
     identity: int
     previous: int | None = None
     mix: float = 1.0
+    mapped: bool = False  # the identity comes from the live map
 
     def step_to(self, identity: int, step: float) -> _Chosen:
         weight = _settled(self.weight + step)
@@ -366,7 +433,7 @@ class _Chosen:
         return _Chosen(weight, identity, None if mix == 1.0 else self.previous, mix)
 
     def fade_out(self, step: float) -> _Chosen:
-        return _Chosen(self.weight - step, self.identity, self.previous, self.mix)
+        return _Chosen(self.weight - step, self.identity, self.previous, self.mix, self.mapped)
 
 
 def _settled(share: float) -> float:

@@ -3,12 +3,17 @@
 The control panel's thread hands over the picture and the clicked face's landmarks; the analysis
 thread, which owns the recogniser, embeds it on its next frame and locks onto that person exactly
 as `--reference` would (the reference taken from the live frame).
+
+A pick can also map its person to one of the run's identities ("this person becomes gallery face
+2"): the live map, person embedding -> identity, swaps each mapped person with their own identity,
+as `--map REF=SOURCE` does, while the faces nobody mapped keep the panel's choice.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -23,6 +28,8 @@ class FacePick:
 
     image: ImageBGR
     kps: FloatArray
+    identity: int | None = None  # mapped to this identity of the run; None: lock onto the person
+    key: str = ""  # the identity's stable key (the gallery photo's path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,18 @@ class PickedIdentity:
     embedding: tuple[float, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class MappedPerson:
+    """One entry of the live map: a person (embedded by `recognizer`) swapped with identity
+    `identity` of the run (None: their identity is not in this run). `key` names that identity
+    across runs and restarts (the gallery photo's path)."""
+
+    recognizer: str
+    embedding: tuple[float, ...]
+    identity: int | None
+    key: str = ""
+
+
 class LivePicks:
     """The latest pick or unpick, from any thread; the analyser takes it once. Thread-safe."""
 
@@ -42,6 +61,9 @@ class LivePicks:
         self._pending: FacePick | PickedIdentity | Literal["unpick"] | None = None
         self._picked = False
         self._remembered: PickedIdentity | None = None
+        self._to_map: list[FacePick] = []  # clicked faces waiting to be embedded and mapped
+        self._map: tuple[MappedPerson, ...] = ()
+        self._map_version = 0
 
     def pick(self, image: ImageBGR, kps: FloatArray) -> None:
         with self._lock:
@@ -79,10 +101,54 @@ class LivePicks:
         with self._lock:
             return self._picked
 
+    def map_face(self, image: ImageBGR, kps: FloatArray, identity: int, key: str = "") -> None:
+        """The clicked person becomes `identity` (from the analysis thread's next frame on)."""
+        pick = FacePick(
+            np.ascontiguousarray(image).copy(), np.asarray(kps, np.float32).copy(), int(identity), key
+        )
+        with self._lock:
+            self._to_map.append(pick)
+
+    def clear_map(self) -> None:
+        with self._lock:
+            self._to_map = []
+            self._map = ()
+            self._map_version += 1
+
+    def restore_map(self, people: Sequence[MappedPerson]) -> None:
+        """The map remembered from an earlier session (or rebuilt by the panel)."""
+        with self._lock:
+            self._map = tuple(people)
+            self._map_version += 1
+
+    def reindex(self, identities: Mapping[str, int]) -> None:
+        """A new run's identities by key: each entry follows its key (None where it is not in the run)."""
+        with self._lock:
+            self._map = tuple(replace(p, identity=identities.get(p.key)) for p in self._map)
+            self._map_version += 1
+
+    def take_map_picks(self) -> list[FacePick]:
+        """The analysis thread: the faces clicked to be mapped since it last asked."""
+        with self._lock:
+            picks, self._to_map = self._to_map, []
+        return picks
+
+    def add_mapped(self, person: MappedPerson, same_person: Callable[[MappedPerson], bool]) -> None:
+        """The analysis thread: a mapped person as embedded; earlier entries of the same person go."""
+        with self._lock:
+            kept = tuple(p for p in self._map if not same_person(p))
+            self._map = (*kept, person)
+            self._map_version += 1
+
+    def mapping(self) -> tuple[int, tuple[MappedPerson, ...]]:
+        """The live map and its version (which changes with every change of the map)."""
+        with self._lock:
+            return self._map_version, self._map
+
     def take(self) -> FacePick | PickedIdentity | Literal["unpick"] | None:
         with self._lock:
             pending, self._pending = self._pending, None
         return pending
 
 
-__all__ = ["FacePick", "LivePicks", "PickedIdentity"]
+__all__ = ["FacePick", "LivePicks", "MappedPerson", "PickedIdentity"]

@@ -21,6 +21,7 @@ from gui.config import (
     ConfigStore,
     GuiConfig,
     InputConfig,
+    MapEntry,
     OutputConfig,
     config_from_dict,
     default_config_path,
@@ -53,6 +54,10 @@ def full_config(photos: tuple[Path, ...]) -> GuiConfig:
         window_geometry="AdnQywADAAAAAAAAAAAAAAAAA",
         picked_recognizer="dlib",
         picked_embedding=(0.25, -0.5, 0.75),
+        face_map=(
+            MapEntry("dlib", (0.5, 0.5), str(photos[-1])),
+            MapEntry("arcface", (-1.0, 0.0, 0.25), str(photos[0])),
+        ),
     )
 
 
@@ -64,6 +69,17 @@ def test_the_config_file_round_trips_every_field(tmp_path: Path) -> None:
     assert loaded.message == ""
     assert loaded.config == config
     assert tomllib.loads(store.path.read_text())["overrides"]["detector.interval"] == 2  # plain TOML
+
+
+def test_a_broken_face_map_entry_is_dropped_alone() -> None:
+    """If this broke, one bad [[map]] entry would lose the whole map (or keep a useless entry)."""
+    good = {"recognizer": "dlib", "embedding": [0.6, 0.8], "face": "/photos/a.jpg"}
+    bad = [{"recognizer": "dlib", "embedding": ["x"], "face": "/photos/b.jpg"}, {"face": "/p.jpg"}, 3]
+    config, problems = config_from_dict({"map": [good, *bad]})
+    assert config.face_map == (MapEntry("dlib", (0.6, 0.8), "/photos/a.jpg"),)
+    assert len(problems) == 3 and all("'map' entry" in p for p in problems)
+    config, problems = config_from_dict({"map": {"face": "a"}})
+    assert config.face_map == () and problems
 
 
 def test_no_file_means_defaults_and_no_message(tmp_path: Path) -> None:

@@ -4,6 +4,9 @@ gets the picture and that face's landmarks), a right click lets go."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 from PyQt6.QtCore import QPoint, QPointF, Qt
@@ -136,3 +139,78 @@ def test_the_picked_person_is_kept_across_restarts(qtbot: QtBot, tmp_path, model
     second._picks.unpick()
     second.close()
     assert store.load().config.picked_embedding == ()
+
+
+def test_clicking_a_face_offers_to_map_that_person_to_a_gallery_face(qtbot: QtBot, clip) -> None:  # type: ignore[no-untyped-def]
+    """If this broke, a click with several gallery faces would lock onto the person instead of
+    offering the menu, or would map them to the wrong face (or the wrong person)."""
+    from gui.face_picker import GalleryChoice
+
+    frames, truth = clip
+    preview = PreviewWidget()
+    qtbot.addWidget(preview)
+    preview.resize(1000, 300)
+    preview.show()
+    picks = LivePicks()
+    faces = [GalleryChoice("/photos/a.jpg", "a.jpg", 0), GalleryChoice("/photos/b.jpg", "b.jpg", 1)]
+    picker = FacePicker(preview, picks, detect=MTCNN(min_face_size=40).detect, choices=lambda: faces)
+    preview.show_frame(PreviewFrame(frames[0], frames[0], 0))
+    picker.search_now()
+    other = next(t for t in truth[0] if t.person == BYSTANDER)
+    at = _widget_point(preview, other, 1)
+    _mouse(preview, QMouseEvent.Type.MouseMove, at, Qt.MouseButton.NoButton)
+    assert preview.hovered is not None  # the outline on hover stays
+    _mouse(preview, QMouseEvent.Type.MouseButtonPress, at, Qt.MouseButton.LeftButton)
+    menu = picker.menu
+    assert menu is not None and picks.take() is None  # a menu, not a lock
+    texts = [a.text() for a in menu.actions()]
+    assert texts[0] == "Swap this person only" and "This person becomes" in texts
+    becomes = next(a.menu() for a in menu.actions() if a.text() == "This person becomes")
+    assert becomes is not None and [a.text() for a in becomes.actions()] == ["a.jpg", "b.jpg"]
+    becomes.actions()[1].trigger()
+    mapped = picks.take_map_picks()
+    assert len(mapped) == 1 and mapped[0].identity == 1 and mapped[0].key == "/photos/b.jpg"
+    assert np.array_equal(mapped[0].image, frames[0])
+    assert np.abs(mapped[0].kps - other.kps).mean() < 6.0
+    # "Swap this person only" locks as a click does with one gallery face.
+    _mouse(preview, QMouseEvent.Type.MouseButtonPress, at, Qt.MouseButton.LeftButton)
+    assert picker.menu is not None
+    picker.menu.actions()[0].trigger()
+    assert isinstance(picks.take(), FacePick) and picks.take_map_picks() == []
+    picker.close()
+
+
+def test_the_face_map_is_kept_across_restarts_and_a_gone_face_dropped(  # type: ignore[no-untyped-def]
+    qtbot: QtBot, tmp_path, models_dir
+) -> None:
+    """If this broke, the people mapped to gallery faces would be forgotten when the window closed,
+    or a map entry for a removed photo would linger."""
+    from gui.app import create_window
+    from gui.config import ConfigStore, LoadResult, MapEntry
+    from realtime.face.picks import MappedPerson
+    from tests.gui.test_gui_helpers import services_for
+
+    services = services_for(tmp_path, models_dir)
+    store = ConfigStore(services.config_path)
+    photos = (str(tmp_path / "a.png"), str(tmp_path / "b.png"))
+    first = create_window(services, store.load(), store)
+    qtbot.addWidget(first)
+    def nobody(_: MappedPerson) -> bool:
+        return False
+
+    first._picks.add_mapped(MappedPerson("dlib", (0.6, 0.8), 1, photos[1]), nobody)  # (what analysis does)
+    first._picks.add_mapped(MappedPerson("dlib", (0.8, 0.6), 0, photos[0]), nobody)
+    first.close()
+    saved = store.load().config
+    assert saved.face_map == (
+        MapEntry("dlib", (0.6, 0.8), photos[1]),
+        MapEntry("dlib", (0.8, 0.6), photos[0]),
+    )
+    # The next session has b.png in the gallery, not a.png.
+    third = create_window(services, LoadResult(replace(saved, photos=(photos[1],))), store)
+    qtbot.addWidget(third)
+    assert [p.key for p in third._picks.mapping()[1]] == [photos[1]]
+    assert any("a.png" in text for text in third.messages.texts())
+    third.face_map.on_run([Path(photos[1])])
+    assert [p.identity for p in third._picks.mapping()[1]] == [0]
+    third.close()

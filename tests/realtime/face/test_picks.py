@@ -76,3 +76,44 @@ def test_a_remembered_pick_is_used_only_by_the_recogniser_that_made_it(recognize
     largest = max(scene.truth[0], key=lambda t: float((t.box[2] - t.box[0]) * (t.box[3] - t.box[1]))).person
     assert largest != TARGET  # else the ignored pick could not be told from the used one
     assert swapped == ({TARGET} if recognizer_name == "dlib" else {largest})
+
+
+def test_people_mapped_in_the_preview_keep_their_own_gallery_faces_as_they_cross() -> None:
+    """Two people clicked and mapped to two different gallery faces get those faces frame after
+    frame, through the panel's active-face stage, and keep them after they swap places; clearing the
+    map gives the active face back. If this broke, both would get the active face (or swap faces
+    when they crossed)."""
+    from realtime.build.gallery_stages import ActiveFace, ActiveFaceAnalyser
+
+    scene = build_scenes(["two mapped crossing"])[0]  # TARGET walks behind BYSTANDER, left to right
+    detector = ScriptedDetector(scene)
+    recognizer = DlibRecognizer()
+    settings = load_preset("balanced").with_overrides({"swap.recognizer": "dlib"})
+    picks = LivePicks()
+    inner = FaceAnalyser(AnalysisModels(detector, recognizer, "scripted", recognizer), settings, picks=picks)
+    analyser = ActiveFaceAnalyser(inner, ActiveFace(0))
+    face_of = {TARGET: 2, BYSTANDER: 1}
+    map_at, clear_at = 2, len(scene.frames) - 3
+    checked = 0
+    for i, (image, truth) in enumerate(zip(scene.frames, scene.truth, strict=True)):
+        detector.frame = i
+        if i == map_at:
+            for t in truth:
+                picks.map_face(image, t.kps, face_of[t.person], key=f"face{face_of[t.person]}.jpg")
+        if i == clear_at:
+            picks.clear_map()
+        plan = analyser.analyse(image, i / 30.0, settings)
+        got = {o.person: t.identity for t in plan.targets if t.weight > 0.0 and (o := _owner(t.kps, truth))}
+        if map_at + 2 <= i < clear_at:  # (the map takes hold at the next look, a frame or two on)
+            assert all(face_of[p] == k for p, k in got.items()), f"frame {i}: {got}"
+            clear = {t.person for t in truth if t.visible >= 0.99}
+            assert clear <= set(got), f"frame {i}: a mapped person in full view was not swapped"
+            checked += len(clear)
+    assert checked > 40
+    first, last = scene.truth[map_at], scene.truth[clear_at - 1]
+    x = {t.person: float(t.box[0]) for t in first}
+    x_end = {t.person: float(t.box[0]) for t in last}
+    assert (x[TARGET] < x[BYSTANDER]) != (x_end[TARGET] < x_end[BYSTANDER]), "they did not swap places"
+    assert {t.identity for t in plan.targets if t.weight >= 1.0} <= {0}, "the cleared map still swaps"
+    people = picks.mapping()[1]
+    assert people == ()
