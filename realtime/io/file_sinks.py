@@ -57,6 +57,11 @@ def codec_available(name: str) -> bool:
     return True
 
 
+# cv2.rotate codes that turn an upright picture back to how a file with this display rotation
+# stores it (the inverse of the source's turn; PyAV's rotation is degrees counterclockwise).
+_UNDO_ROTATION = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
+
+
 def _fraction(fps: float) -> Fraction:
     # limit_denominator(1001) turns 29.97002997… back into 30000/1001.
     return Fraction(fps).limit_denominator(1001)
@@ -88,8 +93,12 @@ class VideoFileSink:
         b_frames: bool = True,
         tags: Mapping[str, str] | None = None,
         finalise: Finalise | None = None,
+        stored_rotation: int = 0,
     ) -> None:
         self.path = Path(path)
+        # A display rotation to keep (degrees counterclockwise, as the input had it): upright
+        # frames are turned back and stored as the input stored them, with the same tag.
+        self.stored_rotation = stored_rotation
         self.tags = dict(tags or {})  # container metadata (comment, description, ...)
         self.finalise = finalise
         # Set (a file job): each frame is placed at its own media time (frame.pts) in this time
@@ -142,8 +151,13 @@ class VideoFileSink:
                 f"Cannot write video {self.path} ({_reason(err)}).",
                 hint="Use a video extension such as .mp4, .mkv or .mov.",
             ) from err
+        rotation = self.stored_rotation % 360
+        if rotation in (90, 270):
+            width, height = height, width
         try:
             self._stream = self._add_stream(container, _even(width), _even(height), fps or DEFAULT_FPS)
+            if rotation in _UNDO_ROTATION:
+                self._stream.set_display_rotation(rotation)
         except (ValueError, av.error.FFmpegError) as err:
             container.close()
             self._release_lock()
@@ -195,7 +209,9 @@ class VideoFileSink:
         container, stream, buffer = self._container, self._stream, self._buffer
         if container is None or stream is None or buffer is None:
             raise RuntimeError("VideoFileSink.send() called before open() or after close()")
-        image = self._fit(frame.image, buffer)
+        undo = _UNDO_ROTATION.get(self.stored_rotation % 360)
+        picture = frame.image if undo is None else np.asarray(cv2.rotate(frame.image, undo), dtype=np.uint8)
+        image = self._fit(picture, buffer)
         # A fresh av.VideoFrame per frame on purpose: encoders keep references to queued input frames
         # (x264 lookahead), so refilling one frame object would corrupt frames not yet encoded.
         if self.pix_fmt == "yuv420p":

@@ -88,6 +88,8 @@ class VideoFileSource(KnownFormat):
         self._pass_last_pts = 0.0
         self._loop_offset_s = 0.0
         self._rotate: int | None = None  # cv2.rotate code that shows the picture upright
+        # The file's display rotation (degrees counterclockwise), read at open(): frames come upright.
+        self.rotation = 0
         self._recent_steps: deque[float] = deque(maxlen=31)  # frame intervals, for the gap estimate
         self._gaps = 0
         self._resized = False  # said once that the picture size changed mid-file
@@ -116,7 +118,8 @@ class VideoFileSource(KnownFormat):
             self.close()
             raise SourceError(f"{self.path} contains no decodable video frames.")
         # Phones store portrait video sideways with a "display rotated" tag that players obey.
-        self._rotate = _ROTATE_CODES.get(round(self._pending.rotation or 0) % 360)
+        self.rotation = round(self._pending.rotation or 0) % 360
+        self._rotate = _ROTATE_CODES.get(self.rotation)
         w, h = self._pending.width, self._pending.height
         self._size = (h, w) if self._rotate in _QUARTER_TURNS else (w, h)
 

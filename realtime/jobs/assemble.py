@@ -72,6 +72,9 @@ def assemble(
             out.metadata.update({k: v for k, v in src.metadata.items() if k.lower() not in _OWN_TAGS})
             out.metadata.update(extra_tags or {})
             video_out = out.add_stream_from_template(parts[0].streams.video[0])
+            rotation = _display_rotation(source)
+            if rotation:
+                video_out.set_display_rotation(rotation)  # stored as the input was, tagged the same
             _copy_stream_tags(src.streams.video[0], video_out)
             others = _add_other_streams(src, out, report)
             streams: list[Iterator[tuple[float, int, av.Packet, av.stream.Stream]]] = [
@@ -130,6 +133,17 @@ def _add_other_streams(
         mapped[stream.index] = copy
         report.copied.append(f"{what} (copied)")
     return mapped
+
+
+def _display_rotation(source: Path) -> int:
+    """The input video's display rotation (degrees counterclockwise), from its first frame."""
+    try:
+        with av.open(str(source)) as src:
+            frame = next(src.decode(video=0), None)
+    except av.error.FFmpegError as err:
+        log.debug("The input's rotation could not be read (%s); none is written.", err)
+        return 0
+    return 0 if frame is None else round(frame.rotation or 0) % 360
 
 
 def _needs_timed_text(out: av.container.OutputContainer, stream: av.stream.Stream) -> bool:

@@ -38,8 +38,16 @@ class ChunkResult:
 class _WarmupSkippingSink:
     """Passes on the frames from the chunk's start; the warm-up frames before it are dropped."""
 
-    def __init__(self, inner: VideoFileSink, info: MediaInfo, start_pts: int, on_frame: Callable[[], None]):
+    def __init__(
+        self,
+        inner: VideoFileSink,
+        info: MediaInfo,
+        start_pts: int,
+        on_frame: Callable[[], None],
+        source: VideoFileSource,
+    ):
         self._inner = inner
+        self._source = source
         self._tb = info.time_base
         self._start = start_pts
         self._on_frame = on_frame
@@ -50,6 +58,9 @@ class _WarmupSkippingSink:
         return self._inner.description
 
     def open(self, width: int, height: int, fps: float) -> None:
+        # The engine opens the source first: its rotation is known now. The chunk is stored
+        # as the input is, its frames turned back from upright.
+        self._inner.stored_rotation = self._source.rotation
         self._inner.open(width, height, fps)
 
     def send(self, frame: VideoFrame) -> None:
@@ -79,7 +90,7 @@ def run_chunk(
     temp = work_file.with_name(f"{work_file.stem}.writing{work_file.suffix}")
     source = VideoFileSource(info.path, start_pts=chunk.warm_pts, end_pts=chunk.end_pts)
     video = VideoFileSink(temp, time_base=info.time_base, b_frames=False)
-    sink = _WarmupSkippingSink(video, info, chunk.start_pts, on_frame)
+    sink = _WarmupSkippingSink(video, info, chunk.start_pts, on_frame, source)
 
     def on_event(event: EngineEvent) -> None:
         if event.kind == "warning":  # an error ends the run and is raised below
