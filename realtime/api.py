@@ -13,6 +13,7 @@ from models.files.download import Downloader, HttpGet, HttpResponse, part_path, 
 from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
 from models.runtime.providers import auto_provider
 from models.runtime.session import SessionConfig, SessionFactory
+from models.runtime.session_pool import SessionPool
 from models.types import Detection, FloatArray, ImageBGR
 from models.wrappers.mtcnn import MTCNN
 from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
@@ -102,6 +103,7 @@ __all__ = [
     "PickedIdentity",
     "SessionConfig",
     "SessionFactory",
+    "SessionPool",
     "Settings",
     "SettingsError",
     "SinkError",

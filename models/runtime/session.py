@@ -47,6 +47,7 @@ from models.runtime.providers import (
     nvidia_driver_present,
     provider_label,
 )
+from models.runtime.session_pool import SessionPool
 
 # Names other modules import from here, defined in the modules this one is built from.
 __all__ = [
@@ -165,6 +166,8 @@ class SessionFactory:
     clock: InferenceClock | None = None
     # Long operations (a first TensorRT engine build) report here; None = log at WARNING level.
     progress: ProgressCallback | None = None
+    # Sessions shared with other factories of this process (the server's streams); None: own ones.
+    pool: SessionPool | None = None
     # Model hashes by (path, size, mtime): every worker opens the same 554 MB swapper.
     _hashes: dict[tuple[str, int, int], str] = field(default_factory=dict, init=False, repr=False)
     # Streams made by new_worker_stream(), kept alive as long as the sessions that use them.
@@ -264,6 +267,26 @@ class SessionFactory:
                 raise ModelMissingError(f"Model file not found: {model}")
             if model.stat().st_size == 0:
                 raise ModelError(f"Model file {model} is empty (0 bytes).", hint=_download_again(model))
+        pool = self.pool
+        if pool is not None and isinstance(model, Path) and cuda_stream is None:
+            stat = model.stat()
+            key = (str(model.resolve()), stat.st_size, stat.st_mtime_ns, self.config, tuple(run_shapes or ()))
+            session = pool.get(key, lambda: self._open(model, name, None, run_shapes))
+            if self.clock is not None:
+                return cast(ort.InferenceSession, TimedSession(session, self.clock))
+            return session
+        session = self._open(model, name, cuda_stream, run_shapes)
+        if self.clock is not None:
+            return cast(ort.InferenceSession, TimedSession(session, self.clock))
+        return session
+
+    def _open(
+        self,
+        model: Path | bytes,
+        name: str,
+        cuda_stream: int | None,
+        run_shapes: Sequence[Sequence[int]] | None,
+    ) -> ort.InferenceSession:
         source: str | bytes = str(model) if isinstance(model, Path) else model
         provider = self.config.provider
         notes = prepare_gpu_libraries(ORT_PROVIDER[provider])
@@ -294,8 +317,6 @@ class SessionFactory:
                 hint=f"The file is corrupt or truncated. {_download_again(model)}",
             ) from exc
         self._note_fallback(session, name, providers, notes + captured)
-        if self.clock is not None:
-            return cast(ort.InferenceSession, TimedSession(session, self.clock))
         return session
 
     def trt_cache_for(self, model: Path | bytes, label: str) -> trt_cache.TrtCachePaths | None:

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from models.files.store import ModelStore, default_models_dir
 from models.runtime.providers import auto_provider
 from models.runtime.session import InferenceClock, SessionConfig, SessionFactory
+from models.runtime.session_pool import SessionPool
 from realtime.build.model_loading import (
     ModelPaths,
     StoreQualityModels,
@@ -42,6 +43,8 @@ class ModelOptions:
     clock: InferenceClock | None = None  # benchmarks: measure time inside the models
     # Faces picked in the live preview (the control panel): each run's analyser locks onto them.
     picks: LivePicks | None = field(default=None, compare=False, repr=False)
+    # Sessions shared across runs of one process (the server's streams); None: each run its own.
+    session_pool: SessionPool | None = field(default=None, compare=False, repr=False)
     # One store per run, so its hash cache and "unverified model" notes are shared by every load.
     _store: ModelStore | None = field(default=None, compare=False, repr=False)
 
@@ -80,6 +83,7 @@ def session_factory(settings: Settings, options: ModelOptions) -> SessionFactory
             intra_op_threads=threads,
         ),
         clock=options.clock,
+        pool=options.session_pool,
     )
 
 

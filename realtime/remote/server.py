@@ -20,7 +20,7 @@ import logging
 import secrets
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from realtime.api import (
     DEFAULT_PRESET,
     FaceCastError,
     ModelOptions,
+    SessionPool,
     Settings,
     available_presets,
     load_preset,
@@ -94,6 +95,10 @@ class Server:
     _prepare_lock: asyncio.Lock | None = None
 
     def __post_init__(self) -> None:
+        if self.config.models.session_pool is None:
+            # Every stream's engine opens its models through one pool: each model once per process.
+            models = replace(self.config.models, session_pool=SessionPool())
+            self.config = replace(self.config, models=models)
         self.tokens = TokenFile(self.config.token_file)
         self.faces = FaceStore(self.config.data_dir / "faces", self.config.limits)
         self.audit = AuditLog(self.config.data_dir / "audit.jsonl")
@@ -181,6 +186,9 @@ class Server:
             f"facecast_streams_max {self.config.limits.max_streams}",
             "# TYPE facecast_streams_total counter",
             f"facecast_streams_total {self.streams_total}",
+            "# HELP facecast_model_sessions Model sessions open, shared by every stream.",
+            "# TYPE facecast_model_sessions gauge",
+            f"facecast_model_sessions {len(self._pool())}",
             "# TYPE facecast_requests_refused_total counter",
         ]
         lines += [
@@ -196,6 +204,11 @@ class Server:
             lines += session.stats_lines()
         lines += gpu_memory_lines(await asyncio.to_thread(gpu_memory_used))
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    def _pool(self) -> SessionPool:
+        pool = self.config.models.session_pool
+        assert pool is not None  # made in __post_init__
+        return pool
 
     # ---- faces -------------------------------------------------------------------------------
 
