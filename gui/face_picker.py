@@ -1,6 +1,6 @@
 """Pick a face in the live preview: the faces of the newest picture outlined on hover, a click
 locks the swap onto the clicked person (a reference taken from the live frame, no photo needed),
-a right click lets go. With more than one gallery face a click offers a menu instead: swap this
+a right click lets go (of the map too). With more than one gallery face a click offers a menu instead: swap this
 person only, or "this person becomes" a gallery face (the live map, realtime/face/picks.py), or
 clear the map. The faces are found off the GUI thread with the built-in MTCNN."""
 
@@ -103,7 +103,7 @@ class FacePicker(QObject):
 
     def _pick(self, picture: ImageBGR, kps: FloatArray) -> None:
         choices = list(self._choices()) if self._choices is not None else []
-        if len(choices) < 2:
+        if len(choices) < 2 and not self.picks.mapping()[1]:
             self._lock(picture, kps)
             return
         menu = QMenu(self.preview)
@@ -133,9 +133,14 @@ class FacePicker(QObject):
         self.note.emit("Nobody is mapped to a gallery face any more.")
 
     def _unpick(self) -> None:
-        if self.picks.picked:
+        """A right click lets go of everything picked: the lock and the map."""
+        mapped = bool(self.picks.mapping()[1])
+        if mapped:
+            self.picks.clear_map()
+        if self.picks.picked or mapped:
             self.picks.unpick()
-            self.note.emit("Back to the panel's choice of face.")
+            gone = "; nobody is mapped any more" if mapped else ""
+            self.note.emit(f"Back to the panel's choice of face{gone}.")
 
 
 __all__ = ["FacePicker", "GalleryChoice"]

@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from gui.face_picker import FacePicker
 from gui.preview import PreviewFrame, PreviewWidget
 from models.wrappers.mtcnn import MTCNN
-from realtime.face.picks import FacePick, LivePicks
+from realtime.face.picks import FacePick, LivePicks, MappedPerson
 from realtime.tools.leak_scenes import BYSTANDER, TARGET, FaceTruth, build_scenes
 
 
@@ -177,6 +177,17 @@ def test_clicking_a_face_offers_to_map_that_person_to_a_gallery_face(qtbot: QtBo
     assert picker.menu is not None
     picker.menu.actions()[0].trigger()
     assert isinstance(picks.take(), FacePick) and picks.take_map_picks() == []
+    # With a map and a single gallery face left, a click still offers "Clear the map"; a right
+    # click lets go of the map too.
+    picks.add_mapped(MappedPerson("dlib", (0.6, 0.8), 0, "/photos/a.jpg"), lambda _: False)
+    faces.pop()
+    _mouse(preview, QMouseEvent.Type.MouseButtonPress, at, Qt.MouseButton.LeftButton)
+    assert picker.menu is not None and picks.take() is None
+    clear = next(a for a in picker.menu.actions() if a.text() == "Clear the map")
+    assert clear.isEnabled()
+    picker.menu.close()
+    _mouse(preview, QMouseEvent.Type.MouseButtonPress, at, Qt.MouseButton.RightButton)
+    assert picks.mapping()[1] == () and picks.take() == "unpick"
     picker.close()
 
 
