@@ -1,8 +1,8 @@
 """Pick a face in the live preview: the faces of the newest picture outlined on hover, a click
 locks the swap onto the clicked person (a reference taken from the live frame, no photo needed),
-a right click lets go (of the map too). With more than one gallery face a click offers a menu instead: swap this
-person only, or "this person becomes" a gallery face (the live map, realtime/face/picks.py), or
-clear the map. The faces are found off the GUI thread with the built-in MTCNN."""
+a right click lets go (of the map too). With more than one gallery face, or a map, a click offers
+a menu instead: swap this person only, or "this person becomes" a gallery face (the live map,
+realtime/face/picks.py), or clear the map. The faces are found off the GUI thread with the built-in MTCNN."""
 
 from __future__ import annotations
 
