@@ -338,28 +338,32 @@ class FaceAnalyser:
                 if face.track_id in chosen and weight < 1.0:
                     plan.covers.append(Cover(face.kps, face.track_id, "fading in", 1.0 - weight))
                 continue
-            identity = self._unsure_identity(face)
-            if identity is None or not plausible_landmarks(face.kps):
+            sought = self._unsure_identity(face)
+            if sought is None or not plausible_landmarks(face.kps):
                 continue
-            if s.privacy.fallback == "hold" and 0 < self._unseen(identity) <= s.privacy.hold_frames:
-                plan.targets.append(SwapTarget(face.kps, 1.0, face.track_id, self._swap_identity(identity)))
+            unseen, identity = sought
+            if s.privacy.fallback == "hold" and 0 < unseen <= s.privacy.hold_frames:
+                plan.targets.append(SwapTarget(face.kps, 1.0, face.track_id, identity))
                 plan.covers.append(Cover(face.kps, face.track_id, "held", 0.0))
             else:
                 plan.covers.append(Cover(face.kps, face.track_id, "not confirmed yet"))
 
-    def _unsure_identity(self, face: TrackedFace) -> int | None:
-        if isinstance(self._selector, IdentityMapSelector):
-            return self._selector.unsure(face)
-        return 0 if self._selector.unsure(face) else None
-
-    def _unseen(self, identity: int) -> int:
-        if isinstance(self._selector, IdentityMapSelector):
-            return self._selector.unseen_frames(identity)
-        return self._selector.unseen_frames
-
-    def _swap_identity(self, identity: int) -> int:
-        """The source identity a selector's identity is swapped with (mapped k -> k + 1)."""
-        return identity + 1 if isinstance(self._selector, IdentityMapSelector) else 0
+    def _unsure_identity(self, face: TrackedFace) -> tuple[int, int] | None:
+        """(frames the sought person has been unseen, the source identity they are swapped with)
+        when `face` may be someone sought and is not confirmed yet: the settings' target or mapped
+        people, or a person clicked and mapped in the preview; else None."""
+        selector = self._selector
+        if isinstance(selector, IdentityMapSelector):
+            k = selector.unsure(face)
+            if k is not None:
+                return selector.unseen_frames(k), k + 1  # mapped k is swapped with identity k + 1
+        elif selector.unsure(face):
+            return selector.unseen_frames, 0
+        live = self._map_selector
+        k = None if live is None else live.unsure(face)
+        if live is None or k is None:
+            return None
+        return live.unseen_frames(k), self._map_identities[k]
 
     def _fade_selection(
         self,
