@@ -108,7 +108,7 @@ class FacePicker(QObject):
             return
         menu = QMenu(self.preview)
         # (triggered passes `checked` first: the lambdas take it so it binds no choice)
-        menu.addAction("Swap this person only", lambda _=False: self._lock(picture, kps))
+        menu.addAction("Swap this person only", lambda _=False: self._only(picture, kps))
         becomes = menu.addMenu("This person becomes")
         assert becomes is not None
         for choice in choices:
@@ -123,6 +123,12 @@ class FacePicker(QObject):
     def _lock(self, picture: ImageBGR, kps: FloatArray) -> None:
         self.picks.pick(picture, kps)
         self.note.emit("Swapping the face you clicked (right-click the preview to let go).")
+
+    def _only(self, picture: ImageBGR, kps: FloatArray) -> None:
+        """This person and nobody else: the map goes (a mapped person would keep their own face)."""
+        if self.picks.mapping()[1]:
+            self.picks.clear_map()
+        self._lock(picture, kps)
 
     def _map(self, picture: ImageBGR, kps: FloatArray, choice: GalleryChoice) -> None:
         self.picks.map_face(picture, kps, choice.identity, choice.key)

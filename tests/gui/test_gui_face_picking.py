@@ -188,6 +188,12 @@ def test_clicking_a_face_offers_to_map_that_person_to_a_gallery_face(qtbot: QtBo
     picker.menu.close()
     _mouse(preview, QMouseEvent.Type.MouseButtonPress, at, Qt.MouseButton.RightButton)
     assert picks.mapping()[1] == () and picks.take() == "unpick"
+    # "Swap this person only" with a map: this person only, so the map goes.
+    picks.add_mapped(MappedPerson("dlib", (0.6, 0.8), 0, "/photos/a.jpg"), lambda _: False)
+    _mouse(preview, QMouseEvent.Type.MouseButtonPress, at, Qt.MouseButton.LeftButton)
+    assert picker.menu is not None
+    picker.menu.actions()[0].trigger()
+    assert isinstance(picks.take(), FacePick) and picks.mapping()[1] == ()
     picker.close()
 
 
