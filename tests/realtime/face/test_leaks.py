@@ -76,6 +76,18 @@ def test_with_a_real_detector_and_a_strict_threshold_the_person_is_back_within_t
     assert figures.wrong_person == 0
 
 
+def test_with_a_real_detector_a_person_stepping_out_from_behind_a_look_alike_is_back_within_two_frames(
+    scenes: dict[str, Scene], recognizer: DlibRecognizer, mtcnn: MTCNN
+) -> None:
+    """MTCNN finds them at 39 % in view, where dlib reads them as far from their photo as the
+    look-alike beside them; the view measure then wobbles as they step out. If the near miss were
+    not looked at on every frame while they are sought, the look that confirms them would come a
+    frame later: three frames of their own face."""
+    figures = measure_scene(scenes["look-alikes"], recognizer, _settings(), detector=mtcnn)
+    assert figures.worst_leak <= MAX_LEAK, f"{figures.worst_leak} unswapped frames in clear view"
+    assert figures.wrong_person == 0
+
+
 def test_the_eager_re_acquisition_is_what_keeps_the_leaks_down(
     scenes: dict[str, Scene], recognizer: DlibRecognizer
 ) -> None:
