@@ -35,6 +35,7 @@ from realtime.jobs.manifest import (
     JobLock,
     Manifest,
     done_chunks,
+    finished_chunk_files,
     job_folder,
     read_manifest,
     remove_leftovers,
@@ -247,7 +248,7 @@ def run_file_job(
     except JobBusyError:
         raise  # the folder is the other process's
     except BaseException:
-        if folder.is_dir() and not any(folder.glob("chunk-*.nut")):
+        if folder.is_dir() and not finished_chunk_files(folder):
             shutil.rmtree(folder, ignore_errors=True)  # nothing finished: nothing to resume
         raise
 

@@ -79,6 +79,11 @@ def done_chunks(folder: Path, manifest: Manifest) -> set[int]:
     return {c.index for c in manifest.chunks if (folder / c.name).is_file()}
 
 
+def finished_chunk_files(folder: Path) -> list[Path]:
+    """The chunk work files that are complete (a chunk being written is `chunk-N.writing.nut`)."""
+    return sorted(p for p in folder.glob("chunk-*.nut") if ".writing" not in p.name)
+
+
 def reset_folder(folder: Path) -> None:
     """Empty the folder of another job's files (the lock file stays: it is held)."""
     for entry in folder.iterdir():

@@ -20,7 +20,7 @@ import pytest
 import main
 from models.fakes.doubles import write_all
 from realtime.jobs.errors import EXIT_INPUT_ENDS_EARLY, EXIT_OUTPUT_EXISTS, EXIT_SIGTERM
-from realtime.jobs.manifest import job_folder
+from realtime.jobs.manifest import finished_chunk_files, job_folder
 from realtime.tools.bench import astronaut_bgr
 from tests.paths import REPO_ROOT
 from tests.realtime.jobs.media import (
@@ -135,7 +135,7 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 def _wait_for_chunks(folder: Path, n: int, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
-    while len(list(folder.glob("chunk-*.nut"))) < n:
+    while len(finished_chunk_files(folder)) < n:  # (a chunk being written does not count)
         assert proc.poll() is None, "the run ended before it was cut"
         assert time.monotonic() < deadline
         time.sleep(0.02)
@@ -161,7 +161,7 @@ def test_a_cut_run_resumes_from_its_finished_chunks_and_equals_one_run(
     else:
         assert proc.returncode == -signal.SIGKILL
     assert not out.exists()
-    finished = len(list(job_folder(out).glob("chunk-*.nut")))
+    finished = len(finished_chunk_files(job_folder(out)))
     assert finished >= 3
     code, text = run_cli(job_args(models, photo, clip, out, *args))
     assert code == 0, text
