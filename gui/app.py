@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -23,7 +22,7 @@ from gui.log_file import install_log_file
 from gui.main_window import MainWindow
 from gui.services import AppServices
 from gui.theme import apply_dark_theme
-from realtime.api import consent_path, consent_recorded, record_consent
+from realtime.api import consent_path, consent_recorded, freeze_heap, record_consent
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +164,6 @@ def report_unhandled(
 
 
 def freeze_startup_heap() -> None:
-    """Move everything allocated at start-up (Qt, numpy, ONNX Runtime, ...) out of the garbage
-    collector's reach. A full collection holds the GIL — stalling the pipeline and the window alike —
-    for as long as it takes to scan the heap (~50-200 ms here); after this it scans only newer objects."""
-    gc.collect()
-    gc.freeze()
+    """Everything allocated at start-up (Qt, numpy, ONNX Runtime, ...) out of the collector's reach
+    (realtime/core/heap.py): a full scan stalls the pipeline and the window alike for ~50-200 ms."""
+    freeze_heap()

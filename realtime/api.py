@@ -25,6 +25,7 @@ from realtime.core.engine import Engine
 from realtime.core.errors import SinkError, SourceError, VirtualCameraUnavailableError
 from realtime.core.events import EngineEvent
 from realtime.core.frames import VideoFrame
+from realtime.core.heap import freeze_heap
 from realtime.core.metrics import Metrics, StatsSnapshot, Summary
 from realtime.core.overlay import draw_disclosure_label
 from realtime.core.settings import (
@@ -129,6 +130,7 @@ __all__ = [
     "default_entries",
     "default_models_dir",
     "draw_disclosure_label",
+    "freeze_heap",
     "get_entry",
     "list_cameras",
     "load_analysis_models",

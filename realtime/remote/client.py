@@ -33,6 +33,7 @@ from realtime.api import (
     Summary,
     VideoFrame,
     draw_disclosure_label,
+    freeze_heap,
 )
 from realtime.remote.errors import (
     LinkLostError,
@@ -396,6 +397,7 @@ class RemoteClient:
             self.stats.connects += 1
             self.stats.states.append("connected")
             self._report("connected", f"connected to {self.options.url} (stream {handle.stream_id})")
+            freeze_heap(collect=False)  # the call's lasting objects out of the collector's scans
             while not self._should_stop(started):
                 await asyncio.sleep(0.05)
                 stale = time.perf_counter() - self._last_remote > self.options.stale_s

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from aiortc import MediaStreamTrack, RTCPeerConnection
 
-from realtime.api import Engine, EngineEvent, Settings, StageFactory
+from realtime.api import Engine, EngineEvent, Settings, StageFactory, freeze_heap
 from realtime.remote.faces import StoredFace
 from realtime.remote.limits import Limits
 from realtime.remote.media import (
@@ -93,6 +93,9 @@ class StreamSession:
                 await self.close(f"the engine did not start: {exc}")
                 return
             self.engine = engine
+            # The first stream's models are what this server keeps: out of the collector's scans
+            # from now on (no collection now: the other streams run).
+            freeze_heap(collect=False)
             if self._closing:
                 await asyncio.to_thread(engine.stop)
 

@@ -257,6 +257,7 @@ def _run(
     from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
     from realtime.core.engine import Engine
     from realtime.core.events import EngineEvent
+    from realtime.core.heap import freeze_heap
     from realtime.io.inputs import open_input
     from realtime.io.sources import FallbackSource, camera_index
 
@@ -307,6 +308,7 @@ def _run(
     # From here a stop request finishes the output: the loops below poll for it (see run_control).
     try:
         engine.start()
+        freeze_heap(collect=False)  # the models and the run's objects out of the collector's scans
         show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
         if window is not None and in_window:
             window.run_loop(engine, sink, args.stats, show, signals)
