@@ -108,7 +108,7 @@ class MainWindow(QMainWindow):
         self._picks = LivePicks()  # faces clicked in the preview, for every run's analyser
         if config.picked_embedding:
             self._picks.restore(PickedIdentity(config.picked_recognizer, config.picked_embedding))
-        self.face_map = FaceMapKeeper(self._picks, lambda text: self.messages.show_message("info", text))
+        self.face_map = FaceMapKeeper(self._picks, self._note_info)
         self._model_options = _model_options(
             replace(services.model_options, picks=self._picks), config.models_dir
         )
@@ -153,7 +153,7 @@ class MainWindow(QMainWindow):
         self._note_timer = QTimer(self)
         self._note_timer.setSingleShot(True)
         self._note_timer.setInterval(STATUS_NOTE_MS)
-        self._note_timer.timeout.connect(lambda: self.status_note.set_full_text(""))
+        self._note_timer.timeout.connect(self._clear_note)
         self._models_checked_for = _models_needed(self._composer.effective())
         self._build_layout()
         self.remote_panel = attach_remote_panel(self, config.remote, store.path)
@@ -245,9 +245,11 @@ class MainWindow(QMainWindow):
         self.face_picker.note.connect(self.status_note.setText)
         c = self.controller
         c.state_changed.connect(self._on_state)
-        c.models_changed.connect(lambda _state, _text: self._update_badge())
+        # Bound methods, not lambdas: Qt drops a bound slot with its window, while a lambda would
+        # still run on a closed window when a run's last signal arrives after it (a crash).
+        c.models_changed.connect(self._on_models_changed)
         c.message.connect(self._on_message)
-        c.io_error.connect(lambda text: self._show_io_banner("error", text))
+        c.io_error.connect(self._on_io_error)
         c.vcam_unavailable.connect(self._on_vcam_unavailable)
         c.described.connect(self._on_described)
         self.gallery.active_changed.connect(self._on_active_face)
@@ -265,7 +267,7 @@ class MainWindow(QMainWindow):
         shortcuts = (
             ("F2", self.gallery.cycle),
             ("Ctrl+Tab", self.gallery.cycle),
-            ("Ctrl+Shift+Tab", lambda: self.gallery.cycle(-1)),
+            ("Ctrl+Shift+Tab", self._cycle_back),
             ("Ctrl+Return", self.toggle_running),
         )
         for keys, action in shortcuts:
@@ -431,6 +433,21 @@ class MainWindow(QMainWindow):
         mode = cast(ViewMode, self.view_combo.currentData())
         self.preview.set_mode(mode)
         self._tap.set_enabled(mode != "swapped")
+
+    def _clear_note(self) -> None:
+        self.status_note.set_full_text("")
+
+    def _cycle_back(self) -> None:
+        self.gallery.cycle(-1)
+
+    def _note_info(self, text: str) -> None:
+        self.messages.show_message("info", text)
+
+    def _on_models_changed(self, _state: object, _text: str) -> None:
+        self._update_badge()
+
+    def _on_io_error(self, text: str) -> None:
+        self._show_io_banner("error", text)
 
     def _update_badge(self) -> None:
         state, models = self.controller.state, self.controller.models
