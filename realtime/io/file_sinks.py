@@ -121,6 +121,7 @@ class VideoFileSink:
         self._container: av.container.OutputContainer | None = None
         self._stream: av.VideoStream | None = None
         self._buffer: ImageBGR | None = None
+        self._turned: ImageBGR | None = None  # a frame turned back to the stored rotation
         self._first_index: int | None = None
         self._first_capture: float | None = None
         self._rate = float(DEFAULT_FPS)
@@ -210,7 +211,14 @@ class VideoFileSink:
         if container is None or stream is None or buffer is None:
             raise RuntimeError("VideoFileSink.send() called before open() or after close()")
         undo = _UNDO_ROTATION.get(self.stored_rotation % 360)
-        picture = frame.image if undo is None else np.asarray(cv2.rotate(frame.image, undo), dtype=np.uint8)
+        picture = frame.image
+        if undo is not None:
+            h, w = frame.image.shape[:2]
+            shape = (w, h, 3) if undo != cv2.ROTATE_180 else (h, w, 3)
+            if self._turned is None or self._turned.shape != shape:
+                self._turned = np.empty(shape, np.uint8)  # reused: one per frame size
+            cv2.rotate(frame.image, undo, dst=self._turned)
+            picture = self._turned
         image = self._fit(picture, buffer)
         # A fresh av.VideoFrame per frame on purpose: encoders keep references to queued input frames
         # (x264 lookahead), so refilling one frame object would corrupt frames not yet encoded.

@@ -66,13 +66,18 @@ def video_times(path: Path) -> list[float]:
         return sorted(float(p.pts * tb) for p in c.demux(s) if p.size and p.pts is not None)
 
 
-def audio_packets(path: Path) -> list[tuple[float, bytes]]:
+def _packets(path: Path, kind: str, digits: int) -> list[tuple[float, bytes]]:
+    """The first `kind` stream's packets: (time in seconds, rounded to `digits`, bytes)."""
     with av.open(str(path)) as c:
-        if not c.streams.audio:
+        streams = [s for s in c.streams if s.type == kind]
+        if not streams:
             return []
-        s = c.streams.audio[0]
-        tb = s.time_base or TIME_BASE
-        return [(round(float((p.pts or 0) * tb), 4), bytes(p)) for p in c.demux(s) if p.size]
+        tb = streams[0].time_base or TIME_BASE
+        return [(round(float((p.pts or 0) * tb), digits), bytes(p)) for p in c.demux(streams[0]) if p.size]
+
+
+def audio_packets(path: Path) -> list[tuple[float, bytes]]:
+    return _packets(path, "audio", 4)
 
 
 def decode(path: Path) -> list[np.ndarray]:
@@ -121,9 +126,4 @@ def with_subtitles(clip: Path, out: Path, srt: str, language: str = "eng") -> Pa
 
 
 def subtitle_packets(path: Path) -> list[tuple[float, bytes]]:
-    with av.open(str(path)) as c:
-        if not c.streams.subtitles:
-            return []
-        s = c.streams.subtitles[0]
-        tb = s.time_base or TIME_BASE
-        return [(round(float((p.pts or 0) * tb), 3), bytes(p)) for p in c.demux(s) if p.size]
+    return _packets(path, "subtitle", 3)

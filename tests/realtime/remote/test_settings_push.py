@@ -8,14 +8,11 @@ from pathlib import Path
 import pytest
 
 from realtime.api import Settings, load_preset, parse_override
-from realtime.remote.client import RemoteClient
 from realtime.remote.limits import SERVER_ONLY_SETTINGS
 from realtime.remote.runner import ServerThread
 from realtime.remote.settings_push import overrides_for, toml_value
-from tests.realtime.remote.conftest import CollectingSink, StillSource, frame_image
-from tests.realtime.remote.test_end_to_end import options
-from tests.realtime.remote.test_faults import ClientThread, wait_for
-from tests.realtime.remote.test_stream_control import face_change, only_session
+from tests.realtime.remote.test_faults import wait_for
+from tests.realtime.remote.test_stream_control import face_change, swapping_call
 
 
 def rebuilt(preset: str, overrides: list[str]) -> Settings:
@@ -61,16 +58,8 @@ def test_a_settings_change_on_the_client_reaches_the_running_stream(
 ) -> None:
     """The panel's Stages edits during a remote run: the client sends them (PATCH), the server's
     engine runs them, the returned video shows it."""
-    server = start_server()
-    image = frame_image()
-    sink = CollectingSink()
-    client = ClientThread(
-        RemoteClient(options(server, photo, tmp_path, duration_s=60), StillSource(image, 10), sink, print)
-    )
+    client, sink, image, session = swapping_call(start_server(), photo, tmp_path)
     try:
-        session = only_session(server)
-        wait_for(lambda: client.client.stats.remote_frames > 15, 40, "swapped frames")
-        assert face_change(sink, image) > 8.0  # swapped
         client.client.update_settings(load_preset("balanced").with_overrides({"composite.opacity": 0.0}))
         wait_for(
             lambda: session.engine is not None and session.engine.settings.composite.opacity == 0.0,

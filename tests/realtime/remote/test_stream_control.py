@@ -44,10 +44,10 @@ def face_change(sink: CollectingSink, image: np.ndarray, last: int = 10) -> floa
     return float(np.abs(out[rows, cols] - image[rows, cols]).mean())
 
 
-def test_patch_changes_a_running_streams_settings_live(
-    start_server: Callable[..., ServerThread], photo: Path, tmp_path: Path
-) -> None:
-    server = start_server()
+def swapping_call(
+    server: ServerThread, photo: Path, tmp_path: Path
+) -> tuple[ClientThread, CollectingSink, np.ndarray, StreamSession]:
+    """A client streaming a still face for up to a minute, its swapped frames coming back."""
     image = frame_image()
     sink = CollectingSink()
     client = ClientThread(
@@ -57,6 +57,18 @@ def test_patch_changes_a_running_streams_settings_live(
         session = only_session(server)
         wait_for(lambda: client.client.stats.remote_frames > 15, 40, "swapped frames")
         assert face_change(sink, image) > 8.0  # swapped
+    except BaseException:
+        client.stop()
+        raise
+    return client, sink, image, session
+
+
+def test_patch_changes_a_running_streams_settings_live(
+    start_server: Callable[..., ServerThread], photo: Path, tmp_path: Path
+) -> None:
+    server = start_server()
+    client, sink, image, session = swapping_call(server, photo, tmp_path)
+    try:
         url = f"{server.url}/v1/streams/{session.stream_id}"
         refused = requests.patch(url, json={"set": ["pipeline.provider=cuda"]}, headers=AUTH, timeout=10)
         assert refused.status_code == 422 and "server's to choose" in refused.json()["error"]
