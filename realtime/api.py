@@ -24,6 +24,7 @@ from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
 from realtime.core.errors import SinkError, SourceError, VirtualCameraUnavailableError
 from realtime.core.events import EngineEvent
+from realtime.core.flow import CatchUpSlot
 from realtime.core.frames import VideoFrame
 from realtime.core.heap import freeze_heap
 from realtime.core.metrics import Metrics, StatsSnapshot, Summary
@@ -70,6 +71,7 @@ __all__ = [
     "CameraInfo",
     "CameraMode",
     "CameraSource",
+    "CatchUpSlot",
     "Detection",
     "DownloadError",
     "Downloader",

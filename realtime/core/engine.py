@@ -1,8 +1,9 @@
 """The engine: capture -> analyse -> swap workers -> in-order sink, with bounded frames in flight.
 
 Threads and hand-offs (nothing unbounded anywhere):
-- capture: reads the source. Live sources overwrite a one-frame slot (the stale frame is dropped
-  and counted, never queued); file sources read every frame and wait for the slot to empty.
+- capture: reads the source. Live sources offer each frame to a catch-up slot of two (a one-off
+  stall is absorbed, an analyser that stays behind gets the newest; every dropped frame is counted,
+  nothing queues up); file sources read every frame and wait for the slot to empty.
 - analyser: one thread, every frame in order (tracking needs it). It takes a frame only when one
   of the permits is free, so at most that many frames are between capture and sink: live sources
   have `frames_in_flight` permits; files and clips `read_ahead` more, so the serial analysis of the
@@ -415,8 +416,11 @@ class Engine:
                     pipes.analyser_wake.wait(POLL_S)
                 if self._stop.is_set():
                     return
+                behind_before = pipes.slot.dropped
                 frame = pipes.slot.take()
                 assert frame is not None
+                if pipes.slot.dropped != behind_before:
+                    self.metrics.frame_dropped()  # behind for a second take: the older one went
                 seq = pipes.next_seq
                 pipes.next_seq += 1
                 pipes.capture_wake.notify()

@@ -1,54 +1,75 @@
-"""Flow policies between the engine's threads: what is kept, what is dropped, what waits.
+"""Flow policies between threads: what is kept, what is dropped, what waits.
 
-Each is plain state with no lock of its own: the engine guards all of them with one lock, so one
-condition wait can cover two at once (the analyser waits for a frame in the slot *and* a free
-permit). Call every method with that lock held.
+Each is plain state with no lock of its own: its user holds one (the engine guards all of them
+with one lock, so one condition wait can cover two at once: the analyser waits for a frame in the
+slot *and* a free permit). Call every method with that lock held.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 
-class LatestSlot(Generic[T]):
-    """One pending item, newest wins (GStreamer's leaky=downstream queue of size 1): offering an
-    item while one waits replaces it and counts the replaced one as dropped, so a slow consumer
-    always gets the freshest item and nothing queues up behind it."""
+class CatchUpSlot(Generic[T]):
+    """Up to two pending items, for live hand-offs (GStreamer's leaky=downstream queue of size 2,
+    plus a catch-up rule). A consumer that has kept up and finds two waiting takes the older one:
+    a one-off stall (a collection, a busy core) costs one item's delay once and loses nothing.
+    Finding two again at its next take means it is behind for good: the older is dropped and the
+    newest taken, so the wait never grows past one item. A third item offered while two wait
+    pushes the oldest out (dropped).
+
+    `put` is for a producer that waits for room rather than drop (files): it needs an empty slot.
+    """
 
     def __init__(self) -> None:
-        self._item: T | None = None
+        self._items: deque[T] = deque()
+        self._behind = False  # the last take found two waiting
         self.dropped = 0
 
     @property
     def full(self) -> bool:
-        return self._item is not None
+        """Whether an item waits (the consumer has something to take)."""
+        return bool(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def offer(self, item: T) -> T | None:
-        """Put `item` in, replacing what waits there; the replaced (dropped) item, or None."""
-        stale, self._item = self._item, item
-        if stale is not None:
+        """Put `item` in; the item pushed out (dropped) when two already waited, else None."""
+        self._items.append(item)
+        if len(self._items) > 2:
             self.dropped += 1
-        return stale
+            return self._items.popleft()
+        return None
 
     def put(self, item: T) -> None:
-        """Put `item` into the empty slot (a producer that waits for room rather than drop)."""
-        if self._item is not None:
-            raise RuntimeError("LatestSlot.put() into a full slot: wait until it is taken, or offer()")
-        self._item = item
+        if self._items:
+            raise RuntimeError("CatchUpSlot.put() into a full slot: wait until it is taken, or offer()")
+        self._items.append(item)
 
     def take(self) -> T | None:
-        """The waiting item (the slot is empty afterwards), or None."""
-        item, self._item = self._item, None
-        return item
+        """The item to work on next (see the class), or None when none waits."""
+        if not self._items:
+            return None
+        if len(self._items) == 1:
+            self._behind = False
+            return self._items.popleft()
+        if self._behind:
+            self._items.popleft()
+            self.dropped += 1
+            return self._items.popleft()
+        self._behind = True
+        return self._items.popleft()
 
 
 class InFlightPermits:
     """At most `limit` items between acquire and release (MediaPipe's FlowLimiterCalculator): the
     producer takes a permit per item it lets in and the far end gives it back, which bounds the
-    work in flight and, with a LatestSlot in front, the latency. `limit` is read at each acquire,
+    work in flight and, with a CatchUpSlot in front, the latency. `limit` is read at each acquire,
     so a new setting applies at the next item."""
 
     def __init__(self, limit: int | Callable[[], int]) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from realtime.core.contracts import FramePlan
-from realtime.core.flow import InFlightPermits, LatestSlot, ReorderBuffer
+from realtime.core.flow import CatchUpSlot, InFlightPermits, ReorderBuffer
 from realtime.core.frames import VideoFrame
 from realtime.core.settings import Settings
 
@@ -36,7 +36,7 @@ class Pipes:
 
     def __init__(self, limit: Callable[[], int]) -> None:
         self.lock = threading.Lock()
-        self.slot: LatestSlot[VideoFrame] = LatestSlot()
+        self.slot: CatchUpSlot[VideoFrame] = CatchUpSlot()
         self.permits = InFlightPermits(limit)
         self.jobs: deque[Job] = deque()  # analysed, waiting for a worker (<= permits)
         self.done: ReorderBuffer[VideoFrame] = ReorderBuffer()  # swapped, waiting for the sink

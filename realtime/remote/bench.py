@@ -55,8 +55,12 @@ class SustainedFigures:
 
     seconds: float
     frames_sent: int  # handed to the server (the frames captured during the call's setup are not)
-    frames_back: int  # returned by the server, shown or dropped behind a newer one on arrival
-    dropped: int  # sent and never returned
+    frames_back: int  # returned by the server, shown or left out behind a newer one on arrival
+    dropped: int  # sent and never returned, though frames sent after them were
+    # Sent before the first frame came back (the server starting the stream) or still on their way
+    # when the call ended: never back, but not drops of a running call.
+    unreturned_at_edges: int
+    dropped_by_client: int  # of those never back: left out before the client's encoder took them
     load_average: tuple[float, float, float]  # the machine's 1, 5 and 15 min load at the end
 
 
@@ -153,7 +157,9 @@ def _sustained(port: int, photo: Path, seconds: float) -> SustainedFigures:
         seconds,
         stats.frames_linked,
         back,
-        max(stats.frames_linked - back, 0),
+        stats.frames_lost,
+        max(stats.frames_linked - back - stats.frames_lost, 0),
+        stats.frames_unsent,
         (round(one, 2), round(five, 2), round(fifteen, 2)),
     )
 
@@ -247,6 +253,7 @@ def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
         held = result.sustained_720p
         if held is not None:
             print(f"1280x720 at 30 fps for {held.seconds:g} s: {held.frames_sent} frames sent, "
-                  f"{held.frames_back} back, {held.dropped} dropped (load average "
+                  f"{held.frames_back} back, {held.dropped} dropped ({held.dropped_by_client} by the "
+                  f"client), {held.unreturned_at_edges} not back at the start or end (load average "
                   f"{' '.join(str(v) for v in held.load_average)})", file=out)  # fmt: skip
     return 0

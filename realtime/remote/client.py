@@ -44,8 +44,8 @@ from realtime.remote.errors import (
 )
 from realtime.remote.media import (
     VIDEO_CLOCK,
-    AsyncLatest,
-    LatestSlot,
+    AsyncHandOff,
+    HandOff,
     Received,
     Tagged,
     i420_of,
@@ -65,32 +65,46 @@ RECONNECTING_TEXT = "reconnecting to the server ..."
 @dataclass
 class ClientStats:
     frames_captured: int = 0
-    frames_linked: int = 0  # captured while the link was up: handed to the server
+    frames_linked: int = 0  # captured while the link was up: handed to the sending track
+    frames_unsent: int = 0  # of those, left out because the encoder was still busy
+    # Sent and never returned: the gaps between the frames that came back (the frames still on
+    # their way when the call ends are not lost).
+    frames_lost: int = 0
     frames_out: int = 0
     remote_frames: int = 0  # returned from the server and shown
-    remote_skipped: int = 0  # returned, decoded, and dropped behind a newer one
+    remote_matched: int = 0  # returned and matched to the captured frame they were made from
+    remote_skipped: int = 0  # returned, decoded, and left out on arrival (the output was behind)
     reconnecting_frames: int = 0  # the local picture, shown while the link was down
     connects: int = 0
     states: list[str] = field(default_factory=list)  # "connected", "reconnecting", in order
     latency_ms: Summary = field(default_factory=lambda: Summary(0.0, 0.0, 0.0, 0.0, 0))
 
 
+# Timestamps go out in steps of 9 ticks (100 us): PyAV's encoder rebases a frame to its own
+# microsecond clock and aiortc truncates it back to 90 kHz, which turns 5969 into 5968 but keeps
+# every multiple of 9, so each returned frame finds the one it was made from.
+PTS_STEP = 9
+
+
 class Timeline:
-    """One connection's RTP clock: the first frame sent is 0; `lookup` maps a returned frame's
-    timestamp back to when its picture was captured and its index at the source (so the preview
-    pairs it with its own original)."""
+    """One connection's RTP clock: the first frame sent is 0, later ones rise; `lookup` maps a
+    returned frame's timestamp back to when its picture was captured and its index at the source
+    (so the latency is measured on every frame and the preview pairs it with its own original)."""
 
     def __init__(self, keep: int = 600) -> None:
         self._t0: float | None = None
         self._sent: OrderedDict[int, tuple[float, int]] = OrderedDict()
         self._keep = keep
+        self._last = -PTS_STEP
         self._lock = threading.Lock()
 
     def stamp(self, capture_ts: float, index: int = -1) -> int:
         with self._lock:
             if self._t0 is None:
                 self._t0 = capture_ts
-            pts = round((capture_ts - self._t0) * VIDEO_CLOCK)
+            pts = round((capture_ts - self._t0) * VIDEO_CLOCK / PTS_STEP) * PTS_STEP
+            pts = max(pts, self._last + PTS_STEP)  # the encoder wants rising timestamps
+            self._last = pts
             self._sent[pts] = (capture_ts, index)
             while len(self._sent) > self._keep:
                 self._sent.popitem(last=False)
@@ -101,25 +115,40 @@ class Timeline:
             return self._sent.get(pts)
 
 
+class ReturnGaps:
+    """One connection's lost frames, from the source indices of the frames that come back (every
+    frame captured while linked is sent): a gap between two returned frames was lost on the way;
+    the frames still on their way when the call ends are not counted."""
+
+    def __init__(self) -> None:
+        self._last = -1
+
+    def back(self, index: int) -> int:
+        """Frame `index` came back: how many sent before it, after the last one back, never will."""
+        if index <= self._last:
+            return 0  # an unknown or repeated index
+        gap = index - self._last - 1 if self._last >= 0 else 0
+        self._last = index
+        return gap
+
+
 class SendingTrack(MediaStreamTrack):
-    """The local camera as a WebRTC track: the newest captured frame, stamped when it is sent."""
+    """The local camera as a WebRTC track: the captured frames through a live hand-off, each
+    stamped when the encoder takes it."""
 
     kind = "video"
 
-    def __init__(self, slot: AsyncLatest[Tagged], timeline: Timeline) -> None:
+    def __init__(self, slot: AsyncHandOff[Tagged], timeline: Timeline) -> None:
         super().__init__()
         self._slot = slot
         self._timeline = timeline
-        self._last = -1
 
     async def recv(self) -> av.VideoFrame:
         item = await self._slot.get()
         if item is None:
             self.stop()
             raise MediaStreamError
-        pts = max(self._timeline.stamp(item.arrived, item.index), self._last + 1)
-        self._last = pts
-        return to_av(item.image, pts, item.frame)
+        return to_av(item.image, self._timeline.stamp(item.arrived, item.index), item.frame)
 
 
 def draw_reconnecting(image: ImageBGR) -> None:
@@ -148,10 +177,9 @@ class RemoteClient:
         self.metrics = Metrics()
         self.stats = ClientStats()
         self.stop_event = threading.Event()
-        self._local: LatestSlot[VideoFrame] = LatestSlot()
-        self._remote: LatestSlot[tuple[Received, tuple[float, int] | None]] = LatestSlot()
+        self._remote: HandOff[tuple[Received, tuple[float, int] | None]] = HandOff()
         self._newest_local: VideoFrame | None = None
-        self._sending: AsyncLatest[Tagged] | None = None
+        self._sending: AsyncHandOff[Tagged] | None = None
         self._linked = threading.Event()
         self._last_remote = 0.0
         self._size = (0, 0)
@@ -207,6 +235,7 @@ class RemoteClient:
         last: VideoFrame | None = None
         while not self.stop_event.is_set():
             got = self._remote.take(period * 1.5)
+            self.stats.remote_skipped = self._remote.dropped
             if self.stop_event.is_set():
                 break
             now = time.perf_counter()
@@ -362,7 +391,7 @@ class RemoteClient:
     ) -> None:
         """One connection: returns when the link is down (or the run stops)."""
         timeline = Timeline()
-        sending: AsyncLatest[Tagged] = AsyncLatest(loop)
+        sending: AsyncHandOff[Tagged] = AsyncHandOff(loop)
         pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         handle: StreamHandle | None = None
         ended = asyncio.Event()
@@ -371,12 +400,16 @@ class RemoteClient:
             pc.addTransceiver(SendingTrack(sending, timeline), direction="sendrecv")
             quicken_receivers(pc)
 
+            gaps = ReturnGaps()
+
             @pc.on("track")
             def on_track(track: MediaStreamTrack) -> None:
-                def on_frame(item: Received, skipped: int) -> None:
-                    self.stats.remote_skipped += skipped
+                def on_frame(item: Received) -> None:
                     self._last_remote = time.perf_counter()
                     captured = timeline.lookup(item.pts) if item.pts > 0 else None
+                    if captured is not None:
+                        self.stats.remote_matched += 1
+                        self.stats.frames_lost += gaps.back(captured[1])
                     self._remote.put((item, captured))
 
                 async def pump() -> None:
@@ -417,6 +450,7 @@ class RemoteClient:
             self._linked.clear()
             self._sending = None
             sending.close_threadsafe()
+            self.stats.frames_unsent += sending.dropped
             if was_linked and not self._should_stop(started):
                 self.stats.states.append("reconnecting")
             if handle is not None and self._should_stop(started):

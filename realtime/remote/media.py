@@ -1,11 +1,12 @@
 """Between WebRTC tracks and the engine: latest-wins hand-offs, timestamps travelling with frames.
 
-Frames are never queued: a slot holds the newest one and a new frame replaces a stale one (and is
+Frames never queue up: each hand-off is the engine's catch-up slot (at most two wait; a one-off
+stall loses nothing, a consumer that stays behind gets the newest and every frame left out is
 counted as a drop). The RTP timestamp (90 kHz) of a frame the server receives goes back out on the
 swapped frame made from it, so a client can match what comes back to what it sent.
 
 Colour conversions stay off the event loop (it carries every packet of every stream): a received
-frame is converted to BGR by whoever takes it from its slot (a replaced one never is), and a frame
+frame is converted to BGR by whoever takes it from its slot (a dropped one never is), and a frame
 to send is converted to I420 by the thread that hands it over, so the encoder takes it as it is.
 """
 
@@ -25,8 +26,7 @@ import numpy as np
 from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 
-from realtime.api import ImageBGR, VideoFrame
-from realtime.remote.transport import newest_frame
+from realtime.api import CatchUpSlot, ImageBGR, VideoFrame
 
 VIDEO_CLOCK = 90_000
 TIME_BASE = fractions.Fraction(1, VIDEO_CLOCK)
@@ -73,33 +73,34 @@ class Received:
         return self._image
 
 
-class LatestSlot(Generic[T]):
-    """One-item hand-off between threads: `put` replaces what was not taken yet."""
+class HandOff(Generic[T]):
+    """A live hand-off between threads: the engine's catch-up slot (two at most; a one-off stall
+    loses nothing, a consumer that stays behind gets the newest) behind a condition."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._item: T | None = None
+        self._slot: CatchUpSlot[T] = CatchUpSlot()
         self._closed = False
-        self.replaced = 0  # items overwritten before anyone took them
+
+    @property
+    def dropped(self) -> int:
+        return self._slot.dropped
 
     def put(self, item: T) -> None:
         with self._cond:
-            if self._item is not None:
-                self.replaced += 1
-            self._item = item
+            self._slot.offer(item)
             self._cond.notify_all()
 
     def take(self, timeout: float) -> T | None:
-        """The newest item (removed), or None after `timeout` s or once closed."""
+        """The next item (removed), or None after `timeout` s or once closed."""
         with self._cond:
             deadline = time.monotonic() + timeout
-            while self._item is None and not self._closed:
+            while not self._slot.full and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
                 self._cond.wait(left)
-            item, self._item = self._item, None
-            return item
+            return self._slot.take()
 
     def close(self) -> None:
         with self._cond:
@@ -111,24 +112,25 @@ class LatestSlot(Generic[T]):
         return self._closed
 
 
-class AsyncLatest(Generic[T]):
-    """One-item hand-off from any thread into an event loop; `put` replaces what was not taken."""
+class AsyncHandOff(Generic[T]):
+    """The same hand-off from any thread into an event loop (the slot is touched on the loop only)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._item: T | None = None
+        self._slot: CatchUpSlot[T] = CatchUpSlot()
         self._event = asyncio.Event()
         self._closed = False
-        self.replaced = 0
+
+    @property
+    def dropped(self) -> int:
+        return self._slot.dropped
 
     def put_threadsafe(self, item: T) -> None:
         if not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._put, item)
 
     def _put(self, item: T) -> None:
-        if self._item is not None:
-            self.replaced += 1
-        self._item = item
+        self._slot.offer(item)
         self._event.set()
 
     def close_threadsafe(self) -> None:
@@ -140,12 +142,11 @@ class AsyncLatest(Generic[T]):
         self._event.set()
 
     async def get(self) -> T | None:
-        """The newest item, or None once closed."""
-        while self._item is None and not self._closed:
+        """The next item, or None once closed."""
+        while not self._slot.full and not self._closed:
             self._event.clear()
             await self._event.wait()
-        item, self._item = self._item, None
-        return item
+        return self._slot.take()
 
 
 def i420_of(image: ImageBGR) -> av.VideoFrame:
@@ -178,7 +179,7 @@ class OutgoingTrack(MediaStreamTrack):
 
     kind = "video"
 
-    def __init__(self, slot: AsyncLatest[Tagged], origin_frame: bool = True) -> None:
+    def __init__(self, slot: AsyncHandOff[Tagged], origin_frame: bool = True) -> None:
         super().__init__()
         self._slot = slot
         self._pending: Tagged | None = None
@@ -206,35 +207,35 @@ class OutgoingTrack(MediaStreamTrack):
         return to_av(item.image, pts, item.frame)
 
 
-async def pump_track(track: MediaStreamTrack, on_frame: Callable[[Received, int], None]) -> None:
-    """Read `track` until it ends, handing the newest decoded frame on at once with how many older
-    ones waited behind it and were dropped (never queued here)."""
+async def pump_track(track: MediaStreamTrack, on_frame: Callable[[Received], None]) -> None:
+    """Read `track` until it ends, handing each decoded frame on at once (the receiver's hand-off
+    decides what is kept: aiortc's queue behind the track is unbounded, so it is drained here)."""
     while True:
-        frame, skipped = await newest_frame(track)
-        if frame is None:
+        try:
+            frame = await track.recv()
+        except MediaStreamError:
             return
-        on_frame(Received(frame), skipped)
+        if isinstance(frame, av.VideoFrame):
+            on_frame(Received(frame))
 
 
 class TrackSource:
-    """The engine's FrameSource for a stream: the newest picture that came in over WebRTC.
+    """The engine's FrameSource for a stream: the pictures that came in over WebRTC, through a
+    live hand-off.
 
     `size` is the first picture's; the server opens the engine only once that one is here."""
 
     def __init__(self, first: Received, fps: float = 30.0, idle_s: float = 30.0) -> None:
-        self.slot: LatestSlot[Received] = LatestSlot()
+        self.slot: HandOff[Received] = HandOff()
         self._size = first.size
         self._fps = fps
         self._index = 0
         self.idle_s = idle_s  # read() ends the stream after this long without a picture
         self.last_arrival = time.monotonic()
-        self.pts_seconds: dict[int, float] = {}
-        self.skipped = 0  # decoded frames dropped behind a newer one before they reached the slot
         self.slot.put(first)
 
-    def feed(self, item: Received, skipped: int = 0) -> None:
+    def feed(self, item: Received) -> None:
         self.last_arrival = time.monotonic()
-        self.skipped += skipped
         self.slot.put(item)
 
     def open(self) -> None:
@@ -259,7 +260,7 @@ class TrackSource:
 
     @property
     def dropped(self) -> int:
-        return self.slot.replaced + self.skipped
+        return self.slot.dropped
 
     @property
     def size(self) -> tuple[int, int]:
@@ -281,7 +282,7 @@ class TrackSource:
 class TrackSink:
     """The engine's FrameSink for a stream: hands each swapped frame to the outgoing track."""
 
-    def __init__(self, slot: AsyncLatest[Tagged]) -> None:
+    def __init__(self, slot: AsyncHandOff[Tagged]) -> None:
         self._slot = slot
 
     def open(self, width: int, height: int, fps: float) -> None:

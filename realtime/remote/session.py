@@ -14,7 +14,7 @@ from realtime.api import Engine, EngineEvent, Settings, StageFactory, freeze_hea
 from realtime.remote.faces import StoredFace
 from realtime.remote.limits import Limits
 from realtime.remote.media import (
-    AsyncLatest,
+    AsyncHandOff,
     OutgoingTrack,
     Received,
     Tagged,
@@ -44,13 +44,13 @@ class StreamSession:
     source: TrackSource | None = None
     close_reason: str = ""
     final: bool = False  # ended by a limit a reconnect must not get round (the session's length)
-    _out: AsyncLatest[Tagged] | None = None
+    _out: AsyncHandOff[Tagged] | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _closing: bool = False
     _engine_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def outgoing_track(self) -> OutgoingTrack:
-        self._out = AsyncLatest(asyncio.get_running_loop())
+        self._out = AsyncHandOff(asyncio.get_running_loop())
         return OutgoingTrack(self._out)
 
     def start_watch(self) -> None:
@@ -69,9 +69,9 @@ class StreamSession:
     async def _consume(self, track: MediaStreamTrack) -> None:
         """The first picture opens the engine (its size is the stream's); later ones feed it."""
 
-        def on_frame(item: Received, skipped: int) -> None:
+        def on_frame(item: Received) -> None:
             if self.source is not None:
-                self.source.feed(item, skipped)
+                self.source.feed(item)
             elif not self._engine_lock.locked():
                 self._tasks.append(asyncio.ensure_future(self._start_engine(item)))
 

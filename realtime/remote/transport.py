@@ -6,20 +6,16 @@ own sender and every browser set). That holds every frame back one frame period 
 per direction. MarkerJitterBuffer hands a frame on as soon as its marked last packet is in and
 every packet before it is; the rest (reordering, loss, overflow, PLI) stays aiortc's.
 
-Its decoded frames also wait in an unbounded queue behind the track: `newest_frame` takes the
-newest and drops the older ones, so a slow moment never turns into lasting delay.
+Its decoded frames then wait in an unbounded queue behind the track: media.pump_track drains it
+into a bounded hand-off, so a slow moment never turns into lasting delay.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any
 
-import av
-from aiortc import MediaStreamTrack, RTCPeerConnection
+from aiortc import RTCPeerConnection
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
-from aiortc.mediastreams import MediaStreamError
 
 log = logging.getLogger(__name__)
 
@@ -80,24 +76,3 @@ def quicken_receivers(pc: RTCPeerConnection) -> int:
         setattr(receiver, _RECEIVER_BUFFER, MarkerJitterBuffer())
         changed += 1
     return changed
-
-
-async def newest_frame(track: MediaStreamTrack) -> tuple[av.VideoFrame | None, int]:
-    """The newest decoded video frame of `track` and how many older waiting ones were dropped;
-    (None, 0) once it ended."""
-    dropped = 0
-    while True:
-        try:
-            frame: Any = await track.recv()
-        except MediaStreamError:
-            return None, 0
-        waiting: asyncio.Queue[Any] | None = getattr(track, "_queue", None)
-        if isinstance(waiting, asyncio.Queue):
-            while not waiting.empty():
-                newer = waiting.get_nowait()
-                if newer is None:  # the end: the next recv() sees it
-                    waiting.put_nowait(None)
-                    break
-                frame, dropped = newer, dropped + 1
-        if isinstance(frame, av.VideoFrame):
-            return frame, dropped

@@ -212,6 +212,7 @@ def test_the_face_map_is_kept_across_restarts_and_a_gone_face_dropped(  # type: 
     photos = (str(tmp_path / "a.png"), str(tmp_path / "b.png"))
     first = create_window(services, store.load(), store)
     qtbot.addWidget(first)
+
     def nobody(_: MappedPerson) -> bool:
         return False
 

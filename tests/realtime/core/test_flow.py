@@ -1,24 +1,70 @@
-"""The flow policies on their own: latest-wins slot, in-flight permits, reorder buffer."""
+"""The flow policies on their own: the catch-up slot, in-flight permits, reorder buffer."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from realtime.core.flow import InFlightPermits, LatestSlot, ReorderBuffer
+from realtime.core.flow import CatchUpSlot, InFlightPermits, ReorderBuffer
 
 
-def test_a_new_item_replaces_the_waiting_one_and_counts_it_as_dropped() -> None:
-    slot: LatestSlot[int] = LatestSlot()
-    assert slot.offer(1) is None and slot.full and slot.dropped == 0
-    assert slot.offer(2) == 1  # the stale one comes back, dropped
-    assert slot.offer(3) == 2
-    assert slot.dropped == 2
-    assert slot.take() == 3  # the newest is what the consumer gets
-    assert not slot.full and slot.take() is None
+def test_a_one_off_stall_loses_nothing() -> None:
+    """The consumer kept up, then missed one turn: both waiting frames are worked on, in order."""
+    slot: CatchUpSlot[int] = CatchUpSlot()
+    slot.offer(0)
+    assert slot.take() == 0
+    assert slot.offer(1) is None and slot.offer(2) is None  # the stall: two wait
+    assert slot.take() == 1 and slot.take() == 2  # caught up
+    assert slot.dropped == 0 and not slot.full and slot.take() is None
+
+
+def test_a_consumer_that_stays_behind_gets_the_newest() -> None:
+    slot: CatchUpSlot[int] = CatchUpSlot()
+    slot.offer(1)
+    slot.offer(2)
+    assert slot.take() == 1  # maybe a one-off
+    slot.offer(3)
+    assert slot.take() == 3  # two again: behind for good, the older (2) goes
+    assert slot.dropped == 1
+    slot.offer(4)
+    slot.offer(5)
+    assert slot.offer(6) == 4  # a third pushes the oldest out
+    assert slot.take() == 6 and slot.dropped == 3  # still behind: the newest again
+    slot.offer(7)
+    assert slot.take() == 7  # one waiting: caught up
+    slot.offer(8)
+    slot.offer(9)
+    assert slot.take() == 8 and slot.dropped == 3  # a new stall is a one-off again
+
+
+@given(st.lists(st.integers(min_value=0, max_value=3), max_size=60))
+def test_every_item_is_taken_in_order_or_dropped_and_the_wait_stays_bounded(takes: list[int]) -> None:
+    """Any pattern of offers and takes (`takes[i]` takes after offer i): nothing is lost
+    uncounted, nothing comes twice or out of order, at most two wait, and a taken item has at
+    most one newer item waiting behind it."""
+    slot: CatchUpSlot[int] = CatchUpSlot()
+    taken: list[int] = []
+    for item, n in enumerate(takes):
+        slot.offer(item)
+        assert len(slot) <= 2
+        for _ in range(n):
+            waiting = len(slot)
+            got = slot.take()
+            if got is None:
+                break
+            assert len(slot) <= 1 and waiting - len(slot) in (1, 2)
+            taken.append(got)
+    while (got := slot.take()) is not None:
+        taken.append(got)
+    assert taken == sorted(set(taken))
+    assert len(taken) + slot.dropped == len(takes)
+    if takes:
+        assert taken[-1] == len(takes) - 1  # the newest is never the one dropped
 
 
 def test_put_fills_an_empty_slot_and_refuses_a_full_one() -> None:
-    slot: LatestSlot[str] = LatestSlot()
+    slot: CatchUpSlot[str] = CatchUpSlot()
     slot.put("a")
     with pytest.raises(RuntimeError, match="full slot"):
         slot.put("b")

@@ -53,4 +53,6 @@ def test_frames_come_back_swapped_over_tls(
     assert face_change > 8.0, (face_change, background)  # the doubles' swap recolours the face
     assert background < 6.0  # the rest comes back as it went (codec noise only)
     assert stats.latency_ms.count > 5 and 0 < stats.latency_ms.p50 < 2000
+    # Every frame back (bar the first, sent twice to start the timeline) is matched to its own.
+    assert stats.remote_matched >= stats.remote_frames + stats.remote_skipped - 1, stats
     assert not server.server.sessions or all(s.closed for s in server.server.sessions.values())

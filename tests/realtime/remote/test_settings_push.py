@@ -44,7 +44,7 @@ def test_unchanged_settings_send_nothing() -> None:
 
 
 def test_values_are_written_as_toml_reads_them() -> None:
-    for value in (True, False, 3, 0.1, "a \"quoted\" name", [1, 2.5], ("x", "y")):
+    for value in (True, False, 3, 0.1, 'a "quoted" name', [1, 2.5], ("x", "y")):
         text = toml_value(value)
         assert text is not None
         got = parse_override(f"s.k={text}")[1]

@@ -1,5 +1,5 @@
-"""The receiving side's shortcuts: a frame leaves the jitter buffer at its marked last packet, the
-newest decoded frame wins, colour conversions round-trip."""
+"""The receiving side's shortcuts: a frame leaves the jitter buffer at its marked last packet, a
+burst of decoded frames drains into a bounded hand-off, colour conversions round-trip."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 from aiortc import RTCPeerConnection
 from aiortc.rtp import RtpPacket
 
-from realtime.remote.media import Received, bgr_of, i420_of
-from realtime.remote.transport import MarkerJitterBuffer, newest_frame, quicken_receivers
+from realtime.remote.client import ReturnGaps
+from realtime.remote.media import HandOff, Received, bgr_of, i420_of, pump_track
+from realtime.remote.transport import MarkerJitterBuffer, quicken_receivers
 from tests.realtime.remote.conftest import frame_image
 
 
@@ -57,31 +58,38 @@ def test_every_video_receiver_of_a_connection_gets_it() -> None:
     assert asyncio.run(main()) == 1
 
 
-def test_the_newest_decoded_frame_wins_and_the_end_still_arrives() -> None:
+def test_a_burst_of_decoded_frames_drains_into_the_hand_off_and_the_end_still_arrives() -> None:
+    """Four frames decoded while the loop was busy: the hand-off keeps the last two (the consumer
+    works through a one-off burst), the oldest two are counted as dropped, and the track's end
+    still ends the pump."""
+
     class Track:
         def __init__(self) -> None:
-            self._queue: asyncio.Queue[av.VideoFrame | None] = asyncio.Queue()
+            self.queue: asyncio.Queue[av.VideoFrame | None] = asyncio.Queue()
 
         async def recv(self) -> av.VideoFrame:
             from aiortc.mediastreams import MediaStreamError
 
-            item = await self._queue.get()
+            item = await self.queue.get()
             if item is None:
                 raise MediaStreamError
             return item
 
-    async def main() -> tuple[int | None, int, bool]:
-        track = Track()
-        frames = [av.VideoFrame(16, 16, "yuv420p") for _ in range(3)]
-        for i, f in enumerate(frames):
-            f.pts = i
-            track._queue.put_nowait(f)
-        track._queue.put_nowait(None)
-        newest, dropped = await newest_frame(track)  # type: ignore[arg-type]
-        ended, _ = await newest_frame(track)  # type: ignore[arg-type]
-        return (newest.pts if newest else None), dropped, ended is None
+    hand_off: HandOff[Received] = HandOff()
 
-    assert asyncio.run(main()) == (2, 2, True)
+    async def main() -> None:
+        track = Track()
+        for i in range(4):
+            frame = av.VideoFrame(16, 16, "yuv420p")
+            frame.pts = i * 3000
+            track.queue.put_nowait(frame)
+        track.queue.put_nowait(None)
+        await asyncio.wait_for(pump_track(track, hand_off.put), 5)  # type: ignore[arg-type]
+
+    asyncio.run(main())
+    taken = [hand_off.take(0.1) for _ in range(3)]
+    assert [t.pts if t is not None else None for t in taken] == [6000, 9000, None]
+    assert hand_off.dropped == 2
 
 
 def test_colour_conversions_round_trip() -> None:
@@ -97,3 +105,10 @@ def test_colour_conversions_round_trip() -> None:
     assert received.image is received.image  # converted once
     odd = i420_of(np.zeros((11, 13, 3), np.uint8))
     assert (odd.width, odd.height) == (13, 11) and bgr_of(odd).shape == (11, 13, 3)
+
+
+def test_a_frame_that_never_came_back_is_counted_once_and_the_last_ones_in_flight_are_not() -> None:
+    gaps = ReturnGaps()
+    returned = [5, 6, 8, 9, 9, 7, 12]  # 7, 10 and 11 lost; a repeat or a late one changes nothing
+    assert [gaps.back(i) for i in returned] == [0, 0, 1, 0, 0, 0, 2]
+    # Frames 13.. were sent and the call ended: nothing more is counted without a later return.
