@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-# Exit codes beside 0 (done): README lists them; the remote client's own (3-8) are in
-# realtime/remote/errors.py.
+# Exit codes beside 0 (done): README lists every command's, all distinct; the remote client's
+# own are in realtime/remote/errors.py, the file jobs' in realtime/jobs/errors.py.
 EXIT_USAGE = 2  # a bad argument, input or model file (every FaceCastError's default)
 EXIT_IMAGE_TOO_LARGE = 9  # a picture over the pixel limit, refused before decoding
 EXIT_NO_CONSENT = 10  # the consent confirmation was not given
@@ -60,11 +60,3 @@ class DownloadError(ModelError):
 
 class LicenceNotAcceptedError(ModelError):
     pass
-
-
-
-
-
-
-
-

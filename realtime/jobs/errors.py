@@ -1,12 +1,13 @@
-"""A file job's failures, each with its own exit code (docs/JOBS.md lists them)."""
+"""A file job's failures, each with its own exit code (docs/JOBS.md lists them; every command's
+codes are distinct: README.md has the whole table)."""
 
 from __future__ import annotations
 
 from realtime.api import FaceCastError
 
-EXIT_OUTPUT_EXISTS = 9  # the output file is there and --overwrite was not given
-EXIT_INPUT_ENDS_EARLY = 10  # the input is truncated or damaged: only part of it was processed
-EXIT_SOME_JOBS_FAILED = 11  # a batch finished with at least one job failed
+EXIT_OUTPUT_EXISTS = 16  # the output file is there and --overwrite was not given
+EXIT_INPUT_ENDS_EARLY = 17  # the input is truncated or damaged: only part of it was processed
+EXIT_SOME_JOBS_FAILED = 18  # a batch finished with at least one job failed
 EXIT_JOB_BUSY = 12  # another process works on the same job right now
 EXIT_BROKER = 13  # the job queue (broker) cannot be reached
 EXIT_JOB_FAILED = 14  # a queued job failed or was cancelled

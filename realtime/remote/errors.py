@@ -1,4 +1,5 @@
-"""The remote client's failures, each with its own exit code (docs/REMOTE.md lists them)."""
+"""The remote client's failures, each with its own exit code (docs/REMOTE.md lists them; every
+command's codes are distinct: README.md has the whole table)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ EXIT_FULL = 5  # the server is at --max-streams (503)
 EXIT_TLS = 6  # the server's certificate is not the pinned one
 EXIT_REFUSED = 7  # the server refused the request as given (400, 404, 413, 415, 422)
 EXIT_LOST = 8  # the link dropped and did not come back within --reconnect-for
-EXIT_ENDED = 9  # the server ended the stream for good (its --max-session limit)
+EXIT_ENDED = 15  # the server ended the stream for good (its --max-session limit)
 
 
 class RemoteError(FaceCastError):

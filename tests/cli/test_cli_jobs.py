@@ -19,7 +19,12 @@ import pytest
 
 import main
 from models.fakes.doubles import write_all
-from realtime.jobs.errors import EXIT_INPUT_ENDS_EARLY, EXIT_OUTPUT_EXISTS, EXIT_SIGTERM
+from realtime.jobs.errors import (
+    EXIT_INPUT_ENDS_EARLY,
+    EXIT_OUTPUT_EXISTS,
+    EXIT_SIGTERM,
+    EXIT_SOME_JOBS_FAILED,
+)
 from realtime.jobs.manifest import finished_chunk_files, job_folder
 from realtime.tools.bench import astronaut_bgr
 from tests.paths import REPO_ROOT
@@ -205,7 +210,7 @@ def test_a_batch_runs_every_job_and_one_failure_stops_none(
             *models_args,
         ]
     )
-    assert code == 11, text
+    assert code == EXIT_SOME_JOBS_FAILED, text
     assert "batch: 2 of 3 jobs done, 1 failed" in text and "FAILED" in text and "b.mp4" in text
     assert sorted(p.name for p in results.iterdir()) == ["a.mp4", "c.mkv"]
     assert len(video_times(results / "c.mkv")) == 20 and audio_packets(results / "c.mkv")
