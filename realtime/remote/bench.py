@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,11 @@ class RemoteBench:
     # Per number of concurrent 640x480 streams: the worst stream's share back and p50 (ms).
     concurrent: list[dict[str, float]] = field(default_factory=list)
     sustained_720p: SustainedFigures | None = None  # with `--duration S`
+    # Memory: the server's peak resident set over the whole bench, and while N 640x480 streams ran
+    # at once (the models are shared, so a stream adds only its buffers); this process's peak.
+    server_peak_rss_mb: float = 0.0
+    server_rss_mb_by_streams: dict[str, float] = field(default_factory=dict)
+    client_peak_rss_mb: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -81,6 +87,46 @@ class RemoteBench:
 
 def _figures(s: Summary) -> dict[str, float]:
     return {"p50": round(s.p50, 1), "p99": round(s.p99, 1)}
+
+
+def _status_mb(pid: int, key: str) -> float:
+    """A memory line of /proc/PID/status (VmRSS now, VmHWM the peak) in MB; 0 where unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return 0.0
+
+
+class RssPeak:
+    """The highest resident set a process reaches while the block runs (sampled every 0.2 s)."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self.peak_mb = 0.0
+
+    def _sample(self) -> None:
+        while True:
+            self.peak_mb = max(self.peak_mb, _status_mb(self._pid, "VmRSS"))
+            if self._stop.wait(0.2):
+                return
+
+    def __enter__(self) -> RssPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _own_peak_rss_mb() -> float:
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return round(kb / 1024, 1)
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -211,7 +257,9 @@ def run_remote_bench(
                     )
             result.added_latency_ms = dict(result.sizes[0].added_latency_ms)
             for n in range(1, max_streams + 1):
-                clients = _clients(port, photo, 640, 480, seconds, n)
+                with RssPeak(server.pid) as rss:
+                    clients = _clients(port, photo, 640, 480, seconds, n)
+                result.server_rss_mb_by_streams[str(n)] = rss.peak_mb
                 result.concurrent.append(
                     {
                         "streams": n,
@@ -229,6 +277,8 @@ def run_remote_bench(
                     break
             if sustained_s > 0:
                 result.sustained_720p = _sustained(port, photo, sustained_s)
+            result.server_peak_rss_mb = _status_mb(server.pid, "VmHWM")
+            result.client_peak_rss_mb = _own_peak_rss_mb()
         finally:
             server.terminate()
             server.wait(20)
@@ -250,6 +300,9 @@ def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
                   f"{s.frames_back:.0%} of frames back ({s.frames_back_linked:.0%} of those sent)",
                   file=out)  # fmt: skip
         print(f"640x480 streams at 30 fps without drops: {result.streams_held_640x480_30fps}", file=out)
+        by_streams = ", ".join(f"{n} at once {mb:.0f}" for n, mb in result.server_rss_mb_by_streams.items())
+        print(f"memory: server peak RSS {result.server_peak_rss_mb:.0f} MB (streams {by_streams} MB); "
+              f"client and local engine peak RSS {result.client_peak_rss_mb:.0f} MB", file=out)  # fmt: skip
         held = result.sustained_720p
         if held is not None:
             print(f"1280x720 at 30 fps for {held.seconds:g} s: {held.frames_sent} frames sent, "

@@ -198,6 +198,10 @@ class Server:
             "# TYPE facecast_stream_fps_in gauge",
             "# TYPE facecast_stream_fps_out gauge",
             "# TYPE facecast_stream_latency_ms gauge",
+            "# TYPE facecast_stream_frames_in_total counter",
+            "# TYPE facecast_stream_frames_out_total counter",
+            "# HELP facecast_stream_frames_dropped_total Frames a stream left out, by where: on arrival,"
+            " in the engine, before the encoder.",
             "# TYPE facecast_stream_frames_dropped_total counter",
         ]
         for session in list(self.sessions.values()):

@@ -145,7 +145,13 @@ class StreamSession:
         if self.engine is None:
             return []
         s = self.engine.stats()
-        dropped = s.frames_dropped + (self.source.dropped if self.source is not None else 0)
+        # Where frames were left out: on arrival (the engine had two waiting already), in the
+        # engine (its analyser behind), before the encoder (still busy with an earlier one).
+        dropped = {
+            "arrival": self.source.dropped if self.source is not None else 0,
+            "engine": s.frames_dropped,
+            "sending": self._out.dropped if self._out is not None else 0,
+        }
         label = f'stream="{self.stream_id}"'
         return [
             f"facecast_stream_fps_in{{{label}}} {s.fps_in:.3f}",
@@ -154,5 +160,4 @@ class StreamSession:
             f'facecast_stream_latency_ms{{{label},quantile="0.99"}} {s.latency_ms.p99:.3f}',
             f"facecast_stream_frames_in_total{{{label}}} {s.frames_in}",
             f"facecast_stream_frames_out_total{{{label}}} {s.frames_out}",
-            f"facecast_stream_frames_dropped_total{{{label}}} {dropped}",
-        ]
+        ] + [f'facecast_stream_frames_dropped_total{{{label},at="{at}"}} {n}' for at, n in dropped.items()]

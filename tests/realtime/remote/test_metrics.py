@@ -1,4 +1,5 @@
-"""GET /metrics: Prometheus text, GPU memory included, with and without nvidia-smi."""
+"""GET /metrics: Prometheus text; a running stream's rates, latency and drops; GPU memory with and
+without nvidia-smi."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import requests
 from realtime.remote.gpu import METRIC
 from realtime.remote.runner import ServerThread
 from tests.realtime.remote.conftest import TOKEN
+from tests.realtime.remote.test_faults import wait_for
+from tests.realtime.remote.test_stream_control import swapping_call
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,3 +74,38 @@ def test_gpu_memory_per_gpu_from_nvidia_smi(
     assert samples[METRIC] == [1024 * 1024 * 1024.0, 3 * 1024 * 1024.0]  # MiB -> bytes
     assert f'{METRIC}{{gpu="1"}} {3 * 1024 * 1024}' in text.splitlines()
     assert "no GPU" not in helps[METRIC] and types[METRIC] == "gauge"
+
+
+def test_a_running_stream_reports_its_rates_latency_and_where_it_dropped_frames(
+    start_server: Callable[..., ServerThread], photo: Path, tmp_path: Path
+) -> None:
+    server = start_server()
+    client, _, _, session = swapping_call(server, photo, tmp_path)  # a 10 fps camera
+    try:
+        wait_for(lambda: client.client.stats.remote_frames > 25, 40, "frames back")
+        text = _metrics(server)
+    finally:
+        client.stop()
+    samples, helps, types = _parse(text)
+    lines = text.splitlines()
+    label = f'stream="{session.stream_id}"'
+
+    def value(series: str) -> float:
+        (line,) = [line for line in lines if line.startswith(series + " ")]
+        return float(line.rsplit(" ", 1)[1])
+
+    assert samples["facecast_streams"] == [1.0]
+    assert 3 < value(f"facecast_stream_fps_in{{{label}}}") < 20
+    assert 3 < value(f"facecast_stream_fps_out{{{label}}}") < 20
+    p50 = value(f'facecast_stream_latency_ms{{{label},quantile="0.5"}}')
+    assert 0 < p50 <= value(f'facecast_stream_latency_ms{{{label},quantile="0.99"}}')
+    assert (
+        value(f"facecast_stream_frames_in_total{{{label}}}")
+        >= value(f"facecast_stream_frames_out_total{{{label}}}")
+        > 20
+    )
+    drops = [value(f'facecast_stream_frames_dropped_total{{{label},at="{at}"}}') for at in
+             ("arrival", "engine", "sending")]  # fmt: skip
+    assert all(n >= 0 for n in drops)
+    assert types["facecast_stream_frames_dropped_total"] == "counter"
+    assert "on arrival" in helps["facecast_stream_frames_dropped_total"]

@@ -159,3 +159,6 @@ def test_the_bench_runs_in_miniature() -> None:
     assert size.size == "320x240" and size.frames_back > 0.2
     assert size.remote_ms["p50"] > 0 and size.local_ms["p50"] > 0
     assert "p50" in json.loads(result.to_json())["added_latency_ms"]
+    # Memory is reported: the server (models, buffers) and this process, in MB.
+    assert 50 < result.server_rss_mb_by_streams["1"] <= result.server_peak_rss_mb < 4000
+    assert result.client_peak_rss_mb > 50
