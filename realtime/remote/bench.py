@@ -72,7 +72,7 @@ class RemoteBench:
     sizes: list[SizeFigures] = field(default_factory=list)
     streams_held_640x480_30fps: int = 0
     added_latency_ms: dict[str, float] = field(default_factory=dict)  # at 640x480
-    # Per number of concurrent 640x480 streams: the worst stream's share back and p50 (ms).
+    # Per number of concurrent 640x480 streams: the worst stream's share back, p50 (ms) and drops.
     concurrent: list[dict[str, float]] = field(default_factory=list)
     sustained_720p: SustainedFigures | None = None  # with `--duration S`
     # Memory: the server's peak resident set over the whole bench, and while N 640x480 streams ran
@@ -267,11 +267,15 @@ def run_remote_bench(
                             min(c.stats.remote_frames / max(c.stats.frames_linked, 1) for c in clients), 3
                         ),
                         "worst_p50_ms": round(max(c.stats.latency_ms.p50 for c in clients), 1),
+                        "worst_dropped": max(c.stats.frames_lost for c in clients),
                     }
                 )
-                # Held: every stream got at least 95% of the frames it handed over back, at 30 fps
-                # (the frames captured while the call was being set up are not drops).
-                if all(c.stats.remote_frames >= 0.95 * c.stats.frames_linked > 0 for c in clients):
+                # Held: no stream dropped a frame once its call ran, and each got at least 95% of
+                # the frames it handed over back (the call's set-up and last moments are not drops).
+                if all(
+                    c.stats.frames_lost == 0 and c.stats.remote_frames >= 0.95 * c.stats.frames_linked > 0
+                    for c in clients
+                ):
                     result.streams_held_640x480_30fps = n
                 else:
                     break
