@@ -2,8 +2,8 @@
 
 Threads and hand-offs (nothing unbounded anywhere):
 - capture: reads the source. Live sources offer each frame to a catch-up slot of two (a one-off
-  stall is absorbed, an analyser that stays behind gets the newest; every dropped frame is counted,
-  nothing queues up); file sources read every frame and wait for the slot to empty.
+  stall is absorbed, an analyser slower than the source gets the newest; every dropped frame is
+  counted, nothing queues up); file sources read every frame and wait for the slot to empty.
 - analyser: one thread, every frame in order (tracking needs it). It takes a frame only when one
   of the permits is free, so at most that many frames are between capture and sink: live sources
   have `frames_in_flight` permits; files and clips `read_ahead` more, so the serial analysis of the
@@ -420,7 +420,7 @@ class Engine:
                 frame = pipes.slot.take()
                 assert frame is not None
                 if pipes.slot.dropped != behind_before:
-                    self.metrics.frame_dropped()  # behind for a second take: the older one went
+                    self.metrics.frame_dropped()  # the analyser was behind: the older one went
                 seq = pipes.next_seq
                 pipes.next_seq += 1
                 pipes.capture_wake.notify()

@@ -16,18 +16,23 @@ T = TypeVar("T")
 
 class CatchUpSlot(Generic[T]):
     """Up to two pending items, for live hand-offs (GStreamer's leaky=downstream queue of size 2,
-    plus a catch-up rule). A consumer that has kept up and finds two waiting takes the older one:
-    a one-off stall (a collection, a busy core) costs one item's delay once and loses nothing.
-    Finding two again at its next take means it is behind for good: the older is dropped and the
-    newest taken, so the wait never grows past one item. A third item offered while two wait
-    pushes the oldest out (dropped).
+    plus a catch-up rule), so a taken item never has more than one newer one waiting behind it.
+
+    A consumer that finds two waiting takes the older one while it is catching up: after a one-off
+    stall (a collection, a busy core) it works through both and loses nothing. It is behind, and
+    the older is dropped for the newer, when two or more items came in since its previous take (it
+    is slower than the producer) or when it has found two waiting `patience` takes running (it
+    keeps pace but never gains: without this it would stay one item late for good). A third item
+    offered while two wait pushes the oldest out (dropped).
 
     `put` is for a producer that waits for room rather than drop (files): it needs an empty slot.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, patience: int = 3) -> None:
         self._items: deque[T] = deque()
-        self._behind = False  # the last take found two waiting
+        self._patience = patience
+        self._late_takes = 0  # takes running that found two waiting
+        self._offered = 0  # items offered since the last take
         self.dropped = 0
 
     @property
@@ -41,6 +46,7 @@ class CatchUpSlot(Generic[T]):
     def offer(self, item: T) -> T | None:
         """Put `item` in; the item pushed out (dropped) when two already waited, else None."""
         self._items.append(item)
+        self._offered += 1
         if len(self._items) > 2:
             self.dropped += 1
             return self._items.popleft()
@@ -53,16 +59,17 @@ class CatchUpSlot(Generic[T]):
 
     def take(self) -> T | None:
         """The item to work on next (see the class), or None when none waits."""
+        offered, self._offered = self._offered, 0
         if not self._items:
             return None
         if len(self._items) == 1:
-            self._behind = False
+            self._late_takes = 0
             return self._items.popleft()
-        if self._behind:
+        self._late_takes += 1
+        slower = offered >= 2 and self._late_takes > 1
+        if slower or self._late_takes >= self._patience:
             self._items.popleft()
             self.dropped += 1
-            return self._items.popleft()
-        self._behind = True
         return self._items.popleft()
 
 

@@ -62,6 +62,8 @@ class SustainedFigures:
     # when the call ended: never back, but not drops of a running call.
     unreturned_at_edges: int
     dropped_by_client: int  # of those never back: left out before the client's encoder took them
+    # The server's own count by place (its /metrics, read each second: as of <= 1 s before the end).
+    dropped_at_server: dict[str, int]
     load_average: tuple[float, float, float]  # the machine's 1, 5 and 15 min load at the end
 
 
@@ -194,8 +196,45 @@ def _clients(port: int, photo: Path, w: int, h: int, seconds: float, n: int) -> 
 SIZES = ((640, 480), (1280, 720))
 
 
+class ServerDrops:
+    """The server's drop counters by place for its one stream, read from /metrics every second
+    while the block runs (the stream's series leave /metrics when it ends)."""
+
+    def __init__(self, port: int) -> None:
+        self._url = f"http://127.0.0.1:{port}/metrics"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self.by_place: dict[str, int] = {}
+
+    def _poll(self) -> None:
+        import urllib.request
+
+        request = urllib.request.Request(self._url, headers={"Authorization": f"Bearer {TOKEN}"})
+        while not self._stop.wait(1.0):
+            try:
+                text = urllib.request.urlopen(request, timeout=2).read().decode()
+            except OSError:
+                continue  # the next second's reading will do
+            found = {}
+            for line in text.splitlines():
+                if line.startswith("facecast_stream_frames_dropped_total{") and 'at="' in line:
+                    place = line.split('at="', 1)[1].split('"', 1)[0]
+                    found[place] = int(float(line.rsplit(" ", 1)[1]))
+            if found:
+                self.by_place = found
+
+    def __enter__(self) -> ServerDrops:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _sustained(port: int, photo: Path, seconds: float) -> SustainedFigures:
-    (client,) = _clients(port, photo, 1280, 720, seconds, 1)
+    with ServerDrops(port) as server:
+        (client,) = _clients(port, photo, 1280, 720, seconds, 1)
     stats = client.stats
     back = stats.remote_frames + stats.remote_skipped
     one, five, fifteen = os.getloadavg()
@@ -206,6 +245,7 @@ def _sustained(port: int, photo: Path, seconds: float) -> SustainedFigures:
         stats.frames_lost,
         max(stats.frames_linked - back - stats.frames_lost, 0),
         stats.frames_unsent,
+        server.by_place,
         (round(one, 2), round(five, 2), round(fifteen, 2)),
     )
 
@@ -311,6 +351,7 @@ def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
         if held is not None:
             print(f"1280x720 at 30 fps for {held.seconds:g} s: {held.frames_sent} frames sent, "
                   f"{held.frames_back} back, {held.dropped} dropped ({held.dropped_by_client} by the "
-                  f"client), {held.unreturned_at_edges} not back at the start or end (load average "
+                  f"client; the server's: {held.dropped_at_server}), {held.unreturned_at_edges} not back "
+                  f"at the start or end (load average "
                   f"{' '.join(str(v) for v in held.load_average)})", file=out)  # fmt: skip
     return 0

@@ -19,23 +19,45 @@ def test_a_one_off_stall_loses_nothing() -> None:
     assert slot.dropped == 0 and not slot.full and slot.take() is None
 
 
-def test_a_consumer_that_stays_behind_gets_the_newest() -> None:
+def test_a_consumer_catching_up_while_frames_keep_coming_loses_nothing() -> None:
+    """After a stall the consumer takes one frame for each that arrives, then gains: every frame is
+    worked on, in order."""
+    slot: CatchUpSlot[int] = CatchUpSlot()
+    slot.offer(1)
+    slot.offer(2)  # the stall
+    assert slot.take() == 1
+    slot.offer(3)
+    assert slot.take() == 2  # one came in since: it keeps pace, still catching up
+    assert slot.take() == 3 and slot.dropped == 0  # and gained
+
+
+def test_a_consumer_slower_than_the_producer_gets_the_newest() -> None:
     slot: CatchUpSlot[int] = CatchUpSlot()
     slot.offer(1)
     slot.offer(2)
     assert slot.take() == 1  # maybe a one-off
     slot.offer(3)
-    assert slot.take() == 3  # two again: behind for good, the older (2) goes
-    assert slot.dropped == 1
-    slot.offer(4)
+    assert slot.offer(4) == 2  # two more came in: the oldest is pushed out
+    assert slot.take() == 4 and slot.dropped == 2  # slower than the producer: the newest
     slot.offer(5)
-    assert slot.offer(6) == 4  # a third pushes the oldest out
-    assert slot.take() == 6 and slot.dropped == 3  # still behind: the newest again
+    assert slot.take() == 5  # one waiting: caught up
+    slot.offer(6)
     slot.offer(7)
-    assert slot.take() == 7  # one waiting: caught up
-    slot.offer(8)
-    slot.offer(9)
-    assert slot.take() == 8 and slot.dropped == 3  # a new stall is a one-off again
+    assert slot.take() == 6 and slot.dropped == 2  # a new stall is a one-off again
+
+
+def test_a_consumer_that_keeps_pace_but_never_gains_is_not_left_one_late() -> None:
+    """One take per offer after a stall: without the patience rule it would stay one frame late
+    for good; with it the older goes at the third late take."""
+    slot: CatchUpSlot[int] = CatchUpSlot(patience=3)
+    slot.offer(0)
+    slot.offer(1)
+    taken = [slot.take()]
+    for item in range(2, 6):
+        slot.offer(item)
+        taken.append(slot.take())
+    assert taken == [0, 1, 3, 4, 5] and slot.dropped == 1  # 2 went; then on time (one waiting)
+    assert not slot.full
 
 
 @given(st.lists(st.integers(min_value=0, max_value=3), max_size=60))

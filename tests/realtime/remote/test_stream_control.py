@@ -154,6 +154,7 @@ def test_the_bench_runs_in_miniature() -> None:
     assert held.dropped + held.unreturned_at_edges == held.frames_sent - held.frames_back
     assert 0 <= held.dropped_by_client <= held.frames_sent - held.frames_back
     assert held.unreturned_at_edges < 30
+    assert set(held.dropped_at_server) == {"arrival", "engine", "sending"}  # read while the call ran
     assert json.loads(result.to_json())["sustained_720p"]["frames_back"] == held.frames_back
     (size,) = result.sizes
     assert size.size == "320x240" and size.frames_back > 0.2
