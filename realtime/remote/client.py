@@ -55,7 +55,7 @@ from realtime.remote.media import (
 from realtime.remote.options import RemoteOptions
 from realtime.remote.settings_push import overrides_for
 from realtime.remote.signalling import Signalling, StreamHandle
-from realtime.remote.transport import quicken_receivers
+from realtime.remote.transport import quicken_receivers, steady_senders
 
 log = logging.getLogger(__name__)
 
@@ -424,6 +424,7 @@ class RemoteClient:
             handle = await signalling.open_stream(str(pc.localDescription.sdp))
             self._handle = handle
             await pc.setRemoteDescription(RTCSessionDescription(sdp=handle.answer, type="answer"))
+            steady_senders(pc)  # negotiated, and no frame handed over yet
             self._sending = sending
             self._last_remote = time.perf_counter()
             self._linked.set()

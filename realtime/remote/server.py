@@ -47,7 +47,7 @@ from realtime.remote.jobs_api import JobsApi, RequestChecks
 from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
 from realtime.remote.session import StreamSession
 from realtime.remote.tokens import TokenFile, bearer
-from realtime.remote.transport import quicken_receivers
+from realtime.remote.transport import quicken_receivers, steady_senders
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +342,7 @@ class Server:
         quicken_receivers(pc)  # before the answer: no media flows yet
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
+        steady_senders(pc)  # negotiated; the engine sends nothing before the first frame comes in
         return str(pc.localDescription.sdp)
 
     async def _closed(self, session: StreamSession, reason: str) -> None:

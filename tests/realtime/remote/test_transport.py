@@ -1,5 +1,6 @@
-"""The receiving side's shortcuts: a frame leaves the jitter buffer at its marked last packet, a
-burst of decoded frames drains into a bounded hand-off, colour conversions round-trip."""
+"""aiortc's defaults and the fixes: a frame leaves the jitter buffer at its marked last packet, a
+burst of decoded frames drains into a bounded hand-off, the VP8 encoder keeps its rate, colour
+conversions round-trip."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import asyncio
 
 import av
 import numpy as np
-from aiortc import RTCPeerConnection
+from aiortc import RTCPeerConnection, RTCRtpSender
+from aiortc.codecs.vpx import MAX_BITRATE, MIN_BITRATE
 from aiortc.rtp import RtpPacket
 
 from realtime.remote.client import ReturnGaps
 from realtime.remote.media import HandOff, Received, bgr_of, i420_of, pump_track
-from realtime.remote.transport import MarkerJitterBuffer, quicken_receivers
+from realtime.remote.transport import MarkerJitterBuffer, SteadyVp8Encoder, quicken_receivers, steady_senders
 from tests.realtime.remote.conftest import frame_image
 
 
@@ -112,3 +114,46 @@ def test_a_frame_that_never_came_back_is_counted_once_and_the_last_ones_in_fligh
     returned = [5, 6, 8, 9, 9, 7, 12]  # 7, 10 and 11 lost; a repeat or a late one changes nothing
     assert [gaps.back(i) for i in returned] == [0, 0, 1, 0, 0, 0, 2]
     # Frames 13.. were sent and the call ended: nothing more is counted without a later return.
+
+
+def test_the_steady_encoder_follows_the_estimate_only_in_big_steps() -> None:
+    encoder = SteadyVp8Encoder()
+    assert encoder.target_bitrate == MAX_BITRATE  # no ramp from 500 kbit/s on a good link
+    for estimate in (1_450_000, 1_300_000, 1_100_000, 1_600_000):  # aiortc's would follow each
+        encoder.target_bitrate = estimate
+    assert encoder.target_bitrate == MAX_BITRATE and encoder.rate_changes == 0
+    encoder.target_bitrate = 600_000  # the link got much worse: followed
+    encoder.target_bitrate = 700_000  # a small move back: not (it would be a keyframe)
+    assert encoder.target_bitrate == 600_000 and encoder.rate_changes == 1
+    encoder.target_bitrate = 10  # to the floor
+    assert encoder.target_bitrate == MIN_BITRATE and encoder.rate_changes == 2
+
+
+def negotiated(codec: str) -> int:
+    """Offer a video track from one connection to another on loopback with `codec` preferred;
+    how many senders of the offering side got the steady encoder."""
+
+    async def main() -> int:
+        caller, callee = RTCPeerConnection(), RTCPeerConnection()
+        try:
+            transceiver = caller.addTransceiver("video", direction="sendonly")
+            caps = [c for c in RTCRtpSender.getCapabilities("video").codecs if c.mimeType == codec]
+            transceiver.setCodecPreferences(caps)
+            await caller.setLocalDescription(await caller.createOffer())
+            await callee.setRemoteDescription(caller.localDescription)
+            await callee.setLocalDescription(await callee.createAnswer())
+            await caller.setRemoteDescription(callee.localDescription)
+            changed = steady_senders(caller)
+            encoder = transceiver.sender._RTCRtpSender__encoder
+            assert isinstance(encoder, SteadyVp8Encoder) == (changed == 1)
+            return changed + steady_senders(caller)  # the second changes nothing
+        finally:
+            await caller.close()
+            await callee.close()
+
+    return asyncio.run(main())
+
+
+def test_a_vp8_sender_gets_the_steady_encoder_and_an_h264_one_keeps_aiortcs() -> None:
+    assert negotiated("video/VP8") == 1
+    assert negotiated("video/H264") == 0
