@@ -70,6 +70,7 @@ class ClientStats:
     # Sent and never returned: the gaps between the frames that came back (the frames still on
     # their way when the call ends are not lost).
     frames_lost: int = 0
+    frames_lost_settled: int = 0  # of those, lost once the call had run a second (not its start-up)
     frames_out: int = 0
     remote_frames: int = 0  # returned from the server and shown
     remote_matched: int = 0  # returned and matched to the captured frame they were made from
@@ -118,18 +119,25 @@ class Timeline:
 class ReturnGaps:
     """One connection's lost frames, from the source indices of the frames that come back (every
     frame captured while linked is sent): a gap between two returned frames was lost on the way;
-    the frames still on their way when the call ends are not counted."""
+    the frames still on their way when the call ends are not counted. Losses among the frames
+    captured in the call's first `settle_s` (after the first one back: the stream's engine and
+    both codecs starting) are told apart from those of the running call."""
 
-    def __init__(self) -> None:
+    def __init__(self, settle_s: float = 1.0) -> None:
         self._last = -1
+        self._settle_s = settle_s
+        self._first_ts: float | None = None
 
-    def back(self, index: int) -> int:
-        """Frame `index` came back: how many sent before it, after the last one back, never will."""
+    def back(self, index: int, captured_ts: float) -> tuple[int, bool]:
+        """Frame `index`, captured at `captured_ts`, came back: how many sent before it, after the
+        last one back, never will, and whether the call had settled by then."""
+        if self._first_ts is None:
+            self._first_ts = captured_ts
         if index <= self._last:
-            return 0  # an unknown or repeated index
+            return 0, False  # an unknown or repeated index
         gap = index - self._last - 1 if self._last >= 0 else 0
         self._last = index
-        return gap
+        return gap, captured_ts - self._first_ts >= self._settle_s
 
 
 class SendingTrack(MediaStreamTrack):
@@ -409,7 +417,9 @@ class RemoteClient:
                     captured = timeline.lookup(item.pts) if item.pts > 0 else None
                     if captured is not None:
                         self.stats.remote_matched += 1
-                        self.stats.frames_lost += gaps.back(captured[1])
+                        lost, settled = gaps.back(captured[1], captured[0])
+                        self.stats.frames_lost += lost
+                        self.stats.frames_lost_settled += lost if settled else 0
                     self._remote.put((item, captured))
 
                 async def pump() -> None:

@@ -110,9 +110,12 @@ def test_colour_conversions_round_trip() -> None:
 
 
 def test_a_frame_that_never_came_back_is_counted_once_and_the_last_ones_in_flight_are_not() -> None:
-    gaps = ReturnGaps()
+    gaps = ReturnGaps(settle_s=1.0)
     returned = [5, 6, 8, 9, 9, 7, 12]  # 7, 10 and 11 lost; a repeat or a late one changes nothing
-    assert [gaps.back(i) for i in returned] == [0, 0, 1, 0, 0, 0, 2]
+    captured = [0.0, 0.1, 0.2, 0.3, 0.3, 0.15, 1.2]  # 12 after the call's first second
+    got = [gaps.back(i, t) for i, t in zip(returned, captured, strict=True)]
+    assert [lost for lost, _ in got] == [0, 0, 1, 0, 0, 0, 2]
+    assert [settled for lost, settled in got if lost] == [False, True]  # 7 in the start-up
     # Frames 13.. were sent and the call ended: nothing more is counted without a later return.
 
 
