@@ -16,9 +16,10 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Self, TextIO
 
 import cv2
 
@@ -103,28 +104,42 @@ def _status_mb(pid: int, key: str) -> float:
     return 0.0
 
 
-class RssPeak:
-    """The highest resident set a process reaches while the block runs (sampled every 0.2 s)."""
+class Sampler:
+    """Calls `sample()` every `period_s` on a thread of its own while the `with` block runs."""
 
-    def __init__(self, pid: int) -> None:
-        self._pid = pid
+    def __init__(self, period_s: float) -> None:
+        self._period_s = period_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self.peak_mb = 0.0
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
         while True:
-            self.peak_mb = max(self.peak_mb, _status_mb(self._pid, "VmRSS"))
-            if self._stop.wait(0.2):
+            self.sample()
+            if self._stop.wait(self._period_s):
                 return
 
-    def __enter__(self) -> RssPeak:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class RssPeak(Sampler):
+    """The highest resident set a process reaches while the block runs."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(0.2)
+        self._pid = pid
+        self.peak_mb = 0.0
+
+    def sample(self) -> None:
+        self.peak_mb = max(self.peak_mb, _status_mb(self._pid, "VmRSS"))
 
 
 def _own_peak_rss_mb() -> float:
@@ -162,8 +177,6 @@ def _serve(port: int, folder: Path, models: Path) -> subprocess.Popen[bytes]:
         env={**os.environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
     end = time.monotonic() + 60
-    import urllib.request
-
     while time.monotonic() < end:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=1).read()
@@ -197,40 +210,29 @@ def _clients(port: int, photo: Path, w: int, h: int, seconds: float, n: int) -> 
 SIZES = ((640, 480), (1280, 720))
 
 
-class ServerDrops:
+class ServerDrops(Sampler):
     """The server's drop counters by place for its one stream, read from /metrics every second
     while the block runs (the stream's series leave /metrics when it ends)."""
 
     def __init__(self, port: int) -> None:
-        self._url = f"http://127.0.0.1:{port}/metrics"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
+        super().__init__(1.0)
+        self._request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
         self.by_place: dict[str, int] = {}
 
-    def _poll(self) -> None:
-        import urllib.request
-
-        request = urllib.request.Request(self._url, headers={"Authorization": f"Bearer {TOKEN}"})
-        while not self._stop.wait(1.0):
-            try:
-                text = urllib.request.urlopen(request, timeout=2).read().decode()
-            except OSError:
-                continue  # the next second's reading will do
-            found = {}
-            for line in text.splitlines():
-                if line.startswith("facecast_stream_frames_dropped_total{") and 'at="' in line:
-                    place = line.split('at="', 1)[1].split('"', 1)[0]
-                    found[place] = int(float(line.rsplit(" ", 1)[1]))
-            if found:
-                self.by_place = found
-
-    def __enter__(self) -> ServerDrops:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def sample(self) -> None:
+        try:
+            text = urllib.request.urlopen(self._request, timeout=2).read().decode()
+        except OSError:
+            return  # the next second's reading will do
+        found = {}
+        for line in text.splitlines():
+            if line.startswith("facecast_stream_frames_dropped_total{") and 'at="' in line:
+                place = line.split('at="', 1)[1].split('"', 1)[0]
+                found[place] = int(float(line.rsplit(" ", 1)[1]))
+        if found:
+            self.by_place = found
 
 
 def _sustained(port: int, photo: Path, seconds: float) -> SustainedFigures:
