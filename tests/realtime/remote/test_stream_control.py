@@ -147,7 +147,7 @@ def test_a_client_killed_mid_stream_frees_its_place(
 
 
 def test_the_bench_runs_in_miniature() -> None:
-    result = run_remote_bench(seconds=1.5, max_streams=1, sizes=((320, 240),), sustained_s=3.0)
+    result = run_remote_bench(seconds=3.0, max_streams=1, sizes=((320, 240),), sustained_s=3.0)
     held = result.sustained_720p
     assert held is not None and held.seconds == 3.0
     assert held.frames_sent > 0 and 0 < held.frames_back <= held.frames_sent
@@ -157,7 +157,8 @@ def test_the_bench_runs_in_miniature() -> None:
     assert set(held.dropped_at_server) == {"arrival", "engine", "sending"}  # read while the call ran
     assert json.loads(result.to_json())["sustained_720p"]["frames_back"] == held.frames_back
     (size,) = result.sizes
-    assert size.size == "320x240" and size.frames_back > 0.2
+    assert size.size == "320x240"
+    assert 0 < size.frames_back <= size.frames_back_linked <= 1  # the figures, not the speed
     assert size.remote_ms["p50"] > 0 and size.local_ms["p50"] > 0
     assert "p50" in json.loads(result.to_json())["added_latency_ms"]
     # Memory is reported: the server (models, buffers) and this process, in MB.

@@ -5,6 +5,7 @@ conversions round-trip."""
 from __future__ import annotations
 
 import asyncio
+import fractions
 
 import av
 import numpy as np
@@ -14,7 +15,13 @@ from aiortc.rtp import RtpPacket
 
 from realtime.remote.client import ReturnGaps
 from realtime.remote.media import HandOff, Received, bgr_of, i420_of, pump_track
-from realtime.remote.transport import MarkerJitterBuffer, SteadyVp8Encoder, quicken_receivers, steady_senders
+from realtime.remote.transport import (
+    MarkerJitterBuffer,
+    SteadyVp8Encoder,
+    quicken_receivers,
+    start_bitrate,
+    steady_senders,
+)
 from tests.realtime.remote.conftest import frame_image
 
 
@@ -119,8 +126,20 @@ def test_a_frame_that_never_came_back_is_counted_once_and_the_last_ones_in_fligh
     # Frames 13.. were sent and the call ended: nothing more is counted without a later return.
 
 
-def test_the_steady_encoder_follows_the_estimate_only_in_big_steps() -> None:
+def first_frame(encoder: SteadyVp8Encoder, width: int, height: int) -> None:
+    frame = av.VideoFrame(width, height, "yuv420p")
+    frame.pts, frame.time_base = 0, fractions.Fraction(1, 90_000)
+    payloads, _ = encoder.encode(frame)
+    assert payloads  # a keyframe went out
+
+
+def test_the_steady_encoder_starts_at_its_pictures_rate_and_follows_the_estimate_only_in_big_steps() -> None:
+    small = SteadyVp8Encoder()
+    first_frame(small, 320, 240)
+    assert small.target_bitrate == MIN_BITRATE  # 0.1 bit a pixel at 30 fps, within aiortc's limits
+    assert start_bitrate(640, 480) == 921_600
     encoder = SteadyVp8Encoder()
+    first_frame(encoder, 1280, 720)
     assert encoder.target_bitrate == MAX_BITRATE  # no ramp from 500 kbit/s on a good link
     for estimate in (1_450_000, 1_300_000, 1_100_000, 1_600_000):  # aiortc's would follow each
         encoder.target_bitrate = estimate
