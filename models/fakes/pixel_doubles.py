@@ -37,24 +37,32 @@ def position_ramp(size: int) -> npt.NDArray[np.float32]:
     return ((2.0 * t[None, :] + t[:, None]) * (2.0 / 3.0) - 1.0).astype(np.float32)
 
 
+def pooled_projection(
+    name: str, io: tuple[str, str], size: int, pool: int, weight: npt.NDArray[np.float32]
+) -> onnx.ModelProto:
+    """`io[0]` [N,3,size,size] -> `pool`x`pool` average pool -> flatten -> MatMul with `weight`
+    -> `io[1]` [N, weight's columns]: a double whose output depends on the whole picture."""
+    nodes = [
+        helper.make_node("AveragePool", [io[0]], ["pooled"], kernel_shape=[pool, pool], strides=[pool, pool]),
+        helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "w"], [io[1]]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info(io[0], TensorProto.FLOAT, ["N", 3, size, size])],
+        [helper.make_tensor_value_info(io[1], TensorProto.FLOAT, ["N", int(weight.shape[1])])],
+        initializer=[numpy_helper.from_array(weight, "w")],
+    )
+    return finish_model(graph)
+
+
 def build_arcface(seed: int = 0) -> onnx.ModelProto:
     """ArcFace double: `input.1` [N,3,112,112] -> 8x8 average pool -> flatten (192) -> MatMul with a
     seeded (192, 512) matrix -> `embedding` [N,512]. Same crop, same vector; different crops differ."""
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((3 * 8 * 8, 512)) / np.sqrt(3 * 8 * 8)).astype(np.float32)
-    nodes = [
-        helper.make_node("AveragePool", ["input.1"], ["pooled"], kernel_shape=[14, 14], strides=[14, 14]),
-        helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
-        helper.make_node("MatMul", ["flat", "proj_w"], ["embedding"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "arcface_double",
-        [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, ["N", 3, 112, 112])],
-        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["N", 512])],
-        initializer=[numpy_helper.from_array(w, "proj_w")],
-    )
-    return finish_model(graph)
+    return pooled_projection("arcface_double", ("input.1", "embedding"), 112, 14, w)
 
 
 def inswapper_weights(seed: int = 0) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
@@ -143,19 +151,7 @@ def inswapper_reference(
 
 def build_landmark_2d106() -> onnx.ModelProto:
     """Signature-only 2d106det double ([N,3,192,192] -> [N,212]) for router tests."""
-    nodes = [
-        helper.make_node("AveragePool", ["data"], ["pooled"], kernel_shape=[192, 192]),
-        helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
-        helper.make_node("MatMul", ["flat", "w"], ["fc1"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "lmk_double",
-        [helper.make_tensor_value_info("data", TensorProto.FLOAT, ["N", 3, 192, 192])],
-        [helper.make_tensor_value_info("fc1", TensorProto.FLOAT, ["N", 212])],
-        initializer=[numpy_helper.from_array(np.ones((3, 212), dtype=np.float32), "w")],
-    )
-    return finish_model(graph)
+    return pooled_projection("lmk_double", ("data", "fc1"), 192, 192, np.ones((3, 212), dtype=np.float32))
 
 
 # Restorer doubles: a 1x1 colour mix in the restorers' normalised RGB space (rows: out R, G, B).

@@ -27,6 +27,15 @@ def clip() -> tuple[list[np.ndarray], list[list[FaceTruth]]]:
     return scene.frames, scene.truth
 
 
+def shown_preview(qtbot: QtBot, width: int) -> PreviewWidget:
+    """A preview on screen, `width` x 300, closed with the test."""
+    preview = PreviewWidget()
+    qtbot.addWidget(preview)
+    preview.resize(width, 300)
+    preview.show()
+    return preview
+
+
 def _widget_point(preview: PreviewWidget, face: FaceTruth, pane: int) -> QPoint:
     """Where the face's nose is on screen, in the given pane (0: Original, 1: Output)."""
     rect = preview._layout()[pane][0]
@@ -49,10 +58,7 @@ def test_clicking_a_face_in_the_preview_locks_onto_that_person(qtbot: QtBot, cli
     """If this broke, clicking a face would do nothing (or pick the other person), and there would
     be no way to choose whom to swap without a photo of them."""
     frames, truth = clip
-    preview = PreviewWidget()
-    qtbot.addWidget(preview)
-    preview.resize(1000, 300)
-    preview.show()
+    preview = shown_preview(qtbot, 1000)
     picks = LivePicks()
     mtcnn = MTCNN(min_face_size=40)
     picker = FacePicker(preview, picks, detect=mtcnn.detect)
@@ -100,10 +106,7 @@ def test_clicking_a_face_in_the_preview_locks_onto_that_person(qtbot: QtBot, cli
 
 def test_moving_over_the_preview_finds_the_faces_off_the_gui_thread(qtbot: QtBot, clip) -> None:  # type: ignore[no-untyped-def]
     frames, _ = clip
-    preview = PreviewWidget()
-    qtbot.addWidget(preview)
-    preview.resize(800, 300)
-    preview.show()
+    preview = shown_preview(qtbot, 800)
     mtcnn = MTCNN(min_face_size=40)
     picker = FacePicker(preview, LivePicks(), detect=mtcnn.detect)
     preview.show_frame(PreviewFrame(frames[0], frames[0], 7))
@@ -147,10 +150,7 @@ def test_clicking_a_face_offers_to_map_that_person_to_a_gallery_face(qtbot: QtBo
     from gui.face_picker import GalleryChoice
 
     frames, truth = clip
-    preview = PreviewWidget()
-    qtbot.addWidget(preview)
-    preview.resize(1000, 300)
-    preview.show()
+    preview = shown_preview(qtbot, 1000)
     picks = LivePicks()
     faces = [GalleryChoice("/photos/a.jpg", "a.jpg", 0), GalleryChoice("/photos/b.jpg", "b.jpg", 1)]
     picker = FacePicker(preview, picks, detect=MTCNN(min_face_size=40).detect, choices=lambda: faces)
