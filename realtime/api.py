@@ -16,9 +16,6 @@ from models.runtime.session import SessionConfig, SessionFactory
 from models.runtime.session_pool import SessionPool
 from models.types import Detection, FloatArray, ImageBGR
 from models.wrappers.mtcnn import MTCNN
-from realtime.build.gallery_stages import ActiveFace, GalleryFaceSwap
-from realtime.build.model_loading import check_models_present, load_analysis_models, quality_model_names
-from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.consent import CONSENT_TEXT, consent_path, consent_recorded, record_consent, settings_path
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
@@ -56,6 +53,9 @@ from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
 from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
+from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
+from realtime.wiring.gallery_stages import ActiveFace, GalleryFaceSwap
+from realtime.wiring.model_loading import check_models_present, load_analysis_models, quality_model_names
 
 __all__ = [
     "CATALOGUE",

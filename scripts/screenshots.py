@@ -112,8 +112,8 @@ from gui.services import AppServices  # noqa: E402
 from gui.theme import apply_dark_theme  # noqa: E402
 from models.fakes.doubles import write_all  # noqa: E402
 from models.files.catalogue import get_entry  # noqa: E402
-from realtime.build.wiring import ModelOptions  # noqa: E402
 from realtime.tools.bench import astronaut_bgr  # noqa: E402
+from realtime.wiring.face_swap import ModelOptions  # noqa: E402
 from tests.gui.model_server import ModelServer, Route, model_server, served_entry  # noqa: E402
 from tests.vcam_recorder import recording_backend  # noqa: E402
 

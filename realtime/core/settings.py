@@ -167,7 +167,7 @@ class MasksSettings:
         _check(0.5 <= self.mouth_scale <= 2.0, "masks.mouth_scale", "0.5-2")
 
 
-# Where the models run; "auto" is resolved by whoever builds the stages (realtime.build.wiring).
+# Where the models run; "auto" is resolved by whoever builds the stages (realtime.wiring.face_swap).
 Provider = Literal["auto", "cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"]
 
 

@@ -222,7 +222,7 @@ class FaceSwapWorker:
         if self._quality is None:
             raise ModelError(
                 "This swap worker was built without enhancer/mask models.",
-                hint="Build it with a QualityModels loader (realtime.build.wiring does).",
+                hint="Build it with a QualityModels loader (realtime.wiring.face_swap does).",
             )
         return self._quality
 

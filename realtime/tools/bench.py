@@ -34,7 +34,6 @@ import platformdirs
 
 from models.runtime.session import InferenceClock
 from models.types import ImageBGR
-from realtime.build.wiring import ModelOptions, prepare_face_swap
 from realtime.core.engine import Engine
 from realtime.core.frames import VideoFrame
 from realtime.core.metrics import Summary
@@ -42,6 +41,7 @@ from realtime.core.settings import Settings, load_preset, parse_override
 from realtime.core.stage_set import StageSet
 from realtime.io.sinks import NullSink
 from realtime.tools.bench_peers import DLC_DET_INTERVAL, load_insightface_models, run_dlc_style
+from realtime.wiring.face_swap import ModelOptions, prepare_face_swap
 
 
 def peak_rss_mb() -> float:

@@ -254,12 +254,12 @@ def _run(
     show: Callable[[str], None],
     complain: Callable[[str], None],
 ) -> int:
-    from realtime.build.wiring import ModelOptions, prepare_face_swap, resolve_provider
     from realtime.core.engine import Engine
     from realtime.core.events import EngineEvent
     from realtime.core.heap import freeze_heap
     from realtime.io.inputs import open_input
     from realtime.io.sources import FallbackSource, camera_index
+    from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 
     signals.checkpoint()
     check_not_an_input(args)

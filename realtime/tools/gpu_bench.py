@@ -182,9 +182,9 @@ def _bench_engine(
 
     import cv2
 
-    from realtime.build.wiring import ModelOptions, prepare_face_swap
     from realtime.core.settings import Settings
     from realtime.tools.bench import astronaut_bgr, make_clip, run_engine
+    from realtime.wiring.face_swap import ModelOptions, prepare_face_swap
 
     label = {"cuda": "CUDA", "tensorrt": "TensorRT fp16", "cpu": "CPU"}[provider]
     results: list[Result] = []

@@ -90,8 +90,8 @@ def test_ctrl_c_inside_a_native_callback_during_start_up_is_not_lost(
     import cv2
 
     import main
-    from realtime.build import wiring
     from realtime.tools.bench import astronaut_bgr
+    from realtime.wiring import face_swap as wiring
 
     models = tmp_path / "models"
     write_all(models)

@@ -19,7 +19,7 @@ from pytestqt.qtbot import QtBot
 from gui.controller import ModelsState, RunState
 from gui.face_analysis import THUMB_SIZE, PhotoAnalyser
 from gui.main_window import MainWindow
-from realtime.build.wiring import ModelOptions
+from realtime.wiring.face_swap import ModelOptions
 from tests.gui.test_gui_helpers import (
     open_window,
     run_config,

@@ -19,8 +19,8 @@ from gui.config import ConfigStore, GuiConfig, InputConfig, OutputConfig
 from gui.main_window import MainWindow
 from gui.services import AppServices
 from models.fakes.doubles import write_all
-from realtime.build.wiring import ModelOptions
 from realtime.tools.bench import astronaut_bgr
+from realtime.wiring.face_swap import ModelOptions
 
 SIZE = (320, 240)
 

@@ -19,7 +19,7 @@ from PyQt6.QtWidgets import QAbstractSpinBox, QApplication, QComboBox, QWidget
 from pytestqt.qtbot import QtBot
 
 import gui.controller as controller_module
-import realtime.build.gallery_stages as swap_stages
+import realtime.wiring.gallery_stages as swap_stages
 from gui.config import ConfigStore, InputConfig
 from gui.controller import ModelsState, RunState
 from gui.main_window import MainWindow

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from realtime.build.gallery_stages import ActiveFace, ActiveFaceAnalyser
 from realtime.core.contracts import FramePlan, PreparingAnalyser, SwapTarget
 from realtime.core.settings import Settings
+from realtime.wiring.gallery_stages import ActiveFace, ActiveFaceAnalyser
 
 KPS = np.zeros((5, 2), dtype=np.float32)
 

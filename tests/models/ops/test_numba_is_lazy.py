@@ -11,7 +11,7 @@ from tests.paths import REPO_ROOT
 GPU_PATH_MODULES = (
     "main",
     "realtime.api",
-    "realtime.build.wiring",
+    "realtime.wiring.face_swap",
     "realtime.face.device_backend",
     "realtime.face.host.compositor",
     "realtime.io.nvdec_device",

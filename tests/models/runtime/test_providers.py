@@ -599,8 +599,8 @@ def test_the_default_provider_is_auto_and_runs_on_what_this_machine_has(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With no --provider, `main.py run` runs on the GPU where there is one: the default is auto."""
-    from realtime.build import wiring as app
     from realtime.core.settings import Settings, load_preset
+    from realtime.wiring import face_swap as app
 
     assert Settings().pipeline.provider == "auto"
     assert all(

@@ -26,7 +26,7 @@ from models.wrappers.enhancers import (
     ffhq_template,
     load_restorer,
 )
-from realtime.build.model_loading import CATALOGUE_FILE
+from realtime.wiring.model_loading import CATALOGUE_FILE
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))
 

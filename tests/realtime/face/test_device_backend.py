@@ -25,7 +25,6 @@ from models.ops.align import arcface_template, estimate_norm, invert_affine
 from models.ops.crop_geometry import CropSpec
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper
-from realtime.build.model_loading import ModelPaths, StoreQualityModels
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.engine import Engine
 from realtime.core.frames import VideoFrame
@@ -34,6 +33,7 @@ from realtime.core.stage_set import StageSet
 from realtime.face.host.compositor import Compositor, paste_region
 from realtime.face.source_face import SourceIdentity
 from realtime.face.swap_worker import FaceSwapWorker
+from realtime.wiring.model_loading import ModelPaths, StoreQualityModels
 from tests.engine_fakes import FakeSource, RecordingSink
 from tests.models.ops.test_device_ops import PASTE_TOL, bgr_to_nv12, smooth_frame
 

@@ -22,12 +22,12 @@ from models.ops.align import estimate_norm, warp_crop, warp_paste_crop
 from models.ops.crop_geometry import ARCFACE_CROP, INSWAPPER_CROP, CropSpec
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.inswapper import InSwapper
-from realtime.build.model_loading import ModelPaths, StoreQualityModels
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings
 from realtime.face.host.compositor import paste_region
 from realtime.face.source_face import SourceIdentity
 from realtime.face.swap_worker import FaceSwapWorker
+from realtime.wiring.model_loading import ModelPaths, StoreQualityModels
 from tests.real_faces import astronaut_face
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))

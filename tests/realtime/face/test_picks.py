@@ -83,7 +83,7 @@ def test_people_mapped_in_the_preview_keep_their_own_gallery_faces_as_they_cross
     frame, through the panel's active-face stage, and keep them after they swap places; clearing the
     map gives the active face back. If this broke, both would get the active face (or swap faces
     when they crossed)."""
-    from realtime.build.gallery_stages import ActiveFace, ActiveFaceAnalyser
+    from realtime.wiring.gallery_stages import ActiveFace, ActiveFaceAnalyser
 
     scene = build_scenes(["two mapped crossing"])[0]  # TARGET walks behind BYSTANDER, left to right
     detector = ScriptedDetector(scene)
@@ -126,9 +126,9 @@ def test_a_person_mapped_in_the_preview_is_covered_until_confirmed(fallback: str
     show them pixelated, not as they are; nobody else is ever swapped. If the fallback ignored the
     live map, their own face would show for those frames."""
     from models.wrappers.mtcnn import MTCNN
-    from realtime.build.gallery_stages import ActiveFace, ActiveFaceAnalyser
     from realtime.face.privacy import covers_of
     from realtime.tools.leak_scenes import LOOK_ALIKE_TARGET
+    from realtime.wiring.gallery_stages import ActiveFace, ActiveFaceAnalyser
 
     scene = build_scenes(["look-alikes"])[0]
     detector, recognizer = MTCNN(min_face_size=40), DlibRecognizer()

@@ -22,7 +22,6 @@ from models.ops.align import ARCFACE_TEMPLATE_112, arcface_template, estimate_no
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.enhancers import GPEN256, FaceRestorer, ffhq_template, load_restorer
 from models.wrappers.inswapper import InSwapper
-from realtime.build.model_loading import ModelPaths, StoreQualityModels, check_models_present
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError, available_presets, load_preset
 from realtime.face.host.colour import colour_transfer
@@ -32,6 +31,7 @@ from realtime.face.source_face import SourceIdentity
 from realtime.face.steps.sharpen import unsharp_mask
 from realtime.face.swap_worker import FaceSwapWorker, StageUnavailableError
 from realtime.tools.bench import astronaut_bgr
+from realtime.wiring.model_loading import ModelPaths, StoreQualityModels, check_models_present
 from tests.real_faces import astronaut_face
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))
@@ -644,8 +644,8 @@ def test_bench_prints_the_enhancer_stage(bench_args: Any) -> None:
 def test_the_stage_factory_gives_each_worker_its_own_sessions_loaded_once(
     doubles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import realtime.build.model_loading as face_models
-    from realtime.build.wiring import ModelOptions, prepare_face_swap
+    import realtime.wiring.model_loading as face_models
+    from realtime.wiring.face_swap import ModelOptions, prepare_face_swap
 
     loads: list[str] = []
     real = face_models.load_restorer
@@ -673,7 +673,7 @@ def test_the_stage_factory_gives_each_worker_its_own_sessions_loaded_once(
 
 def test_the_run_label_names_the_provider_that_really_runs(doubles: Path, tmp_path: Path) -> None:
     """On a CPU-only machine `--provider cuda` falls back: the label said "on cuda" regardless."""
-    from realtime.build.wiring import ModelOptions, prepare_face_swap
+    from realtime.wiring.face_swap import ModelOptions, prepare_face_swap
 
     photo = tmp_path / "me.png"
     cv2.imwrite(str(photo), astronaut_bgr())
@@ -693,8 +693,8 @@ def test_the_run_label_names_the_provider_that_really_runs(doubles: Path, tmp_pa
 def test_a_worker_model_reload_does_not_load_the_detector_and_recogniser_again(
     doubles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import realtime.build.wiring as app
-    from realtime.build.wiring import ModelOptions, prepare_face_swap
+    import realtime.wiring.face_swap as app
+    from realtime.wiring.face_swap import ModelOptions, prepare_face_swap
 
     photo = tmp_path / "me.png"
     cv2.imwrite(str(photo), astronaut_bgr())

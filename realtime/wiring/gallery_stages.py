@@ -1,10 +1,10 @@
 """The engine's stage factory for the control panel: every usable gallery face loaded at once, and
 the active one chosen per frame, so switching faces (F2 / Ctrl+Tab) is instant.
 
-It is realtime.build.wiring.FaceSwapStages — the very factory the CLI uses — given the gallery's faces as the
-run's identities (SwapTarget.identity indexes them), with its analyser wrapped so each planned face
-gets the active identity, or none (passthrough) while no face is chosen; a person mapped to a
-gallery face in the preview (realtime/face/picks.py) keeps that face.
+It is realtime.wiring.face_swap.FaceSwapStages — the very factory the CLI uses — given the
+gallery's faces as the run's identities (SwapTarget.identity indexes them), with its analyser
+wrapped so each planned face gets the active identity, or none (passthrough) while no face is
+chosen; a person mapped to a gallery face in the preview (realtime/face/picks.py) keeps that face.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from models.types import ImageBGR
-from realtime.build.model_loading import check_models_present
-from realtime.build.wiring import FaceSwapStages, IdentityMapping, ModelOptions
 from realtime.core.contracts import Analyser, FramePlan, PreparingAnalyser
 from realtime.core.settings import Settings
 from realtime.core.stage_set import StageSet
 from realtime.face.source_face import SourceIdentity
+from realtime.wiring.face_swap import FaceSwapStages, IdentityMapping, ModelOptions
+from realtime.wiring.model_loading import check_models_present
 
 
 class ActiveFace:

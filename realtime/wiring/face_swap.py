@@ -17,13 +17,6 @@ from models.files.store import ModelStore, default_models_dir
 from models.runtime.providers import auto_provider
 from models.runtime.session import InferenceClock, SessionConfig, SessionFactory
 from models.runtime.session_pool import SessionPool
-from realtime.build.model_loading import (
-    ModelPaths,
-    StoreQualityModels,
-    check_models_present,
-    load_analysis_models,
-    load_swapper_model,
-)
 from realtime.core.errors import SourceError
 from realtime.core.settings import Settings, SettingsError
 from realtime.core.stage_set import StageSet
@@ -32,6 +25,13 @@ from realtime.face.model_api import AnalysisModels
 from realtime.face.picks import LivePicks
 from realtime.face.source_face import SourceIdentity, load_identity
 from realtime.face.swap_worker import FaceSwapWorker
+from realtime.wiring.model_loading import (
+    ModelPaths,
+    StoreQualityModels,
+    check_models_present,
+    load_analysis_models,
+    load_swapper_model,
+)
 
 
 @dataclass(frozen=True, slots=True)
