@@ -12,16 +12,21 @@ from typing import Literal
 
 from models.errors import ModelMissingError
 
-Role = Literal["detector", "recognizer", "swapper", "landmarks", "enhancer", "occluder", "parser"]
+Role = Literal[
+    "detector", "recognizer", "swapper", "converter", "landmarks", "enhancer", "occluder", "parser"
+]
 
 
 @dataclass(frozen=True, slots=True)
 class ModelFile:
-    """One file on disk. `sha256`/`size` None means not pinned (cannot be verified)."""
+    """One file on disk. `sha256`/`size` None means not pinned. `crc32` (8 hex digits): the
+    publisher's own checksum, checked where no SHA-256 is published (weaker: it catches damage,
+    not a deliberate substitute)."""
 
     name: str
     sha256: str | None
     size: int | None
+    crc32: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +46,10 @@ class ModelEntry:
     licence_url: str
     description: str
     default: bool
+    # Swappers: the family whose class feeds the model (models.wrappers.swappers.registry).
+    family: str | None = None
+    # Entries this one cannot run without (a swapper's embedding converter): downloaded with it.
+    requires: tuple[str, ...] = ()
 
     @property
     def total_size(self) -> int | None:
@@ -99,6 +108,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
         licence_url=INSIGHTFACE_LICENCE_URL,
         description="InsightFace face swapper, 128 px, fp32",
         default=True,
+        family="inswapper",
     ),
     ModelEntry(
         name="inswapper_128_fp16",
@@ -119,6 +129,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
         licence_url=INSIGHTFACE_LICENCE_URL,
         description="InsightFace face swapper, 128 px, fp16 weights (half the download)",
         default=False,
+        family="inswapper",
     ),
     ModelEntry(
         name="buffalo_l",
