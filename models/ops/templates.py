@@ -10,6 +10,8 @@ is stored at the size it is defined for and scaled to the crop size in use (docs
                      wider (inswapper, HyperSwap, ReSwapper)
     ffhq_512         the FFHQ layout of the face restorers (BlendSwap, UniFace), defined at 512 px
     mtcnn_512        the MTCNN crop layout (HifiFace), published in normalised units
+    reswapper_256    arcface_128 at 256 px moved 0.5 px right and down: ReSwapper's own 256 px
+                     alignment adds (128 / 32768) * 256 - 0.5 px to both coordinates
 
 A `CropLayout` is a template at one crop size: the matrix taking frame pixels into the crop for
 five landmarks, fitted as a similarity (rotation, uniform scale, translation).
@@ -43,6 +45,7 @@ _MTCNN_UNIT = np.array(
     dtype=np.float64,
 )
 _ARCFACE_128 = ARCFACE_TEMPLATE_112 + np.array([8.0, 0.0], dtype=np.float32)
+_RESWAPPER_256 = _ARCFACE_128.astype(np.float64) * 2.0 + 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,7 @@ TEMPLATES: Mapping[str, FaceTemplate] = MappingProxyType(
             _template("arcface_128", _ARCFACE_128, 128),
             _template("ffhq_512", FFHQ_TEMPLATE_512, 512),
             _template("mtcnn_512", _MTCNN_UNIT * 512.0, 512),
+            _template("reswapper_256", _RESWAPPER_256, 256),
         )
     }
 )

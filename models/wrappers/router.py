@@ -58,8 +58,8 @@ def identify_contract(session: ort.InferenceSession) -> Contract:
     inputs = session.get_inputs()
     outputs = session.get_outputs()
     names = {i.name for i in inputs}
-    if len(inputs) == 2 and names == {"target", "source"} and len(outputs) == 1:
-        return "swapper"
+    if len(inputs) == 2 and names == {"target", "source"} and len(outputs) >= 1:
+        return "swapper"  # HyperSwap adds a mask output after the swap
     if len(inputs) != 1:
         return "unknown"
     ishape = _dims(inputs[0].shape)

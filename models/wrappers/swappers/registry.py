@@ -17,9 +17,36 @@ from models.runtime.session import SessionFactory
 from models.wrappers.router import named_error, open_for_role
 from models.wrappers.swappers.base import FaceSwapper
 from models.wrappers.swappers.converter import EmbeddingConverter
+from models.wrappers.swappers.families import (
+    BlendSwap,
+    Ghost,
+    HifiFace,
+    HyperSwap,
+    ReSwapper128,
+    ReSwapper256,
+    SimSwap256,
+    SimSwap512,
+    UniFace,
+)
 from models.wrappers.swappers.inswapper import InSwapper, read_emap_cached
 
-FAMILIES: Mapping[str, type[FaceSwapper]] = MappingProxyType({"inswapper": InSwapper})
+FAMILIES: Mapping[str, type[FaceSwapper]] = MappingProxyType(
+    {
+        cls.facts.family: cls
+        for cls in (
+            InSwapper,
+            HyperSwap,
+            SimSwap256,
+            SimSwap512,
+            Ghost,
+            HifiFace,
+            BlendSwap,
+            UniFace,
+            ReSwapper128,
+            ReSwapper256,
+        )
+    }
+)
 
 
 def swapper_entries() -> tuple[ModelEntry, ...]:
@@ -63,9 +90,9 @@ def load_swapper(
     cls = FAMILIES[family]
     p, session = open_for_role(path, factory, "swapper", expected=cls.contract_text())
     try:
-        if cls is InSwapper:
+        if issubclass(cls, InSwapper):
             # Cached: parsing the 554 MB protobuf for its emap holds the GIL ~1 s per load.
-            return InSwapper(session, read_emap_cached(p))
+            return cls(session, read_emap_cached(p))
         loaded = None if converter is None else _load_converter(converter, factory)
         return cls(session, loaded)
     except ModelContractError as err:
