@@ -237,7 +237,7 @@ def test_a_swap_with_nan_is_refused_not_pasted_as_a_black_square(
 
     bad = np.full((1, 3, 128, 128), 0.5, np.float32)
     bad[0, :, 40:80, 40:80] = np.nan  # what an fp16 overflow looks like
-    monkeypatch.setattr(swapper, "_infer", lambda: bad)
+    monkeypatch.setattr(swapper, "run", lambda target, source: bad)
     crop = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
     with pytest.raises(ModelOutputError) as info:
         swapper.swap(crop, unit(1))
