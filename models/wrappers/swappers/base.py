@@ -16,7 +16,7 @@ each call at once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -56,6 +56,15 @@ def _fits(shape: Sequence[Any] | None, rest: Sequence[int]) -> bool:
     """[B, *rest] with B as _batch_ok and every other dimension exactly as given."""
     dims = list(shape or [])
     return len(dims) == len(rest) + 1 and _batch_ok(dims[0]) and list(dims[1:]) == list(rest)
+
+
+def session_runner(session: Any, output: str) -> Callable[[Mapping[str, Any]], Sequence[Any]]:
+    """A batch runner's call: `session`'s output named `output` for the stacked feeds."""
+
+    def run(feeds: Mapping[str, Any]) -> Sequence[Any]:
+        return session.run([output], {TARGET_NAME: feeds[TARGET_NAME], SOURCE_NAME: feeds[SOURCE_NAME]})
+
+    return run
 
 
 def _non_finite(label: str) -> ModelOutputError:
@@ -99,8 +108,12 @@ class FaceSwapper:
         self._source: npt.NDArray[Any] = np.zeros(self.source_shape(), dtype=self.source_dtype)
         self._feeds = {TARGET_NAME: self._target, SOURCE_NAME: self._source}
         # Until attached to the process's shared service: a private one, each call run at once.
-        private = InferenceService([HostBatchRunner(self._run_feeds)], BatchPolicy(max_batch=1), self.label)
-        self.client: ServiceClient = private.client(self.label)
+        # Its runner holds the session, not this wrapper: no reference cycle, so a dropped swapper
+        # (a model reload) is freed at once, frozen heap or not.
+        runner = HostBatchRunner(session_runner(session, self.output_name))
+        self.client: ServiceClient = InferenceService([runner], BatchPolicy(max_batch=1), self.label).client(
+            self.label
+        )
 
     def attach(self, client: ServiceClient) -> None:
         """Send this swapper's model calls through `client` (a shared service's stream)."""
@@ -196,9 +209,6 @@ class FaceSwapper:
     def run(self, target: npt.NDArray[Any], source: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """One model call on ready tensors: [B,3,S,S] + [B,...] -> the first output [B,3,S,S]."""
         return np.asarray(self.session.run([self.output_name], {TARGET_NAME: target, SOURCE_NAME: source})[0])
-
-    def _run_feeds(self, feeds: Mapping[str, npt.NDArray[Any]]) -> list[npt.NDArray[Any]]:
-        return [self.run(feeds[TARGET_NAME], feeds[SOURCE_NAME])]
 
     def submit(self, target: npt.NDArray[Any], source: npt.NDArray[Any]) -> Ticket:
         """Queue one face: its encoded crop ([1,3,S,S], left untouched until the result is read)
