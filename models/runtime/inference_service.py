@@ -24,7 +24,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -90,6 +91,12 @@ class _Stream:
     queue: deque[_Request] = field(default_factory=deque)
     last_submit: float = -1e9
     closed: bool = False
+    held: int = 0  # > 0 while its requests of one frame are still being submitted
+
+    @property
+    def takeable(self) -> bool:
+        """Whether a batch may take its requests now (not while held)."""
+        return not self.held and bool(self.queue)
 
 
 class Ticket:
@@ -139,6 +146,16 @@ class ServiceClient:
         """submit + result, for a caller with nothing to do meanwhile."""
         return self.submit(feeds).result()
 
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Requests submitted inside go to a batch together, once the block ends (a frame's faces:
+        the batch window waits for the last of them, not the first)."""
+        self.service.hold(self._stream, +1)
+        try:
+            yield
+        finally:
+            self.service.hold(self._stream, -1)
+
     def close(self) -> None:
         """This stream is done: it is no longer waited for; what it left queued is dropped."""
         self.service.close_stream(self._stream)
@@ -173,6 +190,7 @@ class InferenceService:
         self._window = BatchWindow(policy)
         self._clock = clock
         self._cond = threading.Condition()
+        self.runners: tuple[BatchRunner, ...] = tuple(runners)  # its instances (for diagnostics)
         self._free = list(runners)  # the instances not running a batch
         self._streams: list[tuple[weakref.ref[ServiceClient], _Stream]] = []
         self._turn = itertools.count()  # rotates which stream is served first
@@ -210,6 +228,11 @@ class InferenceService:
             stream.last_submit = now
             self._cond.notify_all()
         return Ticket(self, request)
+
+    def hold(self, stream: _Stream, step: int) -> None:
+        with self._cond:
+            stream.held += step
+            self._cond.notify_all()
 
     def close_stream(self, stream: _Stream) -> None:
         with self._cond:
@@ -274,7 +297,7 @@ class InferenceService:
             if self._window.ready(state):
                 break
             self._cond.wait(self._window.wait_s(state))
-        streams = [s for _, s in self._live() if s.queue]
+        streams = [s for _, s in self._live() if s.takeable]
         first = next(self._turn) % len(streams)
         order = streams[first:] + streams[:first]
         batch: list[_Request] = []
@@ -299,12 +322,12 @@ class InferenceService:
         return live
 
     def _queued(self) -> bool:
-        return any(stream.queue for _, stream in self._streams)
+        return any(stream.takeable for _, stream in self._streams)
 
     def _state(self) -> WindowState:
         now = self._clock()
         streams = [s for _, s in self._live()]
-        waiting = [s for s in streams if s.queue]
+        waiting = [s for s in streams if s.takeable]
         oldest = min((s.queue[0].submitted for s in waiting), default=now)
         active = sum(1 for s in streams if s.queue or now - s.last_submit <= self.policy.active_s)
         return WindowState(
