@@ -41,13 +41,14 @@ from realtime.api import (
     resolve_provider,
 )
 from realtime.remote.audit import AuditLog, AuditRecord
+from realtime.remote.encoder import tuned_senders
 from realtime.remote.faces import FaceStore, StoredFace, UploadRefused
 from realtime.remote.gpu import gpu_memory_lines, gpu_memory_used
 from realtime.remote.jobs_api import JobsApi, RequestChecks
 from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
 from realtime.remote.session import StreamSession
 from realtime.remote.tokens import TokenFile, bearer
-from realtime.remote.transport import quicken_receivers, steady_senders
+from realtime.remote.transport import quicken_receivers
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +343,7 @@ class Server:
         quicken_receivers(pc)  # before the answer: no media flows yet
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
-        steady_senders(pc)  # negotiated; the engine sends nothing before the first frame comes in
+        tuned_senders(pc)  # negotiated; the engine sends nothing before the first frame comes in
         return str(pc.localDescription.sdp)
 
     async def _closed(self, session: StreamSession, reason: str) -> None:

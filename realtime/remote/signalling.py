@@ -141,6 +141,8 @@ class Signalling:
         if self.options.preset:
             params.append(("preset", self.options.preset))
         params += [("set", o) for o in self.options.overrides]
+        if self.options.max_bitrate is not None:  # the video the server sends back, at most
+            params.append(("max_kbps", str(max(1, self.options.max_bitrate // 1000))))
         _, headers, body = await self.request(
             "POST",
             "/v1/streams",

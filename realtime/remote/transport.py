@@ -9,39 +9,25 @@ every packet before it is; the rest (reordering, loss, overflow, PLI) stays aior
 Its decoded frames then wait in an unbounded queue behind the track: media.pump_track drains it
 into a bounded hand-off, so a slow moment never turns into lasting delay.
 
-aiortc's VP8 encoder starts at 500 kbit/s and makes a new codec (so a keyframe, several times a
-normal frame's size and encoding time, at both ends) whenever the receiver's estimate moves its
-target by more than 10 %: on a good link that is every 0.5-1.5 s for the first ~20 s of a call, as
-the estimate climbs to aiortc's 1.5 Mbit/s cap, and each one stalls both machines for a moment.
-SteadyVp8Encoder starts at a rate for the picture's size (0.1 bit a pixel at 30 fps, within aiortc's
-limits: 250 kbit/s at 320x240, 0.9 Mbit/s at 640x480, the 1.5 Mbit/s cap from 1280x720) and follows
-the estimate only when it moves by 40 % or more.
+The VP8 sender's rate and settings are encoder.py's.
 """
 
 from __future__ import annotations
 
 import logging
 
-import av
 from aiortc import RTCPeerConnection
-from aiortc.codecs.vpx import MAX_BITRATE, MIN_BITRATE, Vp8Encoder
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
-from av.frame import Frame
+from aiortc.rtp import RtpPacket
 
 log = logging.getLogger(__name__)
 
 VIDEO_CAPACITY = 512  # as aiortc's own for video
 # Where aiortc 1.x keeps a receiver's jitter buffer and a sender's encoder (name-mangled private
 # attributes), and a transceiver's negotiated codecs.
-_RECEIVER_BUFFER = "_RTCRtpReceiver__jitter_buffer"
-_SENDER_ENCODER = "_RTCRtpSender__encoder"
-_NEGOTIATED_CODECS = "_codecs"
-BITRATE_STEP = 1.4  # the estimate must move by this factor before the codec is made anew
-BITS_PER_PIXEL = 0.1  # the starting rate, per pixel of a frame at 30 fps
-
-
-def start_bitrate(width: int, height: int) -> int:
-    return max(MIN_BITRATE, min(round(width * height * 30 * BITS_PER_PIXEL), MAX_BITRATE))
+RECEIVER_BUFFER_ATTR = "_RTCRtpReceiver__jitter_buffer"
+SENDER_ENCODER_ATTR = "_RTCRtpSender__encoder"
+NEGOTIATED_CODECS_ATTR = "_codecs"
 
 
 class MarkerJitterBuffer(JitterBuffer):
@@ -50,6 +36,11 @@ class MarkerJitterBuffer(JitterBuffer):
     def __init__(self, capacity: int = VIDEO_CAPACITY) -> None:
         super().__init__(capacity=capacity, is_video=True)
         self.early = 0  # frames handed on at their marker packet
+        self.bytes_in = 0  # RTP payload received, for the bitrate a call used
+
+    def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
+        self.bytes_in += len(packet.payload)
+        return super().add(packet)
 
     def _remove_frame(self, sequence_number: int) -> JitterFrame | None:
         frame = super()._remove_frame(sequence_number)
@@ -87,64 +78,22 @@ def quicken_receivers(pc: RTCPeerConnection) -> int:
         if transceiver.kind != "video":
             continue
         receiver = transceiver.receiver
-        current = getattr(receiver, _RECEIVER_BUFFER, None)
+        current = getattr(receiver, RECEIVER_BUFFER_ATTR, None)
         if isinstance(current, MarkerJitterBuffer):
             continue
         if not isinstance(current, JitterBuffer):
             log.info("this aiortc keeps its jitter buffer elsewhere: frames wait one frame period longer")
             continue
-        setattr(receiver, _RECEIVER_BUFFER, MarkerJitterBuffer())
+        setattr(receiver, RECEIVER_BUFFER_ATTR, MarkerJitterBuffer())
         changed += 1
     return changed
 
 
-class SteadyVp8Encoder(Vp8Encoder):
-    """aiortc's VP8 encoder, starting at a rate for the first frame's size and following the
-    receiver's estimate only in steps of 40 % or more (or to the limits), so a call's first
-    seconds are not a keyframe every second."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._started = False
-        self.rate_changes = 0  # the estimates followed (each makes a new codec: a keyframe)
-
-    def encode(self, frame: Frame, force_keyframe: bool = False) -> tuple[list[bytes], int]:
-        if not self._started:  # before the codec is made for the first frame
-            self._started = True
-            assert isinstance(frame, av.VideoFrame)
-            Vp8Encoder.target_bitrate.fset(self, start_bitrate(frame.width, frame.height))  # type: ignore[attr-defined]
-        return super().encode(frame, force_keyframe)
-
-    @property
-    def target_bitrate(self) -> int:
-        return int(Vp8Encoder.target_bitrate.fget(self))  # type: ignore[attr-defined]
-
-    @target_bitrate.setter
-    def target_bitrate(self, bitrate: int) -> None:
-        current = self.target_bitrate
-        wanted = max(MIN_BITRATE, min(int(bitrate), MAX_BITRATE))
-        big_move = wanted >= current * BITRATE_STEP or wanted * BITRATE_STEP <= current
-        to_a_limit = wanted != current and wanted in (MIN_BITRATE, MAX_BITRATE)
-        if big_move or to_a_limit:
-            Vp8Encoder.target_bitrate.fset(self, wanted)  # type: ignore[attr-defined]
-            self.rate_changes += 1
-
-
-def steady_senders(pc: RTCPeerConnection) -> int:
-    """Give every video sender of `pc` that negotiated VP8 the steady encoder (after the
-    negotiation, before media flows); the number changed. An aiortc that keeps these elsewhere
-    keeps its own encoder, with a log line."""
-    changed = 0
+def bytes_received(pc: RTCPeerConnection) -> int:
+    """The video payload the marker-aware jitter buffers of `pc` took in so far."""
+    total = 0
     for transceiver in pc.getTransceivers():
-        if transceiver.kind != "video":
-            continue
-        codecs = getattr(transceiver, _NEGOTIATED_CODECS, None)
-        sender = transceiver.sender
-        if not codecs or not hasattr(sender, _SENDER_ENCODER):
-            log.info("this aiortc keeps its encoder elsewhere: its bitrate steps make more keyframes")
-            continue
-        if str(codecs[0].mimeType).lower() != "video/vp8" or getattr(sender, _SENDER_ENCODER) is not None:
-            continue  # another codec (a browser's H.264), or already encoding
-        setattr(sender, _SENDER_ENCODER, SteadyVp8Encoder())
-        changed += 1
-    return changed
+        buffer = getattr(transceiver.receiver, RECEIVER_BUFFER_ATTR, None)
+        if isinstance(buffer, MarkerJitterBuffer):
+            total += buffer.bytes_in
+    return total

@@ -1,27 +1,22 @@
 """aiortc's defaults and the fixes: a frame leaves the jitter buffer at its marked last packet, a
-burst of decoded frames drains into a bounded hand-off, the VP8 encoder keeps its rate, colour
-conversions round-trip."""
+burst of decoded frames drains into a bounded hand-off, the VP8 encoder aims for a clean picture's
+rate and follows a full link's estimate, colour conversions round-trip."""
 
 from __future__ import annotations
 
 import asyncio
 import fractions
+import time
 
 import av
 import numpy as np
 from aiortc import RTCPeerConnection, RTCRtpSender
-from aiortc.codecs.vpx import MAX_BITRATE, MIN_BITRATE
 from aiortc.rtp import RtpPacket
 
-from realtime.remote.client import ReturnGaps
+from realtime.remote.encoder import MIN_RATE, SentRate, TunedVp8Encoder, VideoRate, tuned_senders
 from realtime.remote.media import HandOff, Received, bgr_of, i420_of, pump_track
-from realtime.remote.transport import (
-    MarkerJitterBuffer,
-    SteadyVp8Encoder,
-    quicken_receivers,
-    start_bitrate,
-    steady_senders,
-)
+from realtime.remote.timeline import ReturnGaps
+from realtime.remote.transport import MarkerJitterBuffer, quicken_receivers
 from tests.realtime.remote.conftest import frame_image
 
 
@@ -126,34 +121,62 @@ def test_a_frame_that_never_came_back_is_counted_once_and_the_last_ones_in_fligh
     # Frames 13.. were sent and the call ended: nothing more is counted without a later return.
 
 
-def first_frame(encoder: SteadyVp8Encoder, width: int, height: int) -> None:
+def first_frame(encoder: TunedVp8Encoder, width: int, height: int) -> None:
     frame = av.VideoFrame(width, height, "yuv420p")
     frame.pts, frame.time_base = 0, fractions.Fraction(1, 90_000)
     payloads, _ = encoder.encode(frame)
     assert payloads  # a keyframe went out
 
 
-def test_the_steady_encoder_starts_at_its_pictures_rate_and_follows_the_estimate_only_in_big_steps() -> None:
-    small = SteadyVp8Encoder()
+def sending_at(encoder: TunedVp8Encoder, bps: float) -> None:
+    """As if the encoder had produced `bps` over the last second and a half."""
+    encoder.sent = SentRate()
+    now = time.monotonic()
+    for i in range(45):
+        encoder.sent.add(int(bps / 8 / 30), now - 1.5 + i / 30)
+
+
+def test_the_encoder_starts_at_a_clean_pictures_rate_and_a_users_ceiling_lowers_it() -> None:
+    small = TunedVp8Encoder()
     first_frame(small, 320, 240)
-    assert small.target_bitrate == MIN_BITRATE  # 0.1 bit a pixel at 30 fps, within aiortc's limits
-    assert start_bitrate(640, 480) == 921_600
-    encoder = SteadyVp8Encoder()
+    assert small.target_bitrate == 600_000
+    large = TunedVp8Encoder()
+    first_frame(large, 1280, 720)
+    assert large.target_bitrate == 3_000_000  # twice aiortc's cap: no ramp from 500 kbit/s
+    capped = TunedVp8Encoder(VideoRate(max_bps=1_000_000))
+    first_frame(capped, 1280, 720)
+    assert capped.target_bitrate == 1_000_000
+    assert VideoRate().clean_bps(3840, 2160) > VideoRate().clean_bps(1920, 1080) > 3_000_000
+
+
+def test_the_encoder_follows_a_full_links_estimate_down_and_back_up_in_big_steps() -> None:
+    encoder = TunedVp8Encoder()
+    encoder.target_bitrate = 900_000  # before the first frame: the picture's size decides
     first_frame(encoder, 1280, 720)
-    assert encoder.target_bitrate == MAX_BITRATE  # no ramp from 500 kbit/s on a good link
-    for estimate in (1_450_000, 1_300_000, 1_100_000, 1_600_000):  # aiortc's would follow each
-        encoder.target_bitrate = estimate
-    assert encoder.target_bitrate == MAX_BITRATE and encoder.rate_changes == 0
-    encoder.target_bitrate = 600_000  # the link got much worse: followed
-    encoder.target_bitrate = 700_000  # a small move back: not (it would be a keyframe)
-    assert encoder.target_bitrate == 600_000 and encoder.rate_changes == 1
-    encoder.target_bitrate = 10  # to the floor
-    assert encoder.target_bitrate == MIN_BITRATE and encoder.rate_changes == 2
+    assert encoder.target_bitrate == 3_000_000
+    sending_at(encoder, 1_800_000)  # an easy picture: libvpx uses less than it may
+    encoder.target_bitrate = 1_800_000  # aiortc's estimator starting from what arrives
+    encoder.target_bitrate = 8_000_000  # more than the picture needs
+    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 0
+    sending_at(encoder, 3_000_000)
+    encoder.target_bitrate = 1_700_000  # below what is sent: the link is full
+    assert encoder.target_bitrate == 1_700_000 and encoder.rate_changes == 1
+    sending_at(encoder, 1_700_000)
+    encoder.target_bitrate = 1_500_000  # a small move: not followed (each is a keyframe)
+    encoder.target_bitrate = 2_000_000
+    assert encoder.target_bitrate == 1_700_000 and encoder.rate_changes == 1
+    encoder.target_bitrate = 2_500_000  # the link recovers
+    assert encoder.target_bitrate == 2_500_000
+    encoder.target_bitrate = 3_500_000  # past the ceiling: to it, though that is a smaller step
+    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 3
+    sending_at(encoder, 3_000_000)
+    encoder.target_bitrate = 10
+    assert encoder.target_bitrate == MIN_RATE
 
 
 def negotiated(codec: str) -> int:
     """Offer a video track from one connection to another on loopback with `codec` preferred;
-    how many senders of the offering side got the steady encoder."""
+    how many senders of the offering side got the tuned encoder."""
 
     async def main() -> int:
         caller, callee = RTCPeerConnection(), RTCPeerConnection()
@@ -165,10 +188,10 @@ def negotiated(codec: str) -> int:
             await callee.setRemoteDescription(caller.localDescription)
             await callee.setLocalDescription(await callee.createAnswer())
             await caller.setRemoteDescription(callee.localDescription)
-            changed = steady_senders(caller)
+            changed = len(tuned_senders(caller))
             encoder = transceiver.sender._RTCRtpSender__encoder
-            assert isinstance(encoder, SteadyVp8Encoder) == (changed == 1)
-            return changed + steady_senders(caller)  # the second changes nothing
+            assert isinstance(encoder, TunedVp8Encoder) == (changed == 1)
+            return changed + len(tuned_senders(caller))  # the second changes nothing
         finally:
             await caller.close()
             await callee.close()
@@ -176,6 +199,6 @@ def negotiated(codec: str) -> int:
     return asyncio.run(main())
 
 
-def test_a_vp8_sender_gets_the_steady_encoder_and_an_h264_one_keeps_aiortcs() -> None:
+def test_a_vp8_sender_gets_the_tuned_encoder_and_an_h264_one_keeps_aiortcs() -> None:
     assert negotiated("video/VP8") == 1
     assert negotiated("video/H264") == 0
