@@ -41,7 +41,7 @@ from realtime.api import (
     resolve_provider,
 )
 from realtime.remote.audit import AuditLog, AuditRecord
-from realtime.remote.encoder import tuned_senders
+from realtime.remote.encoder import VideoRate, tuned_senders
 from realtime.remote.faces import FaceStore, StoredFace, UploadRefused
 from realtime.remote.gpu import gpu_memory_lines, gpu_memory_used
 from realtime.remote.jobs_api import JobsApi, RequestChecks
@@ -72,6 +72,9 @@ class ServerConfig:
     provider: str = "auto"
     default_preset: str = DEFAULT_PRESET
     force_label: bool = True  # every swapped frame carries the "AI-modified" mark
+    # The most video a stream sends back, in bit/s (`serve --max-bitrate`); None: what the
+    # picture's size needs (realtime/remote/encoder.py). A client may ask for less (max_kbps=).
+    max_bitrate: int | None = None
 
 
 def _error(status: int, message: str, **headers: str) -> web.Response:
@@ -286,6 +289,7 @@ class Server:
             faces.append(face)
         try:
             settings = self.settings_from(request.query.get("preset"), request.query.getall("set", []))
+            rate = self.rate_from(request.query.get("max_kbps"))
         except FaceCastError as exc:
             return _error(422, exc.user_message())
         offer = await request.text()
@@ -316,7 +320,7 @@ class Server:
             )
             self.sessions[stream_id] = session
         try:
-            answer = await self._answer(session, offer)
+            answer = await self._answer(session, offer, rate)
         except Exception as exc:
             await session.close("the offer was refused")
             return _error(400, f"The SDP offer was refused: {exc}")
@@ -329,7 +333,20 @@ class Server:
             headers={"Location": f"/v1/streams/{stream_id}", "X-FaceCast-Stream": stream_id},
         )
 
-    async def _answer(self, session: StreamSession, offer: str) -> str:
+    def rate_from(self, max_kbps: str | None) -> VideoRate:
+        """The rate a stream's video may use back: the server's ceiling, or the client's if lower."""
+        ceiling = self.config.max_bitrate
+        if max_kbps is not None:
+            try:
+                asked = int(max_kbps) * 1000
+            except ValueError:
+                raise FaceCastError(f"max_kbps must be whole kbit/s, not {max_kbps[:20]!r}.") from None
+            if asked <= 0:
+                raise FaceCastError("max_kbps must be above 0.")
+            ceiling = asked if ceiling is None else min(ceiling, asked)
+        return VideoRate(ceiling)
+
+    async def _answer(self, session: StreamSession, offer: str, rate: VideoRate) -> str:
         pc = session.pc
         outgoing = session.outgoing_track()
 
@@ -343,7 +360,7 @@ class Server:
         quicken_receivers(pc)  # before the answer: no media flows yet
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
-        tuned_senders(pc)  # negotiated; the engine sends nothing before the first frame comes in
+        tuned_senders(pc, rate)  # negotiated; the engine sends nothing before the first frame comes in
         return str(pc.localDescription.sdp)
 
     async def _closed(self, session: StreamSession, reason: str) -> None:
