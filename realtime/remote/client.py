@@ -88,6 +88,9 @@ class ClientStats:
     file_frames: int = 0
     frames_resent: int = 0
     file_complete: bool = False
+    # The sender's rate when the last connection ended, and how often it followed the link.
+    send_rate_bps: int = 0
+    rate_changes: int = 0
 
     def bitrate_bps(self) -> tuple[float, float]:
         """(sent, received) video bit/s over the time linked."""
@@ -240,26 +243,33 @@ class RemoteClient:
 
     def _output_live(self) -> None:
         """Each returned frame once, at its capture time (a virtual camera keeps showing the last
-        one, and a recording must not hold a frame twice); the local picture, labelled, while the
-        link is down."""
+        one, and a recording must not hold a frame twice), never one older than the last shown;
+        the local picture, labelled, while the link is down."""
         period = 1.0 / (self.source.fps or 30.0)
+        shown = float("-inf")  # the capture time of the last frame sent on
+        late = 0  # returned frames older than one shown already (after a "reconnecting" spell)
         while not self.stop_event.is_set():
             got = self._returns.take(period * 1.5)
-            self.stats.remote_skipped = self._returns.dropped
+            self.stats.remote_skipped = self._returns.dropped + late
             if self.stop_event.is_set():
                 break
             now = time.perf_counter()
             down = not self._linked.is_set() or now - self._last_remote > self.options.stale_s
             if got is not None:
                 item, sent = got
+                captured = sent.capture_ts if sent is not None else item.arrived
+                if captured <= shown:
+                    late += 1
+                    continue
+                shown = captured
                 self.stats.remote_frames += 1
+                # The call's first frame, under RTP 0, has no known original (index -1).
+                self._send(VideoFrame(self._fit(item.image), sent.index if sent else -1, captured))
                 if sent is not None:
-                    self._send(VideoFrame(self._fit(item.image), sent.index, sent.capture_ts))
                     self.metrics.frame_out(sent.capture_ts, time.perf_counter())
-                else:  # the call's first frame, under RTP 0: its original is unknown
-                    self._send(VideoFrame(self._fit(item.image), -1, item.arrived))
-            elif down and self._newest_local is not None:
+            elif down and self._newest_local is not None and self._newest_local.capture_ts > shown:
                 local = self._newest_local
+                shown = local.capture_ts
                 image = local.image.copy()
                 draw_reconnecting(image)
                 draw_disclosure_label(image)
@@ -548,6 +558,8 @@ class RemoteClient:
                 self.stats.linked_s += time.perf_counter() - linked_at
                 self.stats.bytes_sent += sum(e.bytes_out for e in encoders)
                 self.stats.bytes_received += bytes_received(pc)
+                self.stats.send_rate_bps = max((e.target_bitrate for e in encoders), default=0)
+                self.stats.rate_changes += sum(e.rate_changes for e in encoders)
             if was_linked and not self._should_stop(started):
                 self.stats.states.append("reconnecting")
             if handle is not None and self._should_stop(started):

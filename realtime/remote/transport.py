@@ -6,6 +6,15 @@ own sender and every browser set). That holds every frame back one frame period 
 per direction. MarkerJitterBuffer hands a frame on as soon as its marked last packet is in and
 every packet before it is; the rest (reordering, loss, overflow, PLI) stays aiortc's.
 
+A lost packet blocks aiortc's buffer until it comes in again (a NACK's retransmission) or the
+buffer overflows: 512 packets, seconds of video, during which nothing is decoded. On a link that
+drops packets (a full queue) a retransmission may be lost as well, and the call froze until the
+client gave the link up. MarkerJitterBuffer waits HOLE_WAIT_S for a missing packet, then goes on
+from the next whole frame after it and asks the sender for a keyframe (a PLI): the picture is
+damaged for the few frames until that keyframe, instead of frozen. The call's first frame is
+handed on even damaged: the receiver counts timestamps from the first frame it hands to the
+decoder, and the client matches returned frames to its own by those timestamps.
+
 Its decoded frames then wait in an unbounded queue behind the track: media.pump_track drains it
 into a bounded hand-off, so a slow moment never turns into lasting delay.
 
@@ -15,14 +24,17 @@ The VP8 sender's rate and settings are encoder.py's.
 from __future__ import annotations
 
 import logging
+import time
 
 from aiortc import RTCPeerConnection
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtpPacket
+from aiortc.utils import uint16_add, uint16_gt
 
 log = logging.getLogger(__name__)
 
 VIDEO_CAPACITY = 512  # as aiortc's own for video
+HOLE_WAIT_S = 0.2  # a missing packet's retransmission is waited for this long (a few round trips)
 # Where aiortc 1.x keeps a receiver's jitter buffer and a sender's encoder (name-mangled private
 # attributes), and a transceiver's negotiated codecs.
 RECEIVER_BUFFER_ATTR = "_RTCRtpReceiver__jitter_buffer"
@@ -33,14 +45,88 @@ NEGOTIATED_CODECS_ATTR = "_codecs"
 class MarkerJitterBuffer(JitterBuffer):
     """aiortc's video jitter buffer, plus: a frame whose marked last packet is in goes out at once."""
 
-    def __init__(self, capacity: int = VIDEO_CAPACITY) -> None:
+    def __init__(self, capacity: int = VIDEO_CAPACITY, hole_wait_s: float = HOLE_WAIT_S) -> None:
         super().__init__(capacity=capacity, is_video=True)
         self.early = 0  # frames handed on at their marker packet
         self.bytes_in = 0  # RTP payload received, for the bitrate a call used
+        self.holes_skipped = 0  # missing packets given up on (each followed by a keyframe request)
+        self._hole_wait_s = hole_wait_s
+        self._newest: int | None = None  # the highest sequence number in
+        self._stuck_since: float | None = None  # since when a missing packet holds the frames back
+        self._handed_on = False  # whether a frame has gone to the decoder yet
 
-    def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
+    def add(self, packet: RtpPacket, now: float | None = None) -> tuple[bool, JitterFrame | None]:
         self.bytes_in += len(packet.payload)
-        return super().add(packet)
+        if self._newest is None or uint16_gt(packet.sequence_number, self._newest):
+            self._newest = packet.sequence_number
+        pli, frame = super().add(packet)
+        if frame is not None or self._first_hole() is None:
+            self._stuck_since = None
+            self._handed_on = self._handed_on or frame is not None
+            return pli, frame
+        now = time.monotonic() if now is None else now
+        if self._stuck_since is None:
+            self._stuck_since = now
+        if now - self._stuck_since < self._hole_wait_s:
+            return pli, None
+        first = None if self._handed_on else self._damaged_first()
+        if first is None and not self._skip_hole():
+            return pli, None
+        self._stuck_since = None
+        self.holes_skipped += 1
+        frame = first or self._remove_frame(packet.sequence_number)
+        self._handed_on = self._handed_on or frame is not None
+        return True, frame  # a keyframe makes the picture whole again
+
+    def _first_hole(self) -> int | None:
+        """How far from the origin the first missing packet is, if one is missing before the
+        newest packet."""
+        if self._origin is None or self._newest is None:
+            return None
+        span = uint16_add(self._newest, -self._origin)
+        if span >= self._capacity:
+            return None
+        for count in range(span):
+            if self._packets[(self._origin + count) % self._capacity] is None:
+                return count
+        return None
+
+    def _damaged_first(self) -> JitterFrame | None:
+        """The call's first frame as far as it came, removed with the hole after it (up to the
+        next frame's first packet in)."""
+        hole = self._first_hole()
+        assert self._origin is not None and self._newest is not None and hole is not None
+        first = self._packets[self._origin % self._capacity]
+        if first is None:
+            return None  # nothing of it is in: the skip finds the next whole frame
+        data: list[bytes] = []
+        span = uint16_add(self._newest, -self._origin)
+        count = 0
+        while count <= span:
+            packet = self._packets[(self._origin + count) % self._capacity]
+            if packet is not None and packet.timestamp != first.timestamp:
+                break
+            if packet is not None:
+                data.append(packet._data)  # type: ignore[attr-defined]
+            count += 1
+        self.remove(count)
+        return JitterFrame(data=b"".join(data), timestamp=first.timestamp)
+
+    def _skip_hole(self) -> bool:
+        """Drop the packets up to the first whole frame's start after the first hole (a packet
+        whose predecessor is in and ends a frame); False while there is none yet."""
+        hole = self._first_hole()
+        assert self._origin is not None and self._newest is not None and hole is not None
+        span = uint16_add(self._newest, -self._origin)
+        for count in range(hole + 2, span + 1):
+            before = self._packets[(self._origin + count - 1) % self._capacity]
+            packet = self._packets[(self._origin + count) % self._capacity]
+            if packet is None or before is None:
+                continue
+            if before.marker or before.timestamp != packet.timestamp:
+                self.remove(count)
+                return True
+        return False
 
     def _remove_frame(self, sequence_number: int) -> JitterFrame | None:
         frame = super()._remove_frame(sequence_number)

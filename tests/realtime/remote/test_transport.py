@@ -43,6 +43,37 @@ def test_a_frame_with_a_missing_packet_waits_for_it() -> None:
     assert frame is not None and frame.data == b"abc"
 
 
+def test_a_packet_lost_for_good_is_given_up_and_a_keyframe_asked_for() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    assert jb.add(packet(30, 1000, b"a", marker=True), now=0.0)[1] is not None
+    # 31 (the first half of the frame at 4000) is lost, and its retransmission with it.
+    assert jb.add(packet(32, 4000, b"c", marker=True), now=0.01) == (False, None)
+    assert jb.add(packet(33, 7000, b"d", marker=True), now=0.05) == (False, None)  # held back
+    pli, frame = jb.add(packet(34, 10000, b"e", marker=True), now=0.3)  # waited long enough
+    assert pli and frame is not None and frame.timestamp == 7000  # the next whole frame goes on
+    assert jb.holes_skipped == 1
+    _, frame = jb.add(packet(35, 13000, b"f", marker=True), now=0.31)
+    assert frame is not None and frame.timestamp == 10000  # and on, one by one
+
+
+def test_the_calls_first_frame_goes_on_even_damaged_so_timestamps_count_from_it() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    assert jb.add(packet(50, 0, b"a"), now=0.0) == (False, None)  # 51, the rest of it, is lost
+    assert jb.add(packet(52, 3000, b"c", marker=True), now=0.01) == (False, None)
+    pli, frame = jb.add(packet(53, 6000, b"d", marker=True), now=0.3)
+    assert pli and frame is not None and (frame.timestamp, frame.data) == (0, b"a")
+    _, frame = jb.add(packet(54, 9000, b"e", marker=True), now=0.31)
+    assert frame is not None and frame.timestamp == 3000
+
+
+def test_a_late_packet_within_the_wait_fills_its_hole() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    jb.add(packet(40, 1000, b"a", marker=True), now=0.0)
+    assert jb.add(packet(42, 4000, b"c", marker=True), now=0.01)[1] is None
+    _, frame = jb.add(packet(41, 4000, b"b"), now=0.1)  # the retransmission
+    assert frame is not None and frame.data == b"bc" and jb.holes_skipped == 0
+
+
 def test_unmarked_frames_still_leave_as_aiortc_hands_them_on() -> None:
     jb = MarkerJitterBuffer()
     assert jb.add(packet(1, 1000, b"a"))[1] is None
@@ -136,16 +167,16 @@ def sending_at(encoder: TunedVp8Encoder, bps: float) -> None:
         encoder.sent.add(int(bps / 8 / 30), now - 1.5 + i / 30)
 
 
-def test_the_encoder_starts_at_a_clean_pictures_rate_and_a_users_ceiling_lowers_it() -> None:
+def test_the_encoder_aims_for_a_clean_pictures_rate_from_half_of_it_and_a_users_ceiling_lowers_it() -> None:
     small = TunedVp8Encoder()
     first_frame(small, 320, 240)
-    assert small.target_bitrate == 600_000
+    assert (small.ceiling_bps, small.target_bitrate) == (600_000, 300_000)
     large = TunedVp8Encoder()
     first_frame(large, 1280, 720)
-    assert large.target_bitrate == 3_000_000  # twice aiortc's cap: no ramp from 500 kbit/s
+    assert (large.ceiling_bps, large.target_bitrate) == (3_000_000, 1_500_000)  # twice aiortc's cap
     capped = TunedVp8Encoder(VideoRate(max_bps=1_000_000))
     first_frame(capped, 1280, 720)
-    assert capped.target_bitrate == 1_000_000
+    assert capped.ceiling_bps == 1_000_000
     assert VideoRate().clean_bps(3840, 2160) > VideoRate().clean_bps(1920, 1080) > 3_000_000
 
 
@@ -153,22 +184,23 @@ def test_the_encoder_follows_a_full_links_estimate_down_and_back_up_in_big_steps
     encoder = TunedVp8Encoder()
     encoder.target_bitrate = 900_000  # before the first frame: the picture's size decides
     first_frame(encoder, 1280, 720)
-    assert encoder.target_bitrate == 3_000_000
+    assert encoder.target_bitrate == 1_500_000
+    encoder.target_bitrate = 8_000_000  # a good link: to the ceiling, no further
+    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 1
     sending_at(encoder, 1_800_000)  # an easy picture: libvpx uses less than it may
     encoder.target_bitrate = 1_800_000  # aiortc's estimator starting from what arrives
-    encoder.target_bitrate = 8_000_000  # more than the picture needs
-    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 0
+    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 1
     sending_at(encoder, 3_000_000)
     encoder.target_bitrate = 1_700_000  # below what is sent: the link is full
-    assert encoder.target_bitrate == 1_700_000 and encoder.rate_changes == 1
+    assert encoder.target_bitrate == 1_700_000 and encoder.rate_changes == 2
     sending_at(encoder, 1_700_000)
     encoder.target_bitrate = 1_500_000  # a small move: not followed (each is a keyframe)
     encoder.target_bitrate = 2_000_000
-    assert encoder.target_bitrate == 1_700_000 and encoder.rate_changes == 1
+    assert encoder.target_bitrate == 1_700_000 and encoder.rate_changes == 2
     encoder.target_bitrate = 2_500_000  # the link recovers
     assert encoder.target_bitrate == 2_500_000
     encoder.target_bitrate = 3_500_000  # past the ceiling: to it, though that is a smaller step
-    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 3
+    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 4
     sending_at(encoder, 3_000_000)
     encoder.target_bitrate = 10
     assert encoder.target_bitrate == MIN_RATE
