@@ -257,13 +257,14 @@ class RemoteClient:
             down = not self._linked.is_set() or now - self._last_remote > self.options.stale_s
             if got is not None:
                 item, sent = got
-                captured = sent.capture_ts if sent is not None else item.arrived
+                # The call's first frame, under RTP 0, has no known original (index -1): shown at
+                # its arrival, a period after the last, so a recording places it in a slot of its own.
+                captured = sent.capture_ts if sent is not None else max(item.arrived, shown + period)
                 if captured <= shown:
                     late += 1
                     continue
                 shown = captured
                 self.stats.remote_frames += 1
-                # The call's first frame, under RTP 0, has no known original (index -1).
                 self._send(VideoFrame(self._fit(item.image), sent.index if sent else -1, captured))
                 if sent is not None:
                     self.metrics.frame_out(sent.capture_ts, time.perf_counter())

@@ -16,8 +16,8 @@ that the codec, which cannot change its rate without a new keyframe, is rebuilt 
 estimator starts, 3 s into a call, from the rate that arrives, which is below the target whenever
 libvpx needs fewer bits than it may use: an estimate is taken as a full link only when it is below
 what the sender actually sends (`SentRate`), so an easy picture keeps its rate. A keyframe may be
-at most nine frames' share of the rate (`max-intra-rate`, libwebrtc's choice), so one does not
-flood a slow link.
+at most three frames' share of the rate (`max-intra-rate`): a bigger one, sent at a receiver's
+request on a full link, overflowed the link's queue, was lost and was asked for again.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ VP8_OPTIONS: dict[str, str] = {
     "deadline": "realtime",
     "lag-in-frames": "0",
     "noise-sensitivity": "0",  # 4 (aiortc's) smears moving pictures: see the module's doc
-    "max-intra-rate": "900",  # a keyframe at most 9 frames' share (300 ms of the rate), as libwebrtc
+    "max-intra-rate": "300",  # a keyframe at most 3 frames' share: one fits a slow link's queue
     "overshoot-pct": "15",
     "undershoot-pct": "100",
     "partitions": "0",

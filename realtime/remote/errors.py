@@ -21,6 +21,10 @@ class RemoteError(FaceCastError):
     exit_code = EXIT_REFUSED
 
 
+class BadUrlError(RemoteError):
+    """The server's address is not a URL (the command line names --remote, the panel its field)."""
+
+
 class UnreachableError(RemoteError):
     exit_code = EXIT_UNREACHABLE
 

@@ -7,6 +7,7 @@ DELETE /v1/streams/{id}     hang up
 POST /v1/jobs               a video file job on the queue (realtime/remote/jobs_api.py)
 GET, DELETE /v1/jobs/{id}   its state; cancel it
 GET /v1/streams/{id}        whether it runs; once ended, why (kept for the last ENDED_KEPT)
+GET /v1/token               whether the token is accepted (the panel's "Check server")
 GET /v1/health              liveness for probes (no token)
 GET /metrics                Prometheus text (token), GPU memory included
 GET /                       the browser page
@@ -115,6 +116,7 @@ class Server:
         app.router.add_get("/", self.page)
         app.router.add_get("/app.js", self.page_script)
         app.router.add_get("/v1/health", self.health)
+        app.router.add_get("/v1/token", self.token)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/v1/faces", self.upload_face)
         app.router.add_post("/v1/streams", self.create_stream)
@@ -180,6 +182,10 @@ class Server:
         return web.json_response(
             {"status": "ok", "streams": len(self.sessions), "max_streams": limits.max_streams}
         )
+
+    async def token(self, request: web.Request) -> web.Response:
+        """The token passed the check (the middleware refuses any other with 401): its name."""
+        return web.json_response({"name": request[TOKEN_NAME]})
 
     async def metrics(self, request: web.Request) -> web.Response:
         lines = [

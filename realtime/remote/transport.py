@@ -11,9 +11,10 @@ buffer overflows: 512 packets, seconds of video, during which nothing is decoded
 drops packets (a full queue) a retransmission may be lost as well, and the call froze until the
 client gave the link up. MarkerJitterBuffer waits HOLE_WAIT_S for a missing packet, then goes on
 from the next whole frame after it and asks the sender for a keyframe (a PLI): the picture is
-damaged for the few frames until that keyframe, instead of frozen. The call's first frame is
-handed on even damaged: the receiver counts timestamps from the first frame it hands to the
-decoder, and the client matches returned frames to its own by those timestamps.
+held still until that keyframe (a VP8 frame after a gap refers to what was lost: decoded, it
+smears), instead of frozen until the link is given up. The call's first frame is handed on even
+damaged: the receiver counts timestamps from the first frame it hands to the decoder, and the
+client matches returned frames to its own by those timestamps.
 
 Its decoded frames then wait in an unbounded queue behind the track: media.pump_track drains it
 into a bounded hand-off, so a slow moment never turns into lasting delay.
@@ -35,6 +36,13 @@ log = logging.getLogger(__name__)
 
 VIDEO_CAPACITY = 512  # as aiortc's own for video
 HOLE_WAIT_S = 0.2  # a missing packet's retransmission is waited for this long (a few round trips)
+KEYFRAME_WAIT_S = 0.5  # after a gap, a keyframe is asked for again this often until it comes
+VP8_START_CODE = b"\x9d\x01\x2a"  # bytes 3-5 of every VP8 keyframe (RFC 6386, 9.1)
+
+
+def is_vp8_keyframe(data: bytes) -> bool:
+    """A VP8 keyframe: its frame tag's lowest bit is 0 and the start code follows the tag."""
+    return len(data) >= 6 and not data[0] & 1 and data[3:6] == VP8_START_CODE
 # Where aiortc 1.x keeps a receiver's jitter buffer and a sender's encoder (name-mangled private
 # attributes), and a transceiver's negotiated codecs.
 RECEIVER_BUFFER_ATTR = "_RTCRtpReceiver__jitter_buffer"
@@ -54,29 +62,54 @@ class MarkerJitterBuffer(JitterBuffer):
         self._newest: int | None = None  # the highest sequence number in
         self._stuck_since: float | None = None  # since when a missing packet holds the frames back
         self._handed_on = False  # whether a frame has gone to the decoder yet
+        self._vp8 = False  # a VP8 keyframe has come: the stream is VP8
+        self._keyframe_asked: float | None = None  # when a keyframe was asked for after a gap
+        self.frames_held = 0  # VP8 frames after a gap not decoded, the keyframe awaited
 
     def add(self, packet: RtpPacket, now: float | None = None) -> tuple[bool, JitterFrame | None]:
         self.bytes_in += len(packet.payload)
+        now = time.monotonic() if now is None else now
         if self._newest is None or uint16_gt(packet.sequence_number, self._newest):
             self._newest = packet.sequence_number
         pli, frame = super().add(packet)
         if frame is not None or self._first_hole() is None:
             self._stuck_since = None
-            self._handed_on = self._handed_on or frame is not None
-            return pli, frame
-        now = time.monotonic() if now is None else now
+            return self._screen(pli, frame, now)
         if self._stuck_since is None:
             self._stuck_since = now
         if now - self._stuck_since < self._hole_wait_s:
-            return pli, None
+            return self._screen(pli, None, now)
         first = None if self._handed_on else self._damaged_first()
         if first is None and not self._skip_hole():
-            return pli, None
+            return self._screen(pli, None, now)
         self._stuck_since = None
         self.holes_skipped += 1
-        frame = first or self._remove_frame(packet.sequence_number)
-        self._handed_on = self._handed_on or frame is not None
-        return True, frame  # a keyframe makes the picture whole again
+        log.debug("%s: a missing packet given up on (%d so far)", id(self), self.holes_skipped)
+        if first is not None:
+            self._handed_on = True
+            return True, first
+        # The frames after the gap refer to what was lost: a VP8 stream waits for the keyframe.
+        self._keyframe_asked = now if self._vp8 else None
+        return True, self._screen(False, self._remove_frame(packet.sequence_number), now)[1]
+
+    def _screen(self, pli: bool, frame: JitterFrame | None, now: float) -> tuple[bool, JitterFrame | None]:
+        """`frame`, unless it is a VP8 inter frame while a keyframe is awaited after a gap (asked
+        for again every KEYFRAME_WAIT_S, in case a request or the keyframe itself was lost)."""
+        if frame is None:
+            return pli, None
+        key = is_vp8_keyframe(frame.data)
+        self._vp8 = self._vp8 or key
+        if self._keyframe_asked is not None and not key:
+            self.frames_held += 1
+            if now - self._keyframe_asked >= KEYFRAME_WAIT_S:
+                self._keyframe_asked = now
+                pli = True
+            return pli, None
+        if self._keyframe_asked is not None:
+            log.debug("%s: the keyframe came after %d frames held", id(self), self.frames_held)
+        self._keyframe_asked = None
+        self._handed_on = True
+        return pli, frame
 
     def _first_hole(self) -> int | None:
         """How far from the origin the first missing packet is, if one is missing before the

@@ -99,10 +99,12 @@ def test_the_slow_links_queue_holds_what_the_rate_allows_and_drops_the_rest() ->
 def test_over_a_slow_link_the_sender_follows_it_down_and_frames_keep_coming(
     start_server: Callable[..., ServerThread], photo: Path, tmp_path: Path
 ) -> None:
-    link = ShapedLink(rate_bps=200_000)  # less than 320x240's starting 300 kbit/s
-    stats, score = call(start_server(), photo, tmp_path, 9.0, link)
+    """320x240 starts at 300 kbit/s and may rise to 600: over a 450 kbit/s link it rises, fills
+    the link, and comes back down, each way, without a freeze long enough to drop the call (as
+    1280x720 over 2 Mbit/s in `bench --remote`)."""
+    link = ShapedLink(rate_bps=450_000)
+    stats, score = call(start_server(), photo, tmp_path, 10.0, link)
     assert stats.connects == 1, stats  # no freeze long enough to drop the link
-    up, _ = stats.bitrate_bps()
-    assert stats.rate_changes >= 1 and up < 240_000, (up, stats)  # it followed the link down
+    assert stats.rate_changes >= 2 and stats.send_rate_bps < 450_000, stats  # up, then down to fit
     assert link.up.passed > 0 and link.down.passed > 0
-    assert score.frames >= 60 and score.psnr_db > 25.0, score  # the picture is still measured
+    assert score.frames >= 60 and score.psnr_db > 30.0, score  # still a picture, and measured

@@ -56,6 +56,37 @@ def test_a_packet_lost_for_good_is_given_up_and_a_keyframe_asked_for() -> None:
     assert frame is not None and frame.timestamp == 10000  # and on, one by one
 
 
+KEY = b"\x00\x00\x00\x9d\x01\x2a" + b"k"  # a VP8 keyframe's frame tag and start code
+INTER = b"\x01\x00\x00" + b"p"  # an inter frame's tag (lowest bit 1)
+
+
+def test_after_a_gap_a_vp8_stream_is_held_still_until_its_keyframe_comes() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    assert jb.add(packet(60, 0, KEY, marker=True), now=0.0)[1] is not None  # the call's keyframe
+    assert jb.add(packet(61, 3000, INTER, marker=True), now=0.03)[1] is not None
+    # 62 is lost for good; 63.. are inter frames that refer to it.
+    for seq, t in ((63, 0.1), (64, 0.15)):
+        assert jb.add(packet(seq, seq * 3000, INTER, marker=True), now=t) == (False, None)
+    pli, frame = jb.add(packet(65, 65 * 3000, INTER, marker=True), now=0.35)  # the gap is given up
+    assert pli and frame is None and jb.holes_skipped == 1  # a keyframe asked for; nothing smeared
+    assert jb.add(packet(66, 66 * 3000, INTER, marker=True), now=0.4) == (False, None)
+    pli, frame = jb.add(packet(67, 67 * 3000, INTER, marker=True), now=0.9)
+    assert pli and frame is None  # still none: asked again
+    jb.add(packet(68, 68 * 3000, KEY, marker=True), now=1.0)  # the keyframe (out with the next)
+    _, frame = jb.add(packet(69, 69 * 3000, INTER, marker=True), now=1.03)
+    assert frame is not None and frame.data == KEY and jb.frames_held >= 3
+    assert jb.add(packet(70, 70 * 3000, INTER, marker=True), now=1.06)[1] is not None  # and on
+
+
+def test_after_a_gap_a_stream_that_is_not_vp8_goes_on_at_once() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    h264 = b"\x65\x88abc"  # an H.264 IDR slice: no VP8 start code
+    jb.add(packet(70, 0, h264, marker=True), now=0.0)
+    jb.add(packet(72, 6000, b"\x41x", marker=True), now=0.05)  # 71, and so where 6000 starts, lost
+    pli, frame = jb.add(packet(73, 9000, b"\x41y", marker=True), now=0.3)
+    assert pli and frame is not None and frame.timestamp == 9000  # the next frame known whole
+
+
 def test_the_calls_first_frame_goes_on_even_damaged_so_timestamps_count_from_it() -> None:
     jb = MarkerJitterBuffer(hole_wait_s=0.2)
     assert jb.add(packet(50, 0, b"a"), now=0.0) == (False, None)  # 51, the rest of it, is lost
