@@ -1,68 +1,33 @@
 """The models FaceCast knows how to fetch: file names, pinned sizes and hashes, sources and licences.
 
 Facts are those of docs/model-contracts.md. A `sha256` of None means no trustworthy hash is
-published for that file; such files are accepted but reported as "unpinned".
+published for that file: such a file is checked against its publisher's CRC-32 where one is
+published, else accepted and reported as "unpinned". The swap models and their converters are
+models.files.swapper_catalogue; the record types are models.files.model_entry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 from models.errors import ModelMissingError
+from models.files.model_entry import ModelEntry, ModelFile, Role
+from models.files.swapper_catalogue import INSIGHTFACE_LICENCE, INSIGHTFACE_LICENCE_URL, SWAPPER_ENTRIES
 
-Role = Literal["detector", "recognizer", "swapper", "landmarks", "enhancer", "occluder", "parser"]
-
-
-@dataclass(frozen=True, slots=True)
-class ModelFile:
-    """One file on disk. `sha256`/`size` None means not pinned (cannot be verified)."""
-
-    name: str
-    sha256: str | None
-    size: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ModelEntry:
-    """A downloadable model.
-
-    `urls` are tried in order (primary first, then mirrors). When `archive` is set the URLs point at
-    that archive and `files` are the members to extract from it (matched by basename).
-    """
-
-    name: str
-    role: Role
-    files: tuple[ModelFile, ...]
-    urls: tuple[str, ...]
-    archive: str | None
-    licence: str
-    licence_url: str
-    description: str
-    default: bool
-
-    @property
-    def total_size(self) -> int | None:
-        """Bytes on disk once installed, None if any file's size is unknown."""
-        sizes = [f.size for f in self.files]
-        if any(s is None for s in sizes):
-            return None
-        return sum(s for s in sizes if s is not None)
-
-    def file(self, filename: str) -> ModelFile:
-        for f in self.files:
-            if f.name == filename:
-                return f
-        raise KeyError(filename)
-
-
-INSIGHTFACE_LICENCE = "non-commercial research only (insightface)"
-INSIGHTFACE_LICENCE_URL = "https://github.com/deepinsight/insightface#license"
 GPEN_LICENCE = "academic and non-commercial use only (GPEN, Alibaba)"
 GPEN_LICENCE_URL = "https://github.com/yangxy/GPEN"
 
 _FF_ASSETS = "https://github.com/facefusion/facefusion-assets/releases/download"
+
+
+def _ff_hash(release: str, stem: str) -> tuple[str, ...]:
+    """Where FaceFusion's CRC-32 of one of its assets lies (NAME.hash beside NAME.onnx)."""
+    return (
+        f"{_FF_ASSETS}/{release}/{stem}.hash",
+        f"https://huggingface.co/facefusion/{release}/resolve/main/{stem}.hash",
+    )
+
+
 _BUFFALO_L_URLS = ("https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip",)
 
 DET_10G = ModelFile(
@@ -79,47 +44,7 @@ LMK_3D68 = ModelFile(
 )
 
 CATALOGUE: tuple[ModelEntry, ...] = (
-    ModelEntry(
-        name="inswapper_128",
-        role="swapper",
-        files=(
-            ModelFile(
-                "inswapper_128.onnx",
-                "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af",
-                554_253_681,
-            ),
-        ),
-        urls=(
-            "https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128.onnx",
-            "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx",
-            "https://huggingface.co/datasets/Gourieff/ReActor/resolve/main/models/inswapper_128.onnx",
-        ),
-        archive=None,
-        licence=INSIGHTFACE_LICENCE,
-        licence_url=INSIGHTFACE_LICENCE_URL,
-        description="InsightFace face swapper, 128 px, fp32",
-        default=True,
-    ),
-    ModelEntry(
-        name="inswapper_128_fp16",
-        role="swapper",
-        files=(
-            ModelFile(
-                "inswapper_128_fp16.onnx",
-                "6d51a9278a1f650cffefc18ba53f38bf2769bf4bbff89267822cf72945f8a38b",
-                277_680_638,
-            ),
-        ),
-        urls=(
-            "https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx",
-            "https://huggingface.co/datasets/Gourieff/ReActor/resolve/main/models/inswapper_128_fp16.onnx",
-        ),
-        archive=None,
-        licence=INSIGHTFACE_LICENCE,
-        licence_url=INSIGHTFACE_LICENCE_URL,
-        description="InsightFace face swapper, 128 px, fp16 weights (half the download)",
-        default=False,
-    ),
+    *SWAPPER_ENTRIES,
     ModelEntry(
         name="buffalo_l",
         role="detector",
@@ -157,7 +82,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="scrfd_2.5g",
         role="detector",
-        files=(ModelFile("scrfd_2.5g.onnx", None, None),),
+        files=(ModelFile("scrfd_2.5g.onnx", None, None, crc32_urls=_ff_hash("models-3.0.0", "scrfd_2.5g")),),
         urls=(f"{_FF_ASSETS}/models-3.0.0/scrfd_2.5g.onnx",),
         archive=None,
         licence=INSIGHTFACE_LICENCE,
@@ -206,7 +131,11 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="gfpgan_1.4",
         role="enhancer",
-        files=(ModelFile("gfpgan_1.4.onnx", None, 340_299_087),),
+        files=(
+            ModelFile(
+                "gfpgan_1.4.onnx", None, 340_299_087, crc32_urls=_ff_hash("models-3.0.0", "gfpgan_1.4")
+            ),
+        ),
         urls=(f"{_FF_ASSETS}/models-3.0.0/gfpgan_1.4.onnx",),
         archive=None,
         licence="Apache-2.0 (GFPGAN)",
@@ -217,7 +146,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="codeformer",
         role="enhancer",
-        files=(ModelFile("codeformer.onnx", None, None),),
+        files=(ModelFile("codeformer.onnx", None, None, crc32_urls=_ff_hash("models-3.0.0", "codeformer")),),
         urls=(f"{_FF_ASSETS}/models-3.0.0/codeformer.onnx",),
         archive=None,
         licence="S-Lab License 1.0: non-commercial use only (CodeFormer, NTU S-Lab)",
@@ -228,7 +157,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="xseg_1",
         role="occluder",
-        files=(ModelFile("xseg_1.onnx", None, 70_324_286),),
+        files=(ModelFile("xseg_1.onnx", None, 70_324_286, crc32_urls=_ff_hash("models-3.1.0", "xseg_1")),),
         urls=(f"{_FF_ASSETS}/models-3.1.0/xseg_1.onnx",),
         archive=None,
         licence="GPL-3.0 (DeepFaceLab XSeg)",
@@ -239,7 +168,14 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="bisenet_resnet_34",
         role="parser",
-        files=(ModelFile("bisenet_resnet_34.onnx", None, 93_632_546),),
+        files=(
+            ModelFile(
+                "bisenet_resnet_34.onnx",
+                None,
+                93_632_546,
+                crc32_urls=_ff_hash("models-3.0.0", "bisenet_resnet_34"),
+            ),
+        ),
         urls=(f"{_FF_ASSETS}/models-3.0.0/bisenet_resnet_34.onnx",),
         archive=None,
         licence="MIT (face-parsing.PyTorch)",
@@ -272,6 +208,23 @@ def entry_for_file(filename: str, catalogue: Sequence[ModelEntry] = CATALOGUE) -
     return min(owners, key=lambda e: len(e.files))
 
 
+def names_of_role(role: Role, catalogue: Sequence[ModelEntry] = CATALOGUE) -> tuple[str, ...]:
+    """The entries of one role, in catalogue order (e.g. every face swapper)."""
+    return tuple(e.name for e in catalogue if e.role == role)
+
+
 def default_entries(catalogue: Sequence[ModelEntry] = CATALOGUE) -> tuple[ModelEntry, ...]:
     """The default download set."""
     return tuple(e for e in catalogue if e.default)
+
+
+__all__ = [
+    "CATALOGUE",
+    "ModelEntry",
+    "ModelFile",
+    "Role",
+    "default_entries",
+    "entry_for_file",
+    "get_entry",
+    "names_of_role",
+]
