@@ -76,7 +76,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="KBPS",
         help="the most video a stream sends back, in kbit/s (default: what the picture's size needs "
-        "for a clean picture: 1500 at 640x480, 3000 at 1280x720; less when the link carries less)",
+        "for a clean picture: 2000 at 640x480, 3000 at 1280x720; less when the link carries less)",
     )
     parser.add_argument("--preset", default=DEFAULT_PRESET, help="preset a stream gets unless it names one")
     if not any("--models-dir" in a.option_strings for a in parser._actions):
@@ -185,7 +185,7 @@ def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool 
         default=None,
         metavar="KBPS",
         help="the most video the call sends each way, in kbit/s (default: what the picture's size "
-        "needs for a clean picture: 1500 at 640x480, 3000 at 1280x720; less when the link carries less)",
+        "needs for a clean picture: 2000 at 640x480, 3000 at 1280x720; less when the link carries less)",
     )
     group.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
 

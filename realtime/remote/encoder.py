@@ -43,11 +43,11 @@ log = logging.getLogger(__name__)
 # The rate a clean picture needs at 30 fps, by picture size (pixels up to, bit/s): measured on a
 # smooth, moving background through both encoders of a call, where more bits stop buying PSNR
 # (640x480: 39.1 dB at 1.2 Mbit/s, 39.3 at 2; 1280x720: 41.6 at 2.5, 41.8 at 3.5), plus headroom for
-# a camera's noise. libvpx spends less on a picture that needs less.
+# a camera's noise; a call starts at half. libvpx spends less on a picture that needs less.
 DEFAULT_RATES: tuple[tuple[int, int], ...] = (
     (320 * 240, 600_000),
-    (640 * 360, 1_000_000),
-    (640 * 480, 1_500_000),
+    (640 * 360, 1_200_000),
+    (640 * 480, 2_000_000),
     (1280 * 720, 3_000_000),
     (1920 * 1080, 5_000_000),
 )

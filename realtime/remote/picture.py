@@ -74,11 +74,18 @@ def psnr_db(original: ImageBGR, returned: ImageBGR, mask: Mask) -> float:
     return min(CLEAN_DB, 10.0 * math.log10(PEAK * PEAK * count / squared))
 
 
+def luma(image: ImageBGR) -> npt.NDArray[np.uint8]:
+    return np.asarray(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), dtype=np.uint8)
+
+
 def ssim(original: ImageBGR, returned: ImageBGR, mask: Mask) -> float:
     """Structural similarity of the luma (Gaussian window, sigma 1.5, as Wang et al.), averaged
     over the masked pixels."""
-    a = cv2.cvtColor(original, cv2.COLOR_BGR2GRAY).astype(np.float32)
-    b = cv2.cvtColor(returned, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    return ssim_of_luma(luma(original), luma(returned), mask)
+
+
+def ssim_of_luma(original: npt.NDArray[np.uint8], returned: npt.NDArray[np.uint8], mask: Mask) -> float:
+    a, b = original.astype(np.float32), returned.astype(np.float32)
     c1, c2 = (0.01 * PEAK) ** 2, (0.03 * PEAK) ** 2
 
     def blur(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -107,18 +114,19 @@ class PictureScore:
 
 class PictureMeter:
     """Keeps the originals of the last `keep` frames by index (what `sent` is shown, from the
-    capture thread) and scores every returned frame against its own (`returned`, from the output
-    thread); frames in the first `settle_frames` after the first one scored are left out (both
-    encoders' first frames, before their rate control settles)."""
+    capture thread; 1.5 s at 30 fps: a frame not back by then is not scored) and scores every
+    returned frame against its own (`returned`, from the output thread); frames in the first
+    `settle_frames` after the first one scored are left out (both encoders' first frames, before
+    their rate control settles)."""
 
-    def __init__(self, mask: Mask, keep: int = 120, settle_frames: int = 30) -> None:
+    def __init__(self, mask: Mask, keep: int = 45, settle_frames: int = 30) -> None:
         self.mask = mask
         self._keep = keep
         self._settle = settle_frames
         self._originals: OrderedDict[int, ImageBGR] = OrderedDict()
         self._lock = threading.Lock()
         self._psnr: list[float] = []
-        self._ssim_pairs: list[tuple[ImageBGR, ImageBGR]] = []
+        self._ssim_pairs: list[tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]] = []  # luma
         self._seen = 0
         self._last_return: float | None = None
         self._longest_gap = 0.0
@@ -145,13 +153,13 @@ class PictureMeter:
         self._last_return = now
         self._psnr.append(psnr_db(original, image, self.mask))
         if self._seen % SSIM_EVERY == 0 and len(self._ssim_pairs) < SSIM_SAMPLES:
-            self._ssim_pairs.append((original, image.copy()))
+            self._ssim_pairs.append((luma(original), luma(image)))
 
     def score(self) -> PictureScore:
         values = np.array(self._psnr, dtype=np.float64)
         if values.size == 0:
             return PictureScore(0, 0.0, 0.0, 0.0, 0.0)
-        ssims = [ssim(a, b, self.mask) for a, b in self._ssim_pairs]
+        ssims = [ssim_of_luma(a, b, self.mask) for a, b in self._ssim_pairs]
         return PictureScore(
             int(values.size),
             round(float(values.mean()), 2),
