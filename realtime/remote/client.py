@@ -55,7 +55,7 @@ from realtime.remote.media import AsyncHandOff, Fifo, HandOff, Received, i420_of
 from realtime.remote.options import RemoteOptions
 from realtime.remote.settings_push import overrides_for
 from realtime.remote.signalling import Signalling, StreamHandle
-from realtime.remote.timeline import ReturnGaps, SentFrame, Timeline
+from realtime.remote.timeline import CaptureOrder, ReturnGaps, SentFrame, Timeline
 from realtime.remote.transport import bytes_received, quicken_receivers
 
 log = logging.getLogger(__name__)
@@ -242,35 +242,30 @@ class RemoteClient:
             sending.put_threadsafe(ToSend(frame.image, i420_of(frame.image), sent))
 
     def _output_live(self) -> None:
-        """Each returned frame once, at its capture time (a virtual camera keeps showing the last
-        one, and a recording must not hold a frame twice), never one older than the last shown;
-        the local picture, labelled, while the link is down."""
+        """Each returned frame once, at its capture time (`CaptureOrder`); the local picture,
+        labelled, while the link is down."""
         period = 1.0 / (self.source.fps or 30.0)
-        shown = float("-inf")  # the capture time of the last frame sent on
-        late = 0  # returned frames older than one shown already (after a "reconnecting" spell)
+        order = CaptureOrder(period)
         while not self.stop_event.is_set():
             got = self._returns.take(period * 1.5)
-            self.stats.remote_skipped = self._returns.dropped + late
+            self.stats.remote_skipped = self._returns.dropped + order.late
             if self.stop_event.is_set():
                 break
             now = time.perf_counter()
             down = not self._linked.is_set() or now - self._last_remote > self.options.stale_s
             if got is not None:
                 item, sent = got
-                # The call's first frame, under RTP 0, has no known original (index -1): shown at
-                # its arrival, a period after the last, so a recording places it in a slot of its own.
-                captured = sent.capture_ts if sent is not None else max(item.arrived, shown + period)
-                if captured <= shown:
-                    late += 1
+                captured = order.place(sent.capture_ts if sent is not None else None, item.arrived)
+                if captured is None:
                     continue
-                shown = captured
                 self.stats.remote_frames += 1
                 self._send(VideoFrame(self._fit(item.image), sent.index if sent else -1, captured))
                 if sent is not None:
                     self.metrics.frame_out(sent.capture_ts, time.perf_counter())
-            elif down and self._newest_local is not None and self._newest_local.capture_ts > shown:
+            elif down and self._newest_local is not None:
                 local = self._newest_local
-                shown = local.capture_ts
+                if order.place(local.capture_ts, local.capture_ts) is None:
+                    continue  # shown already: the camera has no newer picture yet
                 image = local.image.copy()
                 draw_reconnecting(image)
                 draw_disclosure_label(image)

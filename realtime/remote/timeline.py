@@ -80,3 +80,30 @@ class ReturnGaps:
         gap = index - self._last - 1 if self._last >= 0 else 0
         self._last = index
         return gap, captured_ts - self._first_ts >= self._settle_s
+
+
+SPACING = 0.75  # of a frame period: closer frames would fall in one slot of a recording
+
+
+class CaptureOrder:
+    """A live output's frames in capture order, each once, at its capture time: what a virtual
+    camera shows and a recording writes (a recording places each frame by its capture time, so a
+    frame sent twice, or one older than the last, would stretch the take and double frames). A
+    frame captured less than SPACING of a period after the last one shown (after a spell of the
+    local picture: returned frames are older than the camera's newest) is left out; one whose
+    original is unknown (the call's first, under RTP 0) is placed at its arrival, at least a
+    period after the last, in a slot of its own."""
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self.shown = float("-inf")  # the capture time of the last frame placed
+        self.late = 0  # frames left out as older than one shown
+
+    def place(self, captured: float | None, arrived: float) -> float | None:
+        """The capture time to show a frame at, or None to leave it out."""
+        at = captured if captured is not None else max(arrived, self.shown + self.period_s)
+        if at < self.shown + SPACING * self.period_s:
+            self.late += 1
+            return None
+        self.shown = at
+        return at

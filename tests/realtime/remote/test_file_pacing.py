@@ -1,5 +1,5 @@
 """A file's frames through a call: sent at the pace they come back, sent again when lost, given up
-after their tries, written in order."""
+after their tries, written in order; a live output's frames in capture order, each once."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 
 from realtime.api import VideoFrame
 from realtime.remote.file_pacing import AckedSending, InFlight, InOrderFrames
+from realtime.remote.timeline import CaptureOrder
 
 
 class File:
@@ -92,3 +93,14 @@ def test_frames_that_come_back_early_wait_for_those_before_them() -> None:
     assert [f.index for f in order.add(0, frame[0])] == [0, 1, 2]
     assert order.add(1, frame[1]) == []  # a duplicate
     assert [f.index for f in order.add(3, frame[3])] == [3] and order.waiting == 0
+
+
+def test_a_live_output_places_each_frame_once_in_capture_order() -> None:
+    order = CaptureOrder(period_s=0.04)
+    assert order.place(None, arrived=1.00) == 1.00  # the call's first frame: at its arrival
+    assert order.place(0.98, arrived=1.02) is None  # captured before it: left out
+    assert order.place(1.04, arrived=1.06) == 1.04
+    assert order.place(1.04, arrived=1.10) is None  # the same frame again: left out
+    assert order.place(None, arrived=1.05) == 1.08  # no original: a period after the last
+    assert order.place(1.10, arrived=1.13) is None  # too close to it: one slot of a recording
+    assert order.place(1.12, arrived=1.14) == 1.12 and order.late == 3
