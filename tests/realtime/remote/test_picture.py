@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from realtime.api import NullSink, draw_disclosure_label
+from realtime.api import FaceCastError, NullSink, draw_disclosure_label
 from realtime.remote.client import ClientStats, RemoteClient
 from realtime.remote.link_shaper import Bottleneck, ShapedLink
 from realtime.remote.options import RemoteOptions
@@ -60,13 +60,18 @@ def test_the_measured_region_leaves_out_the_face_and_the_label() -> None:
 
 
 def call(
-    server: ServerThread, photo: Path, tmp_path: Path, seconds: float, link: ShapedLink | None = None
+    server: ServerThread,
+    photo: Path,
+    tmp_path: Path,
+    seconds: float,
+    link: ShapedLink | None = None,
+    max_bitrate: int | None = None,
 ) -> tuple[ClientStats, PictureScore]:
     scene = FaceScene(*SIZE)
     meter = PictureMeter(scene.mask())
     options = RemoteOptions(
         url=server.url, token=TOKEN, photos=(photo,), consent=True, known_hosts=tmp_path / "known_hosts",
-        duration_s=seconds,
+        duration_s=seconds, max_bitrate=max_bitrate,
     )  # fmt: skip
     client = RemoteClient(
         options, MeteredSource(scene, meter), MeteredSink(NullSink(), meter), lambda _: None,
@@ -84,6 +89,18 @@ def test_a_call_brings_the_picture_back_clean(
     assert score.ssim >= SSIM_FLOOR, score
     up, down = stats.bitrate_bps()
     assert 0 < up <= 700_000 and 0 < down <= 700_000, stats  # within 320x240's 600 kbit/s (+ overshoot)
+
+
+def test_a_users_ceiling_holds_the_video_both_ways(
+    start_server: Callable[..., ServerThread], photo: Path, tmp_path: Path
+) -> None:
+    server = start_server()
+    assert server.server.rate_from("200").max_bps == 200_000
+    with pytest.raises(FaceCastError, match="max_kbps"):
+        server.server.rate_from("lots")
+    stats, _ = call(server, photo, tmp_path, 4.0, max_bitrate=160_000)  # below the 300 kbit/s start
+    up, down = stats.bitrate_bps()
+    assert 0 < up < 190_000 and 0 < down < 190_000, stats  # the server's video back too (max_kbps)
 
 
 def test_the_slow_links_queue_holds_what_the_rate_allows_and_drops_the_rest() -> None:
