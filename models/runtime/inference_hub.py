@@ -35,6 +35,7 @@ class ModelService:
     service: InferenceService
     session: Any
     max_batch: int
+    kind: InputKind = "host"  # what its requests hold: host arrays or device tensors
     note: str = ""  # why it runs unbatched, when it does
 
 
@@ -65,19 +66,29 @@ class InferenceHub:
         path: Path,
         factory: SessionFactory,
         *,
-        outputs: Sequence[str],
+        outputs: Sequence[str] | None = None,
         kind: InputKind = "host",
         instances: int = 1,
         label: str = "",
+        check: Callable[[Any], None] | None = None,
     ) -> ModelService:
-        """The shared service for the model in `path` on `factory`'s device, fetching `outputs`."""
+        """The shared service for the model in `path` on `factory`'s device, fetching `outputs`
+        (None: the first output only). check: run on the file's session before anything else (a
+        contract check that refuses a wrong file)."""
         stat = path.stat()
-        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, factory.config, kind, tuple(outputs))
+        key = (
+            str(path.resolve()),
+            stat.st_size,
+            stat.st_mtime_ns,
+            factory.config,
+            kind,
+            tuple(outputs or ()),
+        )
         with self._lock:
             found = self._services.get(key)
             if found is None:
                 found = self._services[key] = self._open(
-                    path, factory, outputs, kind, max(instances, 1), label
+                    path, factory, outputs, kind, max(instances, 1), label, check
                 )
             return found
 
@@ -85,10 +96,11 @@ class InferenceHub:
         self,
         path: Path,
         factory: SessionFactory,
-        outputs: Sequence[str],
+        wanted: Sequence[str] | None,
         kind: InputKind,
         instances: int,
         label: str,
+        check: Callable[[Any], None] | None,
     ) -> ModelService:
         name = label or path.name
         verdicts = factory.config.cache_dir / VERDICTS_FILE if factory.config.cache_dir else None
@@ -98,7 +110,8 @@ class InferenceHub:
         def opener(stream: int | None) -> Callable[[Path | bytes], Any]:
             return lambda model: factory.create(model, label=name, cuda_stream=stream)
 
-        opened = open_batched(path, opener(streams[0]), self.policy.max_batch, verdicts)
+        opened = open_batched(path, opener(streams[0]), self.policy.max_batch, verdicts, check)
+        outputs = list(wanted) if wanted else [opened.session.get_outputs()[0].name]
         sessions = [opened.session]
         for stream in streams[1:]:
             if stream is None:
@@ -113,7 +126,7 @@ class InferenceHub:
         ]
         policy = self.policy if opened.max_batch > 1 else BatchPolicy(1, 0, self.policy.active_s)
         return ModelService(
-            InferenceService(runners, policy, name), opened.session, opened.max_batch, opened.note
+            InferenceService(runners, policy, name), opened.session, opened.max_batch, kind, opened.note
         )
 
 

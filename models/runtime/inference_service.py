@@ -24,7 +24,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +35,7 @@ import numpy.typing as npt
 from models.runtime.batch_window import BatchPolicy, BatchWindow, WindowState
 
 Feeds = Mapping[str, Any]  # input name -> a tensor with a batch of 1 (numpy, or the runner's kind)
+OVERHEAD_SAMPLES = 10_000
 
 
 class ServiceClosedError(RuntimeError):
@@ -81,6 +83,7 @@ class _Request:
     outputs: tuple[Any, ...] = ()
     error: BaseException | None = None
     waited_s: float = 0.0  # submitted -> its batch started
+    run_s: float = 0.0  # its batch's model call
     batch_size: int = 0
 
 
@@ -90,6 +93,12 @@ class _Stream:
     queue: deque[_Request] = field(default_factory=deque)
     last_submit: float = -1e9
     closed: bool = False
+    held: int = 0  # > 0 while its requests of one frame are still being submitted
+
+    @property
+    def takeable(self) -> bool:
+        """Whether a batch may take its requests now (not while held)."""
+        return not self.held and bool(self.queue)
 
 
 class Ticket:
@@ -139,6 +148,16 @@ class ServiceClient:
         """submit + result, for a caller with nothing to do meanwhile."""
         return self.submit(feeds).result()
 
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Requests submitted inside go to a batch together, once the block ends (a frame's faces:
+        the batch window waits for the last of them, not the first)."""
+        self.service.hold(self._stream, +1)
+        try:
+            yield
+        finally:
+            self.service.hold(self._stream, -1)
+
     def close(self) -> None:
         """This stream is done: it is no longer waited for; what it left queued is dropped."""
         self.service.close_stream(self._stream)
@@ -149,6 +168,9 @@ class ServiceStats:
     calls: int = 0
     requests: int = 0
     per_stream: dict[str, int] = field(default_factory=dict)
+    # What the service added to each request (its wait for a batch and the hand-offs, not the
+    # model call), seconds, the last OVERHEAD_SAMPLES requests: the bench's figure.
+    overhead_s: list[float] = field(default_factory=list)
 
     @property
     def per_call(self) -> float:
@@ -173,11 +195,13 @@ class InferenceService:
         self._window = BatchWindow(policy)
         self._clock = clock
         self._cond = threading.Condition()
+        self.runners: tuple[BatchRunner, ...] = tuple(runners)  # its instances (for diagnostics)
         self._free = list(runners)  # the instances not running a batch
         self._streams: list[tuple[weakref.ref[ServiceClient], _Stream]] = []
         self._turn = itertools.count()  # rotates which stream is served first
         self._forming = False
         self._stats = ServiceStats()
+        self._overheads: deque[float] = deque(maxlen=OVERHEAD_SAMPLES)
 
     @property
     def max_batch(self) -> int:
@@ -192,11 +216,13 @@ class InferenceService:
 
     def stats(self) -> ServiceStats:
         with self._cond:
-            return ServiceStats(self._stats.calls, self._stats.requests, dict(self._stats.per_stream))
+            s = self._stats
+            return ServiceStats(s.calls, s.requests, dict(s.per_stream), list(self._overheads))
 
     def reset_stats(self) -> None:
         with self._cond:
             self._stats = ServiceStats()
+            self._overheads.clear()
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -210,6 +236,11 @@ class InferenceService:
             stream.last_submit = now
             self._cond.notify_all()
         return Ticket(self, request)
+
+    def hold(self, stream: _Stream, step: int) -> None:
+        with self._cond:
+            stream.held += step
+            self._cond.notify_all()
 
     def close_stream(self, stream: _Stream) -> None:
         with self._cond:
@@ -228,6 +259,7 @@ class InferenceService:
                     self._lead()
                 else:
                     self._cond.wait(0.05)
+            self._overheads.append(max(self._clock() - request.submitted - request.run_s, 0.0))
         if request.error is not None:
             raise request.error
         return request.outputs
@@ -274,7 +306,7 @@ class InferenceService:
             if self._window.ready(state):
                 break
             self._cond.wait(self._window.wait_s(state))
-        streams = [s for _, s in self._live() if s.queue]
+        streams = [s for _, s in self._live() if s.takeable]
         first = next(self._turn) % len(streams)
         order = streams[first:] + streams[:first]
         batch: list[_Request] = []
@@ -299,12 +331,12 @@ class InferenceService:
         return live
 
     def _queued(self) -> bool:
-        return any(stream.queue for _, stream in self._streams)
+        return any(stream.takeable for _, stream in self._streams)
 
     def _state(self) -> WindowState:
         now = self._clock()
         streams = [s for _, s in self._live()]
-        waiting = [s for s in streams if s.queue]
+        waiting = [s for s in streams if s.takeable]
         oldest = min((s.queue[0].submitted for s in waiting), default=now)
         active = sum(1 for s in streams if s.queue or now - s.last_submit <= self.policy.active_s)
         return WindowState(

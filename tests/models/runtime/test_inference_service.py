@@ -237,3 +237,17 @@ def test_two_instances_let_one_batch_form_while_another_runs(session: Any) -> No
     release.set()
     first.join(10)
     assert order == ["first starts", "second runs", "first ends"]
+
+
+def test_a_frames_faces_held_while_submitted_go_to_one_call_together(session: Any) -> None:
+    service = service_for(session, BatchPolicy(max_batch=8, max_delay_us=0))
+    frame, other = service.client("frame"), service.client("other")
+    with frame.holding():
+        first = frame.submit(request(1))
+        alone = other.submit(request(2))
+        alone.result()  # runs now, without the held faces
+        assert alone.batch_size == 1 and not first.done
+        second = frame.submit(request(3))
+    first.result()
+    assert first.batch_size == second.batch_size == 2  # the frame's two faces, one call
+    np.testing.assert_allclose(second.result()[0], direct(session, 3), atol=1e-5)
