@@ -157,6 +157,7 @@ class MainWindow(QMainWindow):
         self._models_checked_for = _models_needed(self._composer.effective())
         self._build_layout()
         self.remote_panel = attach_remote_panel(self, config.remote, store.path)
+        self.remote_panel.link_state.connect(lambda *_: self._update_badge())
 
         self._apply_timer = QTimer(self)
         self._apply_timer.setSingleShot(True)
@@ -452,7 +453,10 @@ class MainWindow(QMainWindow):
     def _update_badge(self) -> None:
         state, models = self.controller.state, self.controller.models
         badge = ""
-        if state == RunState.RUNNING:
+        remote = self.remote_panel.badge() if state == RunState.RUNNING else None
+        if remote is not None:
+            badge = remote  # the server's stream: the local engine loads no models
+        elif state == RunState.RUNNING:
             if self.controller.previous_models_running:
                 badge = (
                     "Loading new models… (the previous ones are still swapping)"

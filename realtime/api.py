@@ -59,7 +59,7 @@ from realtime.io.partial_files import PartialLock, new_partial_path
 from realtime.io.provenance import can_sign, provenance_tags, read_provenance, sign_video
 from realtime.io.sinks import NullSink
 from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
-from realtime.io.test_pattern import TestPatternSource
+from realtime.io.test_pattern import TestPatternSource, astronaut_photo
 from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
 from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
@@ -133,6 +133,7 @@ __all__ = [
     "VideoFrame",
     "VirtualCameraSink",
     "VirtualCameraUnavailableError",
+    "astronaut_photo",
     "auto_provider",
     "available_presets",
     "can_sign",

@@ -14,10 +14,15 @@ EXIT_TLS = 6  # the server's certificate is not the pinned one
 EXIT_REFUSED = 7  # the server refused the request as given (400, 404, 413, 415, 422)
 EXIT_LOST = 8  # the link dropped and did not come back within --reconnect-for
 EXIT_ENDED = 15  # the server ended the stream for good (its --max-session limit)
+EXIT_FRAMES_MISSING = 19  # a file through the server did not come back whole (nothing was written)
 
 
 class RemoteError(FaceCastError):
     exit_code = EXIT_REFUSED
+
+
+class BadUrlError(RemoteError):
+    """The server's address is not a URL (the command line names --remote, the panel its field)."""
 
 
 class UnreachableError(RemoteError):
@@ -46,3 +51,7 @@ class LinkLostError(RemoteError):
 
 class StreamEndedError(RemoteError):
     exit_code = EXIT_ENDED
+
+
+class FramesMissingError(RemoteError):
+    exit_code = EXIT_FRAMES_MISSING
