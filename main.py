@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import platformdirs
 
-from models.errors import FaceCastError
+from models.errors import ExitCode, FaceCastError
 from realtime.tools.cli import cmd_bench, cmd_doctor, cmd_models, cmd_serve
 from realtime.tools.cli_args import build_parser
 from realtime.tools.cli_jobs import cmd_bench_jobs, cmd_jobs, cmd_worker
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         print(f"error: {exc.user_message()}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl+C before a run's first frame (Stopped says which signal)
-        return getattr(exc, "exit_code", 130)
+        return getattr(exc, "exit_code", ExitCode.SIGINT)
 
 
 def run_main() -> int:
@@ -161,7 +161,7 @@ def run_main() -> int:
     try:
         return main()
     except KeyboardInterrupt:  # before a command's own handling (while the arguments are parsed)
-        return 130
+        return ExitCode.SIGINT
 
 
 if __name__ == "__main__":

@@ -6,7 +6,14 @@ rules in pyproject.toml hold the GUI to this module.
 
 from __future__ import annotations
 
-from models.errors import DownloadError, FaceCastError, LicenceNotAcceptedError, ModelError, ModelMissingError
+from models.errors import (
+    DownloadError,
+    ExitCode,
+    FaceCastError,
+    LicenceNotAcceptedError,
+    ModelError,
+    ModelMissingError,
+)
 from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
 from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
@@ -19,7 +26,7 @@ from models.wrappers.mtcnn import MTCNN
 from realtime.consent import CONSENT_TEXT, consent_path, consent_recorded, record_consent, settings_path
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
-from realtime.core.errors import SinkError, SourceError, VirtualCameraUnavailableError
+from realtime.core.errors import OutputExistsError, SinkError, SourceError, VirtualCameraUnavailableError
 from realtime.core.events import EngineEvent
 from realtime.core.flow import CatchUpSlot
 from realtime.core.frames import VideoFrame
@@ -77,6 +84,7 @@ __all__ = [
     "Downloader",
     "Engine",
     "EngineEvent",
+    "ExitCode",
     "FaceCastError",
     "FaceDetector",
     "FacePick",
@@ -100,6 +108,7 @@ __all__ = [
     "ModelStore",
     "NullSink",
     "OptionalSink",
+    "OutputExistsError",
     "OutputInfo",
     "OutputRequest",
     "PartialLock",

@@ -28,7 +28,6 @@ from realtime.remote.tokens import new_token
 
 DEFAULT_PORT = 8443
 DEFAULT_PRESET = "balanced"
-EXIT_OK = 0
 DEFAULTS = Limits()
 
 
@@ -146,7 +145,7 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
 
     asyncio.run(serve())
     print("stopped", file=out)
-    return EXIT_OK
+    return 0
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool = True) -> None:
@@ -266,7 +265,7 @@ def run_remote(
     )
     if client.stopped_by is not None and exit_for_signal is not None:
         return exit_for_signal(client.stopped_by)  # hung up and finished, yet a signal ended it
-    return EXIT_OK
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

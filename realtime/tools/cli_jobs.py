@@ -157,10 +157,9 @@ def cmd_jobs(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
-    from realtime.api import SourceError
+    from realtime.api import ExitCode, SourceError
     from realtime.io.provenance import provenance_tags
     from realtime.jobs.batch import BatchItem, run_batch, specs_for_folder, specs_from_jobs_file
-    from realtime.jobs.errors import EXIT_SOME_JOBS_FAILED
 
     template = spec_from_args(args, input_path=".", output=".")
     if args.jobs is not None:
@@ -181,7 +180,7 @@ def _cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
         items = run_batch(specs, stop, on_done, tags=provenance_tags())
     failed = [i for i in items if not i.ok]
     show(f"batch: {len(items) - len(failed)} of {len(specs)} jobs done, {len(failed)} failed")
-    return EXIT_SOME_JOBS_FAILED if failed else 0
+    return ExitCode.SOME_JOBS_FAILED if failed else 0
 
 
 def cmd_bench_jobs(args: argparse.Namespace, out: TextIO) -> int:

@@ -19,12 +19,7 @@ import pytest
 
 import main
 from models.fakes.doubles import write_all
-from realtime.jobs.errors import (
-    EXIT_INPUT_ENDS_EARLY,
-    EXIT_OUTPUT_EXISTS,
-    EXIT_SIGTERM,
-    EXIT_SOME_JOBS_FAILED,
-)
+from realtime.api import ExitCode
 from realtime.jobs.manifest import finished_chunk_files, job_folder
 from realtime.tools.bench import astronaut_bgr
 from tests.paths import REPO_ROOT
@@ -99,7 +94,7 @@ def test_an_existing_output_is_refused_unless_overwrite(
     out.write_bytes(b"my earlier take")
     code, _ = run_cli(job_args(models, photo, vfr_clip, out))
     err = capsys.readouterr().err
-    assert code == EXIT_OUTPUT_EXISTS and "exists already" in err and "--overwrite" in err
+    assert code == ExitCode.OUTPUT_EXISTS and "exists already" in err and "--overwrite" in err
     assert "Traceback" not in err and out.read_bytes() == b"my earlier take"
     code, text = run_cli(job_args(models, photo, vfr_clip, out, "--overwrite"))
     assert code == 0, text
@@ -116,7 +111,7 @@ def test_a_truncated_input_says_how_much_was_processed(
     out = tmp_path / "out.mkv"
     code, _ = run_cli(job_args(models, photo, cut, out))
     err = capsys.readouterr().err
-    assert code == EXIT_INPUT_ENDS_EARLY, err
+    assert code == ExitCode.INPUT_ENDS_EARLY, err
     assert "of ~100 frames: the input ends early" in err and "Traceback" not in err
     processed = int(err.split("processed ")[1].split(" ")[0])
     assert 30 <= processed < 100 and len(video_times(out)) == processed
@@ -162,7 +157,7 @@ def test_a_cut_run_resumes_from_its_finished_chunks_and_equals_one_run(
     os.kill(proc.pid, how)
     proc.wait(timeout=60)
     if how == signal.SIGTERM:
-        assert proc.returncode == EXIT_SIGTERM and b"Run the same command again" in log.read_bytes()
+        assert proc.returncode == ExitCode.SIGTERM and b"Run the same command again" in log.read_bytes()
     else:
         assert proc.returncode == -signal.SIGKILL
     assert not out.exists()
@@ -210,7 +205,7 @@ def test_a_batch_runs_every_job_and_one_failure_stops_none(
             *models_args,
         ]
     )
-    assert code == EXIT_SOME_JOBS_FAILED, text
+    assert code == ExitCode.SOME_JOBS_FAILED, text
     assert "batch: 2 of 3 jobs done, 1 failed" in text and "FAILED" in text and "b.mp4" in text
     assert sorted(p.name for p in results.iterdir()) == ["a.mp4", "c.mkv"]
     assert len(video_times(results / "c.mkv")) == 20 and audio_packets(results / "c.mkv")
@@ -293,7 +288,7 @@ def test_frames_lost_inside_a_damaged_input_are_told(
     out = tmp_path / "out.mkv"
     code, _ = run_cli(job_args(models, photo, bad, out))
     err = capsys.readouterr().err
-    assert code == EXIT_INPUT_ENDS_EARLY, err
+    assert code == ExitCode.INPUT_ENDS_EARLY, err
     assert "of ~100 frames: frames are missing in the input (damaged at" in err
     processed = int(err.split("processed ")[1].split(" ")[0])
     assert 40 <= processed < 100 and len(video_times(out)) == processed

@@ -13,7 +13,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from realtime.jobs.errors import EXIT_SIGINT, EXIT_SIGTERM
+from realtime.api import ExitCode
 from realtime.remote.runner import ServerThread
 from tests.paths import REPO_ROOT
 from tests.realtime.remote.conftest import TOKEN, frame_image
@@ -28,7 +28,7 @@ def frames_swapped(server: ServerThread) -> int:
     return sum(e.stats().frames_out for e in engines)
 
 
-@pytest.mark.parametrize(("how", "code"), [("SIGINT", EXIT_SIGINT), ("SIGTERM", EXIT_SIGTERM)])
+@pytest.mark.parametrize(("how", "code"), [("SIGINT", ExitCode.SIGINT), ("SIGTERM", ExitCode.SIGTERM)])
 def test_a_signal_hangs_up_finishes_the_output_and_exits_with_the_signals_code(
     tmp_path: Path, photo: Path, start_server: Callable[..., ServerThread], how: str, code: int
 ) -> None:
