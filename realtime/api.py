@@ -52,7 +52,7 @@ from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
 from realtime.io.file_sinks import VideoFileSink
 from realtime.io.inputs import open_input
 from realtime.io.output_info import OutputInfo, collect_output_info
-from realtime.io.outputs import OutputRequest, open_output, open_outputs
+from realtime.io.outputs import OutputRequest, check_output_free, open_output, open_outputs, output_file
 from realtime.io.partial_files import PartialLock, new_partial_path
 from realtime.io.provenance import can_sign, provenance_tags, read_provenance, sign_video
 from realtime.io.sinks import NullSink
@@ -135,6 +135,7 @@ __all__ = [
     "available_presets",
     "can_sign",
     "check_models_present",
+    "check_output_free",
     "collect_output_info",
     "consent_path",
     "consent_recorded",
@@ -151,6 +152,7 @@ __all__ = [
     "open_input",
     "open_output",
     "open_outputs",
+    "output_file",
     "parse_override",
     "part_path",
     "passthrough_stages",

@@ -32,6 +32,7 @@ from realtime.io.partial_files import (
     _remove,
     _survives_truncation,
     _write_error,
+    final_path,
 )
 
 log = logging.getLogger(__name__)
@@ -318,18 +319,9 @@ class VideoFileSink:
             self.finalise(self.path)
 
     def _final_path(self) -> Path:
-        """Where the finished file goes: `path`, unless a file of that name appeared while this
-        one was recorded (another FaceCast writing the same take): then `NAME-2.EXT`, ... — the
-        other recording is not replaced. (A file that was there at open() is replaced, as asked.)"""
-        if self._existed or not self.path.exists():
-            return self.path
-        n, target = 2, self.path.with_name(f"{self.path.stem}-2{self.path.suffix}")
-        while target.exists():
-            n += 1
-            target = self.path.with_name(f"{self.path.stem}-{n}{self.path.suffix}")
-        log.warning("%s appeared while recording; this recording is kept as %s.", self.path, target)
-        self.path = target
-        return target
+        """The finished file's name (partial_files.final_path); `path` follows it."""
+        self.path = final_path(self.path, self._existed)
+        return self.path
 
     def abort(self) -> None:
         container = self._container
@@ -357,6 +349,7 @@ class ImageFileSink:
         self.path = Path(path)
         self.finalise = finalise
         self._temp = _partial_path(self.path)
+        self._existed = False  # whether `path` was there at open() (partial_files.final_path)
         self._last: ImageBGR | None = None
         self.frames_received = 0
 
@@ -372,6 +365,7 @@ class ImageFileSink:
         self._temp = _partial_path(self.path)
         _prepare_target(self.path, self._temp)
         _remove(self._temp)  # proves the folder is writable; the file comes at close()
+        self._existed = self.path.exists()
         self._last = None
         self.frames_received = 0
 
@@ -395,6 +389,7 @@ class ImageFileSink:
             # (its OSError on a full disk has no errno, so "disk full" cannot be said).
             with open(temp, "wb") as f:
                 f.write(encoded.tobytes())
+            self.path = final_path(self.path, self._existed)
             os.replace(temp, self.path)
         except OSError as err:
             _remove(temp)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from models.errors import FaceCastError
 from realtime.core.contracts import FrameSink
-from realtime.core.errors import SinkError, VirtualCameraUnavailableError
+from realtime.core.errors import OutputExistsError, SinkError, VirtualCameraUnavailableError
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
 from realtime.io.file_sinks import IMAGE_EXTENSIONS, Finalise, ImageFileSink, VideoFileSink
 from realtime.io.provenance import provenance_tags, sign_in_place
@@ -148,6 +148,29 @@ def _cpu_sink(request: OutputRequest) -> FrameSink:
     if path.suffix.lower() in IMAGE_EXTENSIONS:
         return ImageFileSink(path, finalise=_finalise(request))
     return _video_sink(request)
+
+
+OUTPUT_KEYWORDS = ("vcam", "window", "null")
+
+
+def output_file(spec: str) -> Path | None:
+    """The file an output name writes, or None for a keyword (vcam, window, null)."""
+    name = spec.strip()
+    if not name or name.lower() in OUTPUT_KEYWORDS:
+        return None
+    return Path(name).expanduser()
+
+
+def check_output_free(spec: str, overwrite: bool) -> None:
+    """Refuse, before anything is opened or loaded, an output file that is there already unless
+    replacing it was asked for: a run must never destroy a file it was not told to replace."""
+    path = output_file(spec)
+    if path is None or overwrite or not path.exists() or path.is_dir():
+        return  # a folder is refused by the sink, with its own message
+    raise OutputExistsError(
+        f"{path} exists already; nothing was written.",
+        hint="Pass --overwrite to replace it, or choose another output name.",
+    )
 
 
 _REQUEST_FIELDS = frozenset(OutputRequest.__dataclass_fields__) - {"spec", "file_options"}

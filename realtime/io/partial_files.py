@@ -198,6 +198,20 @@ def _size(path: Path) -> int:
         return 0
 
 
+def final_path(path: Path, existed: bool) -> Path:
+    """Where a finished file goes: `path`, unless a file of that name appeared while this one was
+    written (another FaceCast writing the same name): then `NAME-2.EXT`, ... — the other file is not
+    replaced. (A file that was there when the writer opened, `existed`, is replaced, as asked.)"""
+    if existed or not path.exists():
+        return path
+    n, target = 2, path.with_name(f"{path.stem}-2{path.suffix}")
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    log.warning("%s appeared while this output was written; it is kept as %s.", path, target)
+    return target
+
+
 def _reason(err: BaseException) -> str:
     return str(getattr(err, "strerror", None) or err)
 

@@ -21,6 +21,7 @@ from realtime.api import (
     SourceError,
     StageFactory,
     can_sign,
+    check_output_free,
     load_preset,
     parse_override,
     prepare_face_swap,
@@ -150,8 +151,7 @@ def check_paths(spec: JobSpec) -> None:
         raise SinkError(f"--output {output} is the --input file: writing there would destroy it.")
     if output.is_dir():
         raise SinkError(f"Output {output} is a folder.", hint=f"Give a file name, e.g. {output / 'out.mp4'}.")
-    if output.exists() and not spec.overwrite:
-        raise OutputExistsError(f"{output} exists already.", hint="Pass --overwrite to replace it.")
+    check_output_free(str(output), spec.overwrite)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         probe_file = output.with_name(f".{output.name}.facecast-check")

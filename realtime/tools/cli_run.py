@@ -221,11 +221,15 @@ def probe_input(source: FrameSource) -> None:
 def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None = None) -> int:
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
     from realtime.consent import ensure_consent
+    from realtime.io.outputs import check_output_free
     from realtime.tools.run_control import SafeOutput, StopSignals, signal_exit_code
 
     show, complain = SafeOutput(out), SafeOutput(sys.stderr)
     # The confirmation the panel asks for on first use, stored in the same place (realtime.consent).
     ensure_consent(bool(getattr(args, "consent", False)), sys.stdin, show)
+    # Every path below (remote, file job, live run) writes the output only if it may.
+    check_not_an_input(args)
+    check_output_free(args.output, overwrite=bool(getattr(args, "overwrite", False)))
     if args.label is False and args.output.strip().lower() in LIVE_OUTPUTS:
         show('note: --no-label: the output carries no "AI-modified" mark; tell the people who see it')
     if getattr(args, "remote", None):
@@ -262,7 +266,6 @@ def _run(
     from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 
     signals.checkpoint()
-    check_not_an_input(args)
     if args.output.strip().lower() == "window":
         check_display()
     mappings = _parse_maps(args)

@@ -694,3 +694,29 @@ def test_two_recordings_of_one_name_at_once_keep_both(tmp_path: Path) -> None:
     second.close()
     assert second.path == tmp_path / "facecast-2.mp4"
     assert decoded_numbers(out)[0] == 0 and decoded_numbers(second.path)[0] == 100
+
+
+def test_two_image_runs_of_one_name_at_once_keep_both(tmp_path: Path) -> None:
+    """Two `run --output o.png` at once: the later rename replaced the earlier picture (the
+    last wins); now the later one is kept beside it, as two recordings are."""
+    out = tmp_path / "o.png"
+    first, second = ImageFileSink(out), ImageFileSink(out)
+    first.open(96, 64, 25.0)
+    second.open(96, 64, 25.0)
+    first.send(solid(96, 64, colour=(0, 0, 255)))
+    second.send(solid(96, 64, colour=(255, 0, 0)))
+    first.close()
+    second.close()
+    assert second.path == tmp_path / "o-2.png"
+    assert tuple(cv2.imread(str(out))[0, 0]) == (0, 0, 255)
+    assert tuple(cv2.imread(str(second.path))[0, 0]) == (255, 0, 0)
+
+
+def test_an_image_that_was_there_at_open_is_replaced_as_asked(tmp_path: Path) -> None:
+    out = tmp_path / "o.png"
+    cv2.imwrite(str(out), np.zeros((8, 8, 3), np.uint8))
+    sink = ImageFileSink(out)
+    sink.open(96, 64, 25.0)
+    sink.send(solid(96, 64))
+    sink.close()
+    assert sink.path == out and tuple(cv2.imread(str(out))[0, 0]) == COLOUR
