@@ -309,12 +309,12 @@ class RemoteClient:
             for t in threads:
                 t.join(3.0)
             self.source.close()
-            if isinstance(failure, RemoteError):
-                self.sink.close()
-            elif failure is not None:
-                self.sink.abort()
+            if failure is None or (isinstance(failure, RemoteError) and self.stats.connects > 0):
+                self.sink.close()  # what the call returned is kept, up to where the link was lost
             else:
-                self.sink.close()
+                # Refused before a connection (a photo too large, no face): the output holds only the
+                # local picture, and a file it would replace is left as it was.
+                self.sink.abort()
         self.stats.latency_ms = Summary.of(self.metrics.latencies_ms(whole_run=True))
         if failure is not None:
             raise failure
