@@ -11,6 +11,7 @@ __all__ = [
     "JobBusyError",
     "JobFailedError",
     "JobInterrupted",
+    "NoWorkerError",
     "OutputExistsError",
 ]
 
@@ -29,6 +30,12 @@ class BrokerError(FaceCastError):
 
 class JobFailedError(FaceCastError):
     exit_code = ExitCode.JOB_FAILED
+
+
+class NoWorkerError(FaceCastError):
+    """`jobs submit --wait` gave up: no worker answered on the queue; the job stays queued."""
+
+    exit_code = ExitCode.NO_WORKER
 
 
 class JobInterrupted(FaceCastError):

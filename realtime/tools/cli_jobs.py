@@ -212,7 +212,7 @@ def cmd_bench_jobs(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _app(args: argparse.Namespace, required: bool = True) -> Any:
+def _app(args: argparse.Namespace, required: bool = True, worker_models: Any = None) -> Any:
     from realtime.jobs.errors import BrokerError
     from realtime.jobs.queue import BROKER_ENV, broker_url, make_app
 
@@ -223,14 +223,16 @@ def _app(args: argparse.Namespace, required: bool = True) -> Any:
         raise BrokerError(
             "No job queue is set.", hint=f"Pass --broker redis://HOST:6379/0 or set {BROKER_ENV}."
         )
-    return make_app(url, getattr(args, "visibility_timeout", None))
+    return make_app(url, getattr(args, "visibility_timeout", None), worker_models)
 
 
 def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     """`main.py worker`: take chunks from the queue until stopped (SIGTERM: after the chunk in hand)."""
+    from realtime.api import ModelOptions
     from realtime.jobs.queue import check_broker, run_worker
 
-    app = _app(args)
+    models = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
+    app = _app(args, worker_models=models if args.models_dir or args.allow_unverified else None)
     check_broker(app)
     print(f"worker: taking file-job chunks from {app.conf.broker_url}; Ctrl+C stops", file=out, flush=True)
     run_worker(app, concurrency=args.concurrency)
@@ -255,11 +257,8 @@ def _cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     show(job_id)
     if not args.wait:
         return 0
-    value = queue.wait(app, job_id)
-    if value.get("cancelled"):
-        from realtime.jobs.errors import JobFailedError
-
-        raise JobFailedError(f"Job {job_id} was cancelled; {spec.output} was not written.")
+    limits = queue.WaitLimits(worker_s=args.worker_wait)
+    value = queue.wait(app, job_id, say=SafeOutput(sys.stderr), limits=limits)
     show(f"done: {value['output']} ({value['frames']} frames, {value['chunks']} chunks)")
     return 0
 

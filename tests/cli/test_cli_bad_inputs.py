@@ -325,7 +325,9 @@ def test_an_output_that_is_one_of_the_inputs_is_refused(capsys, tmp_path, models
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"), [("--fps", "-5"), ("--fps", "nan"), ("--width", "-4"), ("--output", "")]
+    ("flag", "value"),
+    [("--fps", "-5"), ("--fps", "nan"), ("--width", "-4"), ("--output", "")]
+    + [("--chunk-seconds", v) for v in ("nan", "-1", "inf")],  # accepted once: a job of 1 chunk, or none
 )
 def test_bad_numbers_and_names_are_refused_by_the_parser(capsys, flag: str, value: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SystemExit) as info:
@@ -423,3 +425,12 @@ def test_a_huge_picture_is_refused_before_decoding_with_its_own_exit_code(
     line = error_line(err)
     assert code == 9 and "40000x40000 pixels" in line and "up to 100 MP" in line
     assert not (tmp_path / "o.mp4").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
+def test_a_bad_chunk_length_is_refused_for_batches_and_the_queue(capsys, value: str) -> None:  # type: ignore[no-untyped-def]
+    for command in (["jobs", "batch", "--targets", "."], ["jobs", "submit", "--input", "a", "--output", "b"]):
+        with pytest.raises(SystemExit) as info:
+            main.main([*command, "--chunk-seconds", value])
+        assert info.value.code == 2
+        assert "argument --chunk-seconds" in capsys.readouterr().err
