@@ -49,11 +49,11 @@ from realtime.face.source_face import SourceIdentity, load_identity, pick_face, 
 from realtime.io.camera_source import CameraSource
 from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
-from realtime.io.file_sinks import VideoFileSink
+from realtime.io.file_sinks import VideoFileSink, check_video_container
 from realtime.io.inputs import open_input
 from realtime.io.output_info import OutputInfo, collect_output_info
 from realtime.io.outputs import OutputRequest, check_output_free, open_output, open_outputs, output_file
-from realtime.io.partial_files import PartialLock, new_partial_path
+from realtime.io.partial_files import ASSEMBLING, PartialLock, new_partial_path, remove_stale_partials
 from realtime.io.provenance import can_sign, provenance_tags, read_provenance, sign_video
 from realtime.io.sinks import NullSink
 from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
@@ -65,6 +65,7 @@ from realtime.wiring.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.wiring.model_loading import check_models_present, load_analysis_models, quality_model_names
 
 __all__ = [
+    "ASSEMBLING",
     "CATALOGUE",
     "CONSENT_TEXT",
     "DEFAULT_PRESET",
@@ -136,6 +137,7 @@ __all__ = [
     "can_sign",
     "check_models_present",
     "check_output_free",
+    "check_video_container",
     "collect_output_info",
     "consent_path",
     "consent_recorded",
@@ -165,6 +167,7 @@ __all__ = [
     "read_provenance",
     "record_consent",
     "refuse_stream_url",
+    "remove_stale_partials",
     "requests_get",
     "resolve_provider",
     "settings_path",

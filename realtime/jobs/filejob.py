@@ -22,10 +22,12 @@ from realtime.api import (
     StageFactory,
     can_sign,
     check_output_free,
+    check_video_container,
     load_preset,
     parse_override,
     prepare_face_swap,
     provenance_tags,
+    remove_stale_partials,
     resolve_provider,
     sign_video,
 )
@@ -136,6 +138,7 @@ def build_stages(spec: JobSpec) -> tuple[Settings, StageFactory]:
 def check_paths(spec: JobSpec) -> None:
     """Refuse, before any work, an output that is there already or is the input itself. (An
     S3 input is checked when it is fetched, an S3 output here by asking the store.)"""
+    check_video_container(Path(spec.output))  # the name alone says whether it can hold the video
     if is_s3(spec.input) or is_s3(spec.output):
         if is_s3(spec.output) and not spec.overwrite and exists(spec.output):
             raise OutputExistsError(f"{spec.output} exists already.", hint="Pass --overwrite to replace it.")
@@ -167,6 +170,7 @@ def prepare_job(spec: JobSpec, info: MediaInfo) -> tuple[Manifest, set[int]]:
     source, output = Path(spec.input), Path(spec.output)
     folder = job_folder(output)
     folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(output)  # what a run killed while joining the chunks left beside it
     identity = file_identity(source)
     old = read_manifest(folder)
     if old is not None and old.input_identity == identity and old.settings_key == spec.settings_key():

@@ -142,6 +142,8 @@ def cmd_file_job(args: argparse.Namespace, out: TextIO) -> int:
     show(f"done: {result.output} ({result.frames} frames, {result.chunks} chunks; {kept})")
     for what in result.report.dropped:
         show(f"warning: the input's {what} stream was left out: {Path(spec.output).suffix} cannot hold it")
+    if result.report.unsigned:
+        show(f"warning: {result.output} carries no C2PA manifest (signing failed: {result.report.unsigned})")
     return 0
 
 

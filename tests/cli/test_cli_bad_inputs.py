@@ -434,3 +434,19 @@ def test_a_bad_chunk_length_is_refused_for_batches_and_the_queue(capsys, value: 
             main.main([*command, "--chunk-seconds", value])
         assert info.value.code == 2
         assert "argument --chunk-seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["o.xyz", "o.webm"])
+def test_a_video_output_its_container_cannot_hold_is_refused_before_any_frame(  # type: ignore[no-untyped-def]
+    capsys, tmp_path, models, photo, clip, name, monkeypatch
+) -> None:
+    """A file job processed every frame, then failed joining them, and left its job folder."""
+    import realtime.jobs.filejob as filejob
+
+    def no_models(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("the models loaded before the output was checked")
+
+    monkeypatch.setattr(filejob, "prepare_face_swap", no_models)
+    code, err = run_cli(capsys, *base_args(models, photo, clip, tmp_path / name))
+    assert code == 2 and "Cannot write video" in error_line(err) and ".mp4" in err
+    assert list(tmp_path.iterdir()) == []  # no job folder, no partial file

@@ -292,3 +292,22 @@ def test_frames_lost_inside_a_damaged_input_are_told(
     assert "of ~100 frames: frames are missing in the input (damaged at" in err
     processed = int(err.split("processed ")[1].split(" ")[0])
     assert 40 <= processed < 100 and len(video_times(out)) == processed
+
+
+def test_a_resume_removes_what_a_kill_while_joining_left(
+    tmp_path: Path, models: Path, photo: Path, vfr_clip: Path
+) -> None:
+    """A kill while the chunks were joined left a hidden 0-byte file beside the output, which no
+    later run removed. (A recording's partial file with frames in it stays: it is recovered by the
+    next recording of that name.)"""
+    out = tmp_path / "out.mp4"
+    dead = 999_999_999  # a process id no process has
+    joining = tmp_path / f".out.{dead}-0badc0de.partial.mp4"  # what such a kill left, empty
+    joining.touch()
+    earlier = tmp_path / f".out.{dead}-0badcafe.assembling.mp4"  # the same, half-written
+    earlier.write_bytes(b"\x00" * 50_000)
+    recording = tmp_path / f".out.{dead}-0badbeef.partial.mp4"
+    recording.write_bytes(b"\x00" * 50_000)
+    code, text = run_cli(job_args(models, photo, vfr_clip, out))
+    assert code == 0, text
+    assert sorted(p.name for p in leftovers(tmp_path)) == [recording.name]
