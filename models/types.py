@@ -50,3 +50,19 @@ class Box:
         return Box(
             max(self.x0, other.x0), max(self.y0, other.y0), min(self.x1, other.x1), min(self.y1, other.y1)
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFace:
+    """What a face swapper takes its identity from (each family reads what it needs).
+
+    embedding: (512,) float32, the L2-normalised average of the source photos' normalised ArcFace
+    embeddings. raw_embedding: (512,) float32, the average of their raw ArcFace outputs (what the
+    embedding converters take), or None where no ArcFace ran. image / kps: the first photo around its
+    face and the face's five landmarks in it (the families that take a source picture), or None.
+    """
+
+    embedding: FloatArray
+    raw_embedding: FloatArray | None = None
+    image: ImageBGR | None = None
+    kps: FloatArray | None = None

@@ -3,8 +3,9 @@
 The doubles (no weights downloaded) have the real models' input/output names, shapes, dtypes and
 output order, and tiny deterministic graphs whose outputs are easy to predict:
 models/fakes/detector_double.py builds the SCRFD detector double (and the pictures it finds faces in),
-models/fakes/pixel_doubles.py the per-pixel ones (ArcFace, inswapper, landmarks, restorers, xseg,
-BiSeNet) with their numpy references. write_all writes them all under the catalogue's file names.
+models/fakes/pixel_doubles.py the per-pixel ones (ArcFace, inswapper and ReSwapper, landmarks,
+restorers, xseg, BiSeNet) and models/fakes/swapper_doubles.py the other swap families and the
+embedding converters, with their numpy references. write_all writes them all under the catalogue's file names.
 FakeArg and FakeSession stand in for an onnxruntime session's signature.
 
 `python -m models.fakes.doubles DIR` writes them under the real file names.
@@ -28,6 +29,9 @@ from models.fakes.pixel_doubles import (
     build_restorer,
     build_xseg,
 )
+from models.fakes.swapper_doubles import swapper_doubles
+
+RESWAPPER_SEED = 7
 
 
 def write_all(
@@ -51,6 +55,10 @@ def write_all(
         "codeformer.onnx": build_restorer(512, with_weight=True),
         "xseg_1.onnx": build_xseg(),
         "bisenet_resnet_34.onnx": build_bisenet(),
+        # ReSwapper: inswapper's contract (seeds apart, so its doubles swap to other colours).
+        "reswapper_128.onnx": build_inswapper(seed=RESWAPPER_SEED, emap_name="emap"),
+        "reswapper_256.onnx": build_inswapper(seed=RESWAPPER_SEED, size=256, emap_name="emap"),
+        **swapper_doubles(),
     }
     written: dict[str, Path] = {}
     for name, model in models.items():

@@ -76,7 +76,9 @@ def inswapper_weights(seed: int = 0) -> tuple[npt.NDArray[np.float32], npt.NDArr
 INSWAPPER_BEND = 0.2  # times position_ramp(128): up to +-13 levels where the mix is mid-grey
 
 
-def build_inswapper(seed: int = 0, fp16: bool = False, fp16_io: bool = False) -> onnx.ModelProto:
+def build_inswapper(
+    seed: int = 0, fp16: bool = False, fp16_io: bool = False, *, size: int = 128, emap_name: str = "buff2fs"
+) -> onnx.ModelProto:
     """inswapper double: `target` [1,3,128,128] + `source` [1,512] -> `output` [1,3,128,128] in [0,1]:
     m = 0.5 * target + 0.5 * (tanh(source @ W) + 1) / 2 (one colour per channel), then
     output = m + INSWAPPER_BEND * position_ramp(128) * m * (1 - m), so a crop transposed or flipped on
@@ -85,7 +87,8 @@ def build_inswapper(seed: int = 0, fp16: bool = False, fp16_io: bool = False) ->
     fp16=True computes in float16 behind Casts with float32 I/O, as the published fp16 file is used;
     fp16_io=True also declares float16 inputs/output. The emap (`buff2fs`, 512x512) is the last
     initializer and unused by the graph, like the real file; in the fp16 doubles it is stored as
-    float16, as a float16 converter would store it (loaders must accept both)."""
+    float16, as a float16 converter would store it (loaders must accept both). size / emap_name:
+    ReSwapper's files have the same contract at 128 or 256 px, their emap named `emap`."""
     fp16 = fp16 or fp16_io
     w, emap = inswapper_weights(seed)
     ct = np.float16 if fp16 else np.float32
@@ -119,17 +122,17 @@ def build_inswapper(seed: int = 0, fp16: bool = False, fp16_io: bool = False) ->
         numpy_helper.from_array(np.array(1.0, dtype=ct), "one"),
         numpy_helper.from_array(np.array(0.5, dtype=ct), "half"),
         numpy_helper.from_array(np.array([1, 3, 1, 1], dtype=np.int64), "colour_shape"),
-        numpy_helper.from_array((INSWAPPER_BEND * position_ramp(128)).astype(ct)[None, None], "bend"),
-        numpy_helper.from_array(emap.astype(ct), "buff2fs"),  # LAST: insightface reads initializer[-1]
+        numpy_helper.from_array((INSWAPPER_BEND * position_ramp(size)).astype(ct)[None, None], "bend"),
+        numpy_helper.from_array(emap.astype(ct), emap_name),  # LAST: insightface reads initializer[-1]
     ]
     graph = helper.make_graph(
         nodes,
         "inswapper_double",
         [
-            helper.make_tensor_value_info("target", io_type, [1, 3, 128, 128]),
+            helper.make_tensor_value_info("target", io_type, [1, 3, size, size]),
             helper.make_tensor_value_info("source", io_type, [1, 512]),
         ],
-        [helper.make_tensor_value_info("output", io_type, [1, 3, 128, 128])],
+        [helper.make_tensor_value_info("output", io_type, [1, 3, size, size])],
         initializer=inits,
     )
     return finish_model(graph)
@@ -138,14 +141,16 @@ def build_inswapper(seed: int = 0, fp16: bool = False, fp16_io: bool = False) ->
 def inswapper_reference(
     crop_bgr: npt.NDArray[np.uint8], latent: npt.ArrayLike, seed: int = 0
 ) -> npt.NDArray[np.uint8]:
-    """What the fp32 inswapper double + InSwapper return for `crop_bgr` and a (1, 512) latent, in numpy."""
+    """What the fp32 inswapper double + InSwapper return for `crop_bgr` (128 or 256 px) and a
+    (1, 512) latent, in numpy."""
     w, _ = inswapper_weights(seed)
     colour = (
         np.tanh(np.asarray(latent, dtype=np.float64).reshape(1, 512) @ w.astype(np.float64)) + 1.0
     ) / 2.0
     rgb = crop_bgr[:, :, ::-1].astype(np.float64) / 255.0
     m = 0.5 * rgb + 0.5 * colour.reshape(1, 1, 3)
-    out = m + INSWAPPER_BEND * position_ramp(128).astype(np.float64)[:, :, None] * m * (1.0 - m)
+    ramp = position_ramp(crop_bgr.shape[0]).astype(np.float64)
+    out = m + INSWAPPER_BEND * ramp[:, :, None] * m * (1.0 - m)
     return np.clip(255.0 * out, 0.0, 255.0).astype(np.uint8)[:, :, ::-1]
 
 

@@ -257,7 +257,7 @@ def build_inswapper_standin(fp16: bool = False, seed: int = 0) -> onnx.ModelProt
     if fp16:
         b.nodes.append(helper.make_node("Cast", [out], ["output"], to=TensorProto.FLOAT))
 
-    # LAST initializer: insightface (and models.wrappers.inswapper.read_emap) read initializer[-1]
+    # LAST initializer: insightface (and models.wrappers.swappers.inswapper.read_emap) read initializer[-1]
     # as the emap.
     # Kept float32 in both files: the graph never uses it, the latent is computed in float32 on the host.
     emap = np.random.default_rng(seed + 1).standard_normal((512, 512), dtype=np.float32)

@@ -1,64 +1,19 @@
 """The models FaceCast knows how to fetch: file names, pinned sizes and hashes, sources and licences.
 
 Facts are those of docs/model-contracts.md. A `sha256` of None means no trustworthy hash is
-published for that file; such files are accepted but reported as "unpinned".
+published for that file: such a file is checked against its publisher's CRC-32 where one is
+published, else accepted and reported as "unpinned". The swap models and their converters are
+models.files.swapper_catalogue; the record types are models.files.model_entry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 from models.errors import ModelMissingError
+from models.files.model_entry import ModelEntry, ModelFile, Role
+from models.files.swapper_catalogue import INSIGHTFACE_LICENCE, INSIGHTFACE_LICENCE_URL, SWAPPER_ENTRIES
 
-Role = Literal["detector", "recognizer", "swapper", "landmarks", "enhancer", "occluder", "parser"]
-
-
-@dataclass(frozen=True, slots=True)
-class ModelFile:
-    """One file on disk. `sha256`/`size` None means not pinned (cannot be verified)."""
-
-    name: str
-    sha256: str | None
-    size: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ModelEntry:
-    """A downloadable model.
-
-    `urls` are tried in order (primary first, then mirrors). When `archive` is set the URLs point at
-    that archive and `files` are the members to extract from it (matched by basename).
-    """
-
-    name: str
-    role: Role
-    files: tuple[ModelFile, ...]
-    urls: tuple[str, ...]
-    archive: str | None
-    licence: str
-    licence_url: str
-    description: str
-    default: bool
-
-    @property
-    def total_size(self) -> int | None:
-        """Bytes on disk once installed, None if any file's size is unknown."""
-        sizes = [f.size for f in self.files]
-        if any(s is None for s in sizes):
-            return None
-        return sum(s for s in sizes if s is not None)
-
-    def file(self, filename: str) -> ModelFile:
-        for f in self.files:
-            if f.name == filename:
-                return f
-        raise KeyError(filename)
-
-
-INSIGHTFACE_LICENCE = "non-commercial research only (insightface)"
-INSIGHTFACE_LICENCE_URL = "https://github.com/deepinsight/insightface#license"
 GPEN_LICENCE = "academic and non-commercial use only (GPEN, Alibaba)"
 GPEN_LICENCE_URL = "https://github.com/yangxy/GPEN"
 
@@ -79,47 +34,7 @@ LMK_3D68 = ModelFile(
 )
 
 CATALOGUE: tuple[ModelEntry, ...] = (
-    ModelEntry(
-        name="inswapper_128",
-        role="swapper",
-        files=(
-            ModelFile(
-                "inswapper_128.onnx",
-                "e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af",
-                554_253_681,
-            ),
-        ),
-        urls=(
-            "https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128.onnx",
-            "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx",
-            "https://huggingface.co/datasets/Gourieff/ReActor/resolve/main/models/inswapper_128.onnx",
-        ),
-        archive=None,
-        licence=INSIGHTFACE_LICENCE,
-        licence_url=INSIGHTFACE_LICENCE_URL,
-        description="InsightFace face swapper, 128 px, fp32",
-        default=True,
-    ),
-    ModelEntry(
-        name="inswapper_128_fp16",
-        role="swapper",
-        files=(
-            ModelFile(
-                "inswapper_128_fp16.onnx",
-                "6d51a9278a1f650cffefc18ba53f38bf2769bf4bbff89267822cf72945f8a38b",
-                277_680_638,
-            ),
-        ),
-        urls=(
-            "https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx",
-            "https://huggingface.co/datasets/Gourieff/ReActor/resolve/main/models/inswapper_128_fp16.onnx",
-        ),
-        archive=None,
-        licence=INSIGHTFACE_LICENCE,
-        licence_url=INSIGHTFACE_LICENCE_URL,
-        description="InsightFace face swapper, 128 px, fp16 weights (half the download)",
-        default=False,
-    ),
+    *SWAPPER_ENTRIES,
     ModelEntry(
         name="buffalo_l",
         role="detector",
@@ -275,3 +190,14 @@ def entry_for_file(filename: str, catalogue: Sequence[ModelEntry] = CATALOGUE) -
 def default_entries(catalogue: Sequence[ModelEntry] = CATALOGUE) -> tuple[ModelEntry, ...]:
     """The default download set."""
     return tuple(e for e in catalogue if e.default)
+
+
+__all__ = [
+    "CATALOGUE",
+    "ModelEntry",
+    "ModelFile",
+    "Role",
+    "default_entries",
+    "entry_for_file",
+    "get_entry",
+]

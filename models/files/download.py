@@ -29,6 +29,7 @@ from models.files.catalogue import ModelEntry, ModelFile, get_entry
 from models.files.folder_lock import FolderLock
 from models.files.store import (
     ModelStore,
+    crc32_file,
     download_command,
     parses_as_onnx,
     read_json_dict,
@@ -157,6 +158,8 @@ class Downloader:
         `accept_licence(entry)` is asked only the first time a licence is met; the answer is remembered.
         """
         entry = get_entry(entry_name, self.catalogue)
+        for required in entry.requires:  # a swapper's embedding converter comes with it
+            self.download(required, accept_licence)
         paths = [self.store.path_for(f.name) for f in entry.files]
         if not self._needed(entry):
             return paths
@@ -234,6 +237,10 @@ class Downloader:
         final = self.store.path_for(spec.name)
         part = part_path(final)
         notes: list[str] = []
+        fetched_crc = None
+        if spec.sha256 is None and self.store.expected_crc32(spec) is None:
+            fetched_crc = self._publisher_crc32(spec)
+        crc = self.store.expected_crc32(spec) or fetched_crc
         for url in entry.urls:
 
             def check(p: Path, spec: ModelFile = spec) -> None:
@@ -244,6 +251,10 @@ class Downloader:
                     actual = sha256_file(p)
                     if actual != spec.sha256:
                         raise _BadContent(f"wrong SHA-256 (got {actual})")
+                elif crc is not None:
+                    got = crc32_file(p)
+                    if got != crc:
+                        raise _BadContent(f"wrong CRC-32 (the publisher's is {crc}, got {got})")
                 else:  # no hash to check against: at least it must be a whole ONNX model
                     readable, why = parses_as_onnx(p)
                     if not readable:
@@ -258,8 +269,32 @@ class Downloader:
             os.replace(part, final)
             if spec.sha256 is not None:
                 self.store.record_hash(final, spec.sha256)
+            if fetched_crc is not None:
+                self.store.record_publisher_crc32(spec.name, fetched_crc)
             return final
         raise self._all_failed(entry, [spec], notes)
+
+    def _publisher_crc32(self, spec: ModelFile) -> str | None:
+        """The CRC-32 the publisher lists beside the file (its NAME.hash), or None (then the file is
+        only checked to be a whole ONNX model, said in the log)."""
+        for url in spec.crc32_urls:
+            try:
+                response = self.http_get(url, {}, self.timeout)
+                try:
+                    if response.status_code != 200:
+                        continue
+                    body = b"".join(response.iter_content(64))[:64].decode("ascii", "replace").strip()
+                finally:
+                    response.close()
+            except (*_NETWORK_ERRORS, ValueError) as exc:
+                log.info("Cannot read the publisher's checksum %s (%s)", url, exc)
+                continue
+            if len(body) == 8 and all(c in "0123456789abcdef" for c in body.lower()):
+                return body.lower()
+            log.info("The publisher's checksum %s is not a CRC-32: %r", url, body[:20])
+        if spec.crc32_urls:
+            log.warning("No publisher's CRC-32 for %s could be read; it is checked as ONNX only.", spec.name)
+        return None
 
     # ---- archives -----------------------------------------------------------------------------------
 

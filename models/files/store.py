@@ -1,7 +1,10 @@
 """Where model files live on disk, and whether the ones there are the ones we expect.
 
-Verification is SHA-256 against the catalogue. Hashing a 554 MB file takes seconds, so results are cached
-in `<models_dir>/.verified.json`, keyed by file name and invalidated by size or mtime_ns changing.
+Verification is SHA-256 against the catalogue; where a publisher gives no SHA-256 but its own
+CRC-32 (FaceFusion's NAME.hash files), that CRC-32: pinned in the catalogue, or read from the
+publisher at download time and kept in `<models_dir>/.publisher-crc32.json`. Hashing a 554 MB file
+takes seconds, so results are cached in `<models_dir>/.verified.json`, keyed by file name and
+invalidated by size or mtime_ns changing.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import logging
 import os
 import tempfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,7 @@ log = logging.getLogger(__name__)
 
 MODELS_DIR_ENV = "FACECAST_MODELS_DIR"
 VERIFIED_CACHE = ".verified.json"
+PUBLISHER_CRC32 = ".publisher-crc32.json"  # CRC-32s read from their publishers at download time
 _HASH_CHUNK = 1 << 20
 
 # wrong_kind: the models folder is a file, or a folder stands where a model file should be.
@@ -47,6 +52,15 @@ def sha256_file(path: Path) -> str:
         while chunk := fh.read(_HASH_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def crc32_file(path: Path) -> str:
+    """The CRC-32 of a file as 8 lower-case hex digits (zlib's, as FaceFusion's .hash files hold)."""
+    crc = 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return f"{crc & 0xFFFFFFFF:08x}"
 
 
 def download_command(names: str, models_dir: Path | None = None) -> str:
@@ -199,6 +213,29 @@ class ModelStore:
         self.record_hash(path, sha)
         return sha
 
+    def cached_crc32(self, path: Path, use_cache: bool = True) -> str:
+        """CRC-32 of `path`, cached like the SHA-256."""
+        crc = self._cached(path, "crc32") if use_cache else None
+        if isinstance(crc, str):
+            return crc
+        crc = crc32_file(path)
+        self._record(path, {"crc32": crc})
+        return crc
+
+    def expected_crc32(self, spec: ModelFile) -> str | None:
+        """The publisher's CRC-32 of `spec`: pinned in the catalogue, or read at download time."""
+        if spec.crc32 is not None:
+            return spec.crc32
+        value = read_json_dict(self.models_dir / PUBLISHER_CRC32).get(spec.name)
+        return value if isinstance(value, str) else None
+
+    def record_publisher_crc32(self, filename: str, crc32: str) -> None:
+        """Keep the CRC-32 a publisher gave for `filename` (checked at every later start)."""
+        path = self.models_dir / PUBLISHER_CRC32
+        known = read_json_dict(path)
+        known[filename] = crc32
+        write_json_atomic(path, known)
+
     def record_hash(self, path: Path, sha256: str) -> None:
         """Remember `path`'s hash (e.g. right after a verified download) for later starts."""
         self._record(path, {"sha256": sha256})
@@ -272,6 +309,15 @@ class ModelStore:
                 spec.name, path, "mismatch", f"expected {spec.size:,} bytes, got {size:,} bytes"
             )
         if spec.sha256 is None:
+            crc = self.expected_crc32(spec)
+            if crc is not None:
+                actual_crc = self.cached_crc32(path, use_cache)
+                if actual_crc != crc:
+                    why = f"expected the publisher's CRC-32 {crc}, got {actual_crc}"
+                    return VerifyResult(spec.name, path, "mismatch", why)
+                return VerifyResult(
+                    spec.name, path, "ok", f"the publisher's CRC-32 {crc} (no SHA-256 is published)"
+                )
             readable, why = self.onnx_readable(path, use_cache)
             if not readable:
                 return VerifyResult(spec.name, path, "corrupt", why)

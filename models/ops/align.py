@@ -71,13 +71,13 @@ def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Matrix2x3:
     """
     s = np.asarray(src, dtype=np.float64).reshape(-1, 2).tolist()
     d = np.asarray(dst, dtype=np.float64).reshape(-1, 2).tolist()
-    return _similarity(s, d)
+    return similarity_points(s, d)
 
 
 Points = Sequence[Sequence[float]]  # [(x, y), ...] in Python floats
 
 
-def _similarity(s: Points, d: Points) -> Matrix2x3:
+def similarity_points(s: Points, d: Points) -> Matrix2x3:
     """similarity_transform on points as Python sequences of (x, y)."""
     n = len(s)
     if n == 0 or len(d) != n:
@@ -104,7 +104,7 @@ def estimate_norm(kps: npt.ArrayLike, size: int) -> Matrix2x3:
     template: Points | None = _TEMPLATE_POINTS.get(size)
     if template is None:
         template = arcface_template(size).astype(np.float64).tolist()
-    return _similarity(pts, template)
+    return similarity_points(pts, template)
 
 
 # The templates of the crop sizes in use, as the float64 lists estimate_norm needs (made once: per

@@ -17,7 +17,9 @@ from models.types import Box
 class CropSpec:
     """An aligned crop and the model preprocessing fused into its graph: out = crop * scale + offset,
     channels BGR as in the frame or RGB, float32 (or float16 for fp16-I/O models: GridSample itself
-    stays float32, the Cast comes last).
+    stays float32, the Cast comes last). `scale` and `offset` are one number for every channel or
+    three, one per channel of the output order (R, G, B when `rgb`): a per-channel mean and standard
+    deviation (ImageNet's) is scale = 1 / (255 std), offset = -mean / std.
 
     replicate: beyond the frame the edge pixels repeat (GridSample "border", cv2.BORDER_REPLICATE),
     as for every crop that is pasted back (models.ops.align.warp_paste_crop says why); False: black
@@ -25,21 +27,46 @@ class CropSpec:
 
     size: int
     rgb: bool = False
-    scale: float = 1.0
-    offset: float = 0.0
+    scale: float | tuple[float, float, float] = 1.0
+    offset: float | tuple[float, float, float] = 0.0
     fp16: bool = False
     replicate: bool = True
 
     def __post_init__(self) -> None:
         if self.size < 1:
             raise ValueError(f"crop size must be positive, got {self.size}")
+        for name in ("scale", "offset"):
+            value = getattr(self, name)
+            if isinstance(value, tuple) and len(value) != 3:
+                raise ValueError(f"crop {name} must be one number or three, got {value}")
+
+    @property
+    def scales(self) -> tuple[float, float, float]:
+        """The scale of each output channel."""
+        return _three(self.scale)
+
+    @property
+    def offsets(self) -> tuple[float, float, float]:
+        """The offset of each output channel."""
+        return _three(self.offset)
+
+    @property
+    def uniform(self) -> bool:
+        """One scale and one offset for every channel."""
+        return len(set(self.scales)) == 1 and len(set(self.offsets)) == 1
 
     @property
     def plain(self) -> bool:
-        return not self.rgb and self.scale == 1.0 and self.offset == 0.0
+        return not self.rgb and self.scales == (1.0, 1.0, 1.0) and self.offsets == (0.0, 0.0, 0.0)
 
 
-# inswapper_128: RGB, x / 255 (models.wrappers.inswapper).
+def _three(value: float | tuple[float, float, float]) -> tuple[float, float, float]:
+    if isinstance(value, tuple):
+        return (float(value[0]), float(value[1]), float(value[2]))
+    return (float(value), float(value), float(value))
+
+
+# inswapper_128: RGB, x / 255 (models.wrappers.swappers.inswapper).
 # ArcFace: RGB, (x - 127.5) / 127.5 (models.wrappers.arcface).
 INSWAPPER_CROP = CropSpec(128, rgb=True, scale=1.0 / 255.0)
 ARCFACE_CROP = CropSpec(112, rgb=True, scale=1.0 / 127.5, offset=-1.0, replicate=False)

@@ -135,13 +135,14 @@ class _Graph:
         return self.op("Concat", [lin, t_inv], axis=1)
 
 
-def _channel_conv_weights(rgb: bool, scale: float) -> FloatArray:
-    """1x1 Conv weight [3,3,1,1]: channel permutation (BGR<->RGB) times `scale`. A single Conv does
-    the swap, the scale and the offset (its bias) in one kernel on the small crop tensor."""
+def _channel_conv_weights(rgb: bool, scales: tuple[float, float, float]) -> FloatArray:
+    """1x1 Conv weight [3,3,1,1]: channel permutation (BGR<->RGB) times each output channel's
+    scale. A single Conv does the swap, the scale and the offset (its bias) in one kernel on the
+    small crop tensor."""
     perm = [2, 1, 0] if rgb else [0, 1, 2]
     w = np.zeros((3, 3, 1, 1), dtype=np.float32)
     for out_c, in_c in enumerate(perm):
-        w[out_c, in_c, 0, 0] = scale
+        w[out_c, in_c, 0, 0] = scales[out_c]
     return w
 
 
@@ -195,8 +196,8 @@ def build_warp_crop(spec: CropSpec) -> onnx.ModelProto:
             "Conv",
             [
                 last,
-                g.const(_channel_conv_weights(spec.rgb, spec.scale), np.float32, "chan_w"),
-                g.const([spec.offset] * 3, np.float32, "chan_b"),
+                g.const(_channel_conv_weights(spec.rgb, spec.scales), np.float32, "chan_w"),
+                g.const(list(spec.offsets), np.float32, "chan_b"),
             ],
         )
     if spec.fp16:
@@ -351,7 +352,7 @@ def build_paste_blend(size: int, *, signed: bool = False) -> onnx.ModelProto:
         "Conv",
         [
             "crop",
-            g.const(_channel_conv_weights(True, gain), np.float32, "rgb2bgr"),
+            g.const(_channel_conv_weights(True, (gain, gain, gain)), np.float32, "rgb2bgr"),
             g.const([bias] * 3, np.float32, "bias"),
         ],
     )

@@ -29,11 +29,12 @@ def warp_crop_cv2(
     chw = (crop[:, :, ::-1] if spec.rgb else crop).transpose(2, 0, 1)
     dtype = np.float16 if spec.fp16 else np.float32
     dst = np.empty((1, 3, s, s), dtype=dtype) if out is None else out
-    if spec.offset == 0.0:
-        np.multiply(chw, np.float32(spec.scale), out=dst[0])
+    if spec.uniform and spec.offsets[0] == 0.0:
+        np.multiply(chw, np.float32(spec.scales[0]), out=dst[0])
     else:
-        blob = chw * np.float32(spec.scale) + np.float32(spec.offset)
-        np.copyto(dst[0], blob, casting="same_kind")
+        scale = np.asarray(spec.scales, dtype=np.float32).reshape(3, 1, 1)
+        offset = np.asarray(spec.offsets, dtype=np.float32).reshape(3, 1, 1)
+        np.copyto(dst[0], chw * scale + offset, casting="same_kind")
     return dst
 
 

@@ -17,14 +17,12 @@ import onnxruntime as ort
 from models.errors import ModelContractError
 from models.runtime.session import SessionFactory
 from models.wrappers.arcface import ArcFace
-from models.wrappers.inswapper import CONTRACT_TEXT as SWAPPER_CONTRACT
-from models.wrappers.inswapper import InSwapper, read_emap_cached
 from models.wrappers.scrfd import SCRFD
 
 Contract = Literal[
     "detector/scrfd",
     "recognizer/arcface",
-    "swapper/inswapper",
+    "swapper",
     "landmarks/2d106",
     "landmarks/1k3d68",
     "unknown",
@@ -38,7 +36,10 @@ _EXPECTED: Mapping[Contract, tuple[str, str]] = MappingProxyType(
             "one image input [1,3,H,W] and 9 outputs (scores, boxes, 5 landmarks for strides 8/16/32)",
         ),
         "recognizer/arcface": ("a face recogniser", "one input [N,3,112,112] and one output [N,512]"),
-        "swapper/inswapper": ("a face swapper", SWAPPER_CONTRACT),
+        "swapper": (
+            "a face swapper",
+            "inputs target[1,3,S,S] + source (identity vector or source picture) and an output [1,3,S,S]",
+        ),
     }
 )
 _ROLE_HINT = "Check which file is configured for this role."
@@ -57,8 +58,8 @@ def identify_contract(session: ort.InferenceSession) -> Contract:
     inputs = session.get_inputs()
     outputs = session.get_outputs()
     names = {i.name for i in inputs}
-    if len(inputs) == 2 and names == {"target", "source"} and len(outputs) == 1:
-        return "swapper/inswapper"
+    if len(inputs) == 2 and names == {"target", "source"} and len(outputs) >= 1:
+        return "swapper"  # HyperSwap adds a mask output after the swap
     if len(inputs) != 1:
         return "unknown"
     ishape = _dims(inputs[0].shape)
@@ -89,8 +90,9 @@ def describe(session: ort.InferenceSession) -> str:
         return f"a face detector (SCRFD, {len(session.get_outputs())} outputs)"
     if kind == "recognizer/arcface":
         return "a face recogniser (ArcFace, 512-d embedding)"
-    if kind == "swapper/inswapper":
-        return "a face swapper (inswapper)"
+    if kind == "swapper":
+        size = _dims(session.get_outputs()[0].shape)[-1]
+        return f"a face swapper ({size or '?'} px)"
     if kind == "landmarks/2d106":
         return "a 106-point landmark model (2d106det)"
     if kind == "landmarks/1k3d68":
@@ -100,16 +102,21 @@ def describe(session: ort.InferenceSession) -> str:
     return f"an unrecognised model (inputs {ins or 'none'}; outputs {outs or 'none'})"
 
 
-def _open(
+def open_for_role(
     path: Path | str,
     factory: SessionFactory,
     want: Contract,
     run_shapes: Sequence[Sequence[int]] | None = None,
+    expected: str | None = None,
 ) -> tuple[Path, ort.InferenceSession]:
+    """The session of `path`, refused with a message saying what it looks like when it does not
+    match the `want`ed kind. expected: the wanted contract in words, where the caller knows it
+    more precisely than the kind (a swapper family's sizes)."""
     p = Path(path)
     session = factory.create(p, label=p.name, run_shapes=run_shapes)
     if identify_contract(session) != want:
-        role, expected = _EXPECTED[want]
+        role, generic = _EXPECTED[want]
+        expected = expected or generic
         raise ModelContractError(
             f"{p.name} is not {role}: expected {expected}; this file looks like {describe(session)}.",
             hint=_ROLE_HINT,
@@ -117,7 +124,7 @@ def _open(
     return p, session
 
 
-def _named(path: Path, err: ModelContractError) -> ModelContractError:
+def named_error(path: Path, err: ModelContractError) -> ModelContractError:
     return ModelContractError(f"{path.name}: {err.message}", hint=err.hint or _ROLE_HINT)
 
 
@@ -125,27 +132,16 @@ def load_detector(path: Path | str, factory: SessionFactory, **kw: Any) -> SCRFD
     """An SCRFD detector; `kw` go to SCRFD (input_size, swap_rb, score_threshold, nms_threshold)."""
     width, height = kw.get("input_size", (640, 640))
     # SCRFD's input height and width are dynamic: TensorRT builds its engine for the size given here.
-    p, session = _open(path, factory, "detector/scrfd", [(1, 3, int(height), int(width))])
+    p, session = open_for_role(path, factory, "detector/scrfd", [(1, 3, int(height), int(width))])
     try:
         return SCRFD(session, **kw)
     except ModelContractError as err:
-        raise _named(p, err) from err
+        raise named_error(p, err) from err
 
 
 def load_recognizer(path: Path | str, factory: SessionFactory) -> ArcFace:
-    p, session = _open(path, factory, "recognizer/arcface")
+    p, session = open_for_role(path, factory, "recognizer/arcface")
     try:
         return ArcFace(session)
     except ModelContractError as err:
-        raise _named(p, err) from err
-
-
-def load_swapper(path: Path | str, factory: SessionFactory) -> InSwapper:
-    p, session = _open(path, factory, "swapper/inswapper")
-    try:
-        # Cached: parsing the 554 MB protobuf for its emap holds the GIL ~1 s per swap worker.
-        return InSwapper(session, read_emap_cached(p))
-    except ModelContractError as err:
-        if err.message.startswith(p.name):  # read_emap(_cached) already names the file
-            raise
-        raise _named(p, err) from err
+        raise named_error(p, err) from err

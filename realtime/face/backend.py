@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from models.ops.align import Matrix2x3, warp_paste_crop
 from models.types import ImageBGR
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.base import FaceSwapper
 from realtime.face.host.compositor import Compositor, MaskArray, Region, paste_region
 from realtime.face.host.enhancer import FaceEnhanceStage
 
@@ -106,7 +106,7 @@ class FaceBackend(Protocol):
 class HostBackend:
     """The chain on the host: OpenCV warps, the swapper on numpy crops, the compositor's paste."""
 
-    def __init__(self, swapper: InSwapper, latents: Sequence[npt.NDArray[np.float32]]) -> None:
+    def __init__(self, swapper: FaceSwapper, latents: Sequence[npt.NDArray[np.float32]]) -> None:
         self._swapper = swapper
         self._latents = tuple(latents)
         size = swapper.input_size

@@ -1,4 +1,4 @@
-"""The per-face chain's device backend: crop graph -> inswapper (IOBinding) -> paste graph.
+"""The per-face chain's device backend: crop graph -> swapper (IOBinding) -> paste graph.
 
 Chosen by realtime.face.swap_worker.FaceSwapWorker when the pipeline runs on CUDA or TensorRT (on
 the CPU provider the host backend stays: it is much faster there). Per frame with faces to swap:
@@ -57,7 +57,7 @@ from models.runtime.iobinding import BoundSession, TensorView
 from models.runtime.session import SessionFactory
 from models.types import ImageBGR
 from models.wrappers.enhancers import FaceRestorer, ffhq_template
-from models.wrappers.inswapper import SOURCE_NAME, TARGET_NAME, InSwapper
+from models.wrappers.swappers.base import SOURCE_NAME, TARGET_NAME, FaceSwapper
 from realtime.face.backend import FaceCrop
 from realtime.face.host.compositor import Compositor, MaskArray, compose_affine, paste_region
 from realtime.face.host.enhancer import FaceEnhanceStage
@@ -126,7 +126,7 @@ class DeviceBackend:
     """
 
     def __init__(
-        self, swapper: InSwapper, latents: Sequence[npt.NDArray[np.float32]], ops: DeviceOps
+        self, swapper: FaceSwapper, latents: Sequence[npt.NDArray[np.float32]], ops: DeviceOps
     ) -> None:
         if not self.supports(swapper):
             raise ValueError("the device path needs a swapper with a float32 output")
@@ -135,8 +135,11 @@ class DeviceBackend:
         self.device_id = ops.factory.config.device_id
         self.swapper = BoundSession(swapper.session, device, self.device_id)
         self.device_type: str = self.swapper.device_type
-        self._size = InSwapper.input_size
+        self._size = swapper.input_size
         self._fp16 = swapper.target_dtype == np.float16
+        # The swapper's own preprocessing fused into the crop graph (its facts: RGB, mean, std).
+        self._crop_spec = swapper.facts.crop_spec(fp16=self._fp16)
+        self._signed = swapper.signed_output
         # A float16 output cannot feed the float32 paste graph: its crop takes the host round trip.
         self._fp16_out = swapper.session.get_outputs()[0].type == "tensor(float16)"
         self._latents = tuple(
@@ -164,7 +167,7 @@ class DeviceBackend:
         self._m: Matrix2x3 = np.eye(2, 3)
 
     @staticmethod
-    def supports(swapper: InSwapper) -> bool:
+    def supports(swapper: FaceSwapper) -> bool:
         """A float32 or float16 output (the paste graph takes float32: a float16 crop is converted
         on its host round trip)."""
         return swapper.session.get_outputs()[0].type in ("tensor(float)", "tensor(float16)")
@@ -192,15 +195,16 @@ class DeviceBackend:
     def crop(self, m: Matrix2x3) -> None:
         frame = self._device_frame()
         self._m = m
-        self._crop_value = self.ops.crop_for_inswapper(frame, m, fp16=self._fp16)
+        self._crop_value = self.ops.crop(frame, m, self._crop_spec)
         self.last_copies.add_params(1, _THETA_BYTES)
 
     def swap(self, identity: int, *, spare: bool = False) -> FaceCrop:
         (out,) = self.swapper.run({TARGET_NAME: self._crop_value, SOURCE_NAME: self._latents[identity]})
         if spare:
             # The bound output is reused by the next run: the spare comes to the host now.
-            return FaceCrop(self._m, host=self._fetch(out), needs_host=True)
-        return FaceCrop(self._m, value=out, needs_host=self._fp16_out)
+            host = self._fetch(out, signed=self._signed)
+            return FaceCrop(self._m, host=host, signed=self._signed, needs_host=True)
+        return FaceCrop(self._m, value=out, signed=self._signed, needs_host=self._fp16_out)
 
     def pixels(self, face: FaceCrop) -> ImageBGR:
         if face.host is None:
@@ -329,7 +333,7 @@ class DeviceBackend:
             # NaN became black blocks). Crops that stay on the device are not checked.
             raise ModelOutputError(
                 "A face model returned NaN or infinite values (a float16 overflow?).",
-                hint="Use the fp32 models (swap.model = inswapper_128, pipeline.fp16 = false).",
+                hint="Use fp32 model files (an fp32 swap.model, pipeline.fp16 = false).",
             )
         return np.ascontiguousarray(decode_signed_crop(host) if signed else decode_crop(host))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,14 @@ class Recognizer(Protocol):
     """An identity embedder: ArcFace, or dlib's ResNet (who is who only, never the swap's identity)."""
 
     def embed(self, image_bgr: ImageBGR, kps: npt.ArrayLike) -> FloatArray: ...
+
+
+@runtime_checkable
+class RawEmbedder(Recognizer, Protocol):
+    """A recogniser whose raw (not normalised) embedding means something: ArcFace's, which the
+    embedding converters of some swap families take."""
+
+    def embed_raw(self, image_bgr: ImageBGR, kps: npt.ArrayLike) -> FloatArray: ...
 
 
 @dataclass(frozen=True, slots=True)

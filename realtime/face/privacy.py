@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 import cv2
 import numpy as np
 
-from models.ops.align import estimate_norm
+from models.ops.templates import CropLayout
 from models.types import FloatArray, ImageBGR
 from realtime.core.contracts import FramePlan
 from realtime.face.backend import FaceCrop
@@ -72,12 +72,13 @@ class CoverStep:
 
     name = "cover"
 
-    def __init__(self, crop_size: int) -> None:
-        self.crop_size = crop_size
+    def __init__(self, crop: CropLayout) -> None:
+        self.layout = crop
+        self.crop_size = crop.size
 
     def run(self, backend: FaceBackend, face: FaceJob, frame: FrameJob) -> None:
         t0 = time.perf_counter()
-        m = estimate_norm(face.target.kps, self.crop_size)
+        m = self.layout.matrix(face.target.kps)
         backend.crop(m)
         crop = FaceCrop(m)
         crop.host = pixelate(backend.reference(crop))

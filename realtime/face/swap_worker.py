@@ -22,7 +22,7 @@ from models.ops.device_ops import DeviceOps
 from models.runtime.session import SessionFactory
 from models.types import ImageBGR
 from models.wrappers.enhancers import CodeFormer
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.base import FaceSwapper
 from realtime.core.contracts import FramePlan, SwapTarget, check_identity
 from realtime.core.settings import MasksSettings, Settings
 from realtime.face.backend import FaceBackend, HostBackend
@@ -72,7 +72,7 @@ class FaceSwapWorker:
 
     def __init__(
         self,
-        swapper: InSwapper,
+        swapper: FaceSwapper,
         identity: SourceIdentity | Sequence[SourceIdentity],
         settings: Settings,
         quality: QualityModels | None = None,
@@ -84,14 +84,14 @@ class FaceSwapWorker:
         if not identities:
             raise ValueError("a swap worker needs at least one source identity")
         self._swapper = swapper
-        latents = tuple(swapper.latent(i.embedding) for i in identities)
+        latents = tuple(swapper.identity(i.source_face) for i in identities)
         self._identities = len(latents)
-        size = swapper.input_size
+        layout = swapper.facts.layout
         self._mask_settings = _mask_settings(settings)
         self._mask_settings_from: object = settings.composite
         self._compositor = Compositor(self._mask_settings)
         self._quality = quality
-        self._masks = FaceMasks(size)
+        self._masks = FaceMasks(layout)
         self._enhancer: FaceEnhanceStage | None = None
         self._enhancer_name = "none"
         self._unavailable: dict[str, str] = {}  # model -> why it could not be loaded
@@ -100,14 +100,14 @@ class FaceSwapWorker:
             self._device if self._device is not None else HostBackend(swapper, latents)
         )
         self.steps: tuple[FaceStep, ...] = (
-            SwapStep(size),
+            SwapStep(layout),
             MaskStep(self._masks),
             ColourStep(),
             EnhanceStep(),
             SharpenStep(),
             PasteStep(),
         )
-        self._cover = CoverStep(size)  # the privacy fallback, after the swaps
+        self._cover = CoverStep(layout)  # the privacy fallback, after the swaps
         if quality is not None:
             # Load what the settings ask for now, where a failure stops the run with the store's
             # message. Without a loader the first frame that needs one reports it (see _load).
@@ -176,7 +176,7 @@ class FaceSwapWorker:
 
     @staticmethod
     def _device_backend(
-        swapper: InSwapper,
+        swapper: FaceSwapper,
         latents: Sequence[npt.NDArray[np.float32]],
         factory: SessionFactory | None,
         forced: bool | None,

@@ -7,23 +7,25 @@ from pathlib import Path
 
 from models.cli_text import app_command
 from models.errors import ModelError, ModelMissingError
+from models.files.catalogue import get_entry
 from models.files.store import ModelStore, download_command
 from models.runtime.session import SessionFactory
 from models.wrappers.dlib_recognizer import DlibRecognizer
 from models.wrappers.enhancers import FaceRestorer, RestorerName, load_restorer
-from models.wrappers.inswapper import InSwapper
 from models.wrappers.maskers import FaceParser, Occluder
 from models.wrappers.mtcnn import MTCNN
-from models.wrappers.router import load_detector, load_recognizer, load_swapper
+from models.wrappers.router import load_detector, load_recognizer
+from models.wrappers.swappers.base import FaceSwapper
+from models.wrappers.swappers.registry import converter_entry, family_of, load_swapper
 from realtime.core.settings import DetectorSettings, Settings
 from realtime.face.model_api import AnalysisModels, FaceDetector, Recognizer
 
+# Settings values -> model files, where the setting is not a catalogue entry's own name (the
+# swappers' names are: their files come from the catalogue).
 CATALOGUE_FILE = {
     "det_10g": "det_10g.onnx",
     "scrfd_2.5g": "scrfd_2.5g.onnx",
     "w600k_r50": "w600k_r50.onnx",
-    "inswapper_128": "inswapper_128.onnx",
-    "inswapper_128_fp16": "inswapper_128_fp16.onnx",
     # enhancer.model values
     "gpen_256": "GPEN-BFR-256.onnx",
     "gpen_512": "GPEN-BFR-512.onnx",
@@ -45,10 +47,24 @@ class ModelPaths:
     overrides: tuple[tuple[str, Path], ...] = ()  # (catalogue name, user file)
 
     def path(self, name: str) -> Path:
+        """The verified file of the model called `name` (a settings value or a catalogue entry)."""
         for key, value in self.overrides:
             if key == name:
                 return self.store.resolve_user_file(value)[0]
-        return self.store.resolve(CATALOGUE_FILE[name])
+        return self.store.resolve(file_of(name))
+
+
+def file_of(name: str) -> str:
+    """The model file behind a settings value (CATALOGUE_FILE) or a catalogue entry's name."""
+    known = CATALOGUE_FILE.get(name)
+    return known if known is not None else get_entry(name).files[0].name
+
+
+def swapper_model_names(settings: Settings) -> list[str]:
+    """The swapper and, for the families that take one, its embedding converter (catalogue names)."""
+    name = settings.swap.model
+    converter = converter_entry(name)
+    return [name] if converter is None else [name, converter]
 
 
 def load_detector_for(paths: ModelPaths, settings: DetectorSettings, factory: SessionFactory) -> FaceDetector:
@@ -76,9 +92,16 @@ def load_identifier(settings: Settings) -> Recognizer | None:
     return None
 
 
-def load_swapper_model(paths: ModelPaths, settings: Settings, factory: SessionFactory) -> InSwapper:
-    """One swapper session; each swap worker gets its own."""
-    return load_swapper(paths.path(settings.swap.model), factory)
+def load_swapper_model(paths: ModelPaths, settings: Settings, factory: SessionFactory) -> FaceSwapper:
+    """The swapper `swap.model` names (with its embedding converter where its family needs one)."""
+    name = settings.swap.model
+    converter = converter_entry(name)
+    return load_swapper(
+        paths.path(name),
+        factory,
+        family_of(name).facts.family,
+        None if converter is None else paths.path(converter),
+    )
 
 
 @dataclass
@@ -125,7 +148,7 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
     """Fail fast (before opening cameras): the store's one-line message for a problem file, or one
     message naming every missing model (a fresh install would otherwise learn of them one run at a
     time)."""
-    names = [settings.swap.model, "w600k_r50", *quality_model_names(settings)]
+    names = [*swapper_model_names(settings), "w600k_r50", *quality_model_names(settings)]
     if settings.detector.model != "mtcnn":
         names.insert(0, settings.detector.model)
     missing: list[tuple[str, ModelMissingError]] = []
@@ -149,8 +172,8 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
         files: list[str] = []
         size: int | None = 0
         for name, _ in missing:
-            entry = store.entry_for(CATALOGUE_FILE[name])
-            files.append(CATALOGUE_FILE[name])
+            entry = store.entry_for(file_of(name))
+            files.append(file_of(name))
             if entry.name not in entries:
                 entries.append(entry.name)
                 # Files that come in an archive (buffalo_l.zip) download as the archive: their own
@@ -175,9 +198,11 @@ __all__ = [
     "ModelPaths",
     "StoreQualityModels",
     "check_models_present",
+    "file_of",
     "load_analysis_models",
     "load_detector_for",
     "load_identifier",
     "load_swapper_model",
     "quality_model_names",
+    "swapper_model_names",
 ]

@@ -1,7 +1,8 @@
 """Where the swapped face may replace the frame: crop-space masks, combined by taking the minimum.
 
-Every mask lives in the swap crop's aligned space (the 128 px ArcFace crop), so the one warp the
-compositor already does takes the combined mask into the frame; nothing is computed at frame size.
+Every mask lives in the swap crop's aligned space (the swapper's crop: its template and size), so
+the one warp the compositor already does takes the combined mask into the frame; nothing is
+computed at frame size.
 
 * box: the feathered square (realtime.face.host.compositor; always on, cached per kernel size);
 * occlusion: xseg on the TARGET face (the frame, not the swap): hands, hair, a microphone in
@@ -29,7 +30,8 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from models.ops.align import Matrix2x3, arcface_template, transform_points, warp_paste_crop
+from models.ops.align import Matrix2x3, transform_points, warp_paste_crop
+from models.ops.templates import CropLayout
 from models.types import ImageBGR
 from models.wrappers.maskers import FaceParser, Occluder
 from realtime.core.settings import MasksSettings
@@ -140,10 +142,13 @@ def mouth_mask(
     return dst
 
 
-def face_core_mask(size: int) -> MaskArray:
+def face_core_mask(crop: int | CropLayout) -> MaskArray:
     """The skin-measuring ellipse of an aligned face (no parser): centred between the eyes and the
-    mouth, 0.9 eye distances wide and 0.8 eye-to-mouth heights tall on each side."""
-    t = arcface_template(size).astype(np.float64)
+    mouth, 0.9 eye distances wide and 0.8 eye-to-mouth heights tall on each side. `crop`: the
+    swapper's crop layout (a size alone: inswapper's arcface_128 layout at that size)."""
+    layout = crop if isinstance(crop, CropLayout) else CropLayout("arcface_128", crop)
+    size = layout.size
+    t = layout.points.astype(np.float64)
     eyes, mouth = t[:2].mean(axis=0), t[3:].mean(axis=0)
     centre = (eyes + mouth) / 2.0
     rx = 0.9 * float(np.linalg.norm(t[1] - t[0]))
@@ -187,17 +192,18 @@ class FaceMasks:
     """
 
     def __init__(
-        self, crop_size: int, occluder: Occluder | None = None, parser: FaceParser | None = None
+        self, crop: int | CropLayout, occluder: Occluder | None = None, parser: FaceParser | None = None
     ) -> None:
-        self.crop_size = crop_size
+        layout = crop if isinstance(crop, CropLayout) else CropLayout("arcface_128", crop)
+        self.crop_size = layout.size
         self.occluder = occluder
         self.parser = parser
-        s = crop_size
+        s = layout.size
         self._alpha: MaskArray = np.zeros((s, s), dtype=np.float32)
         self._skin: MaskArray = np.zeros((s, s), dtype=np.float32)
         self._part: MaskArray = np.zeros((s, s), dtype=np.float32)
         self._raster: npt.NDArray[np.uint8] = np.zeros((s, s), dtype=np.uint8)
-        self._core: MaskArray = face_core_mask(s)
+        self._core: MaskArray = face_core_mask(layout)
         self._occ_crop: ImageBGR | None = None
         self._parse_crop: ImageBGR | None = None
         self._big: MaskArray | None = None

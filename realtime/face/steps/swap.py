@@ -1,4 +1,5 @@
-"""Crop and swap: the face aligned to the swapper's crop, swapped with its source identity.
+"""Crop and swap: the face aligned to the swapper's crop (its template and size), swapped with its
+source identity.
 
 A face changing identity is swapped with both identities and cross-faded between them on the host.
 """
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import cv2
 
-from models.ops.align import estimate_norm
+from models.ops.templates import CropLayout
 from models.types import ImageBGR
 
 if TYPE_CHECKING:
@@ -23,13 +24,13 @@ class SwapStep:
 
     name = "swap"
 
-    def __init__(self, crop_size: int) -> None:
-        self.crop_size = crop_size
+    def __init__(self, crop: CropLayout) -> None:
+        self.layout = crop
 
     def run(self, backend: FaceBackend, face: FaceJob, frame: FrameJob) -> None:
         t0 = time.perf_counter()
         target = face.target
-        backend.crop(estimate_norm(target.kps, self.crop_size))
+        backend.crop(self.layout.matrix(target.kps))
         if face.previous is not None:
             before = backend.swap(face.previous, spare=True)
             face.crop = backend.swap(face.identity)

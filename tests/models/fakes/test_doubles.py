@@ -22,9 +22,9 @@ from models.fakes.detector_double import (
 from models.fakes.doubles import write_all
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.enhancers import GPEN256, FaceRestorer
-from models.wrappers.inswapper import InSwapper
 from models.wrappers.maskers import FaceParser, Occluder
 from models.wrappers.scrfd import INPUT_MEAN, INPUT_STD, SCRFD
+from models.wrappers.swappers.inswapper import InSwapper
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))
 U8 = npt.NDArray[np.uint8]

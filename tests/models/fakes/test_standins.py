@@ -34,9 +34,10 @@ from models.fakes.standins import (
     ensure_standins,
 )
 from models.runtime.session import SessionConfig, SessionFactory
-from models.wrappers.inswapper import InSwapper
-from models.wrappers.router import load_detector, load_swapper
+from models.wrappers.router import load_detector
 from models.wrappers.scrfd import SCRFD
+from models.wrappers.swappers.inswapper import InSwapper
+from models.wrappers.swappers.registry import load_swapper
 
 FACTORY = SessionFactory(SessionConfig())
 DET_SHAPE = {"input.1": (1, 3, 640, 640)}

@@ -16,7 +16,7 @@ GPU_PATH_MODULES = (
     "realtime.face.host.compositor",
     "realtime.io.nvdec_device",
     "models.wrappers.scrfd",
-    "models.wrappers.inswapper",
+    "models.wrappers.swappers.inswapper",
     "models.ops.yuv",
     "models.ops.device_ops",
 )

@@ -21,7 +21,7 @@ from models.ops.crop_geometry import INSWAPPER_CROP, CropSpec
 from models.ops.device_ops import WarpCrop
 from models.runtime.iobinding import BoundSession, TensorView, chain, session_device
 from models.runtime.session import InferenceClock, SessionConfig, SessionFactory
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.inswapper import InSwapper
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu", intra_op_threads=2))
 
@@ -235,8 +235,8 @@ def test_crop_to_swap_chain_equals_opencv_crop_and_session_run(inswapper_file: P
         lat = swapper.latent(np.random.default_rng(int(cx)).standard_normal(512))
 
         # The CPU path: OpenCV crop, the wrapper's own preprocessing, session.run.
-        swapper._load_target(warp_crop(frame, m, 128))
-        swapper._load_source(lat)
+        swapper.encode_target(warp_crop(frame, m, 128))
+        swapper.load_source(lat)
         expected = swapper._infer()
 
         # The device path: the crop graph's output OrtValue is the swapper's `target`.
@@ -245,8 +245,8 @@ def test_crop_to_swap_chain_equals_opencv_crop_and_session_run(inswapper_file: P
         assert swap.bound_inputs["target"].data_ptr() == crop.bound.static_output("crop").data_ptr()
         # The double is 0.5 * target + ...: OpenCV's uint8 crop is within 1 level inside the frame.
         assert np.abs(out.numpy() - expected).max() <= 0.5 * 1.0 / 255 + 1e-6
-        decoded = swapper._decode(out.numpy(), None)
-        assert np.abs(decoded.astype(np.int16) - swapper._decode(expected, None)).max() <= 1
+        decoded = swapper.decode(out.numpy())
+        assert np.abs(decoded.astype(np.int16) - swapper.decode(expected)).max() <= 1
 
 
 def test_fp16_io_chain() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -14,8 +15,9 @@ from models.errors import ModelContractError
 from models.fakes.detector_double import build_scrfd
 from models.fakes.doubles import FakeArg, FakeSession
 from models.fakes.pixel_doubles import INSWAPPER_BEND, build_inswapper, inswapper_weights, position_ramp
+from models.ops.crop_codec import CropCodec
 from models.runtime.session import SessionConfig, SessionFactory
-from models.wrappers.inswapper import InSwapper, read_emap
+from models.wrappers.swappers.inswapper import InSwapper, read_emap
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))
 
@@ -177,7 +179,7 @@ def test_large_model_emap_is_cached_and_a_replaced_file_misses(tmp_path, monkeyp
     import onnx
 
     from models.fakes.pixel_doubles import build_inswapper
-    from models.wrappers import inswapper as mod
+    from models.wrappers.swappers import inswapper as mod
 
     path = tmp_path / "inswapper_128.onnx"
     onnx.save(build_inswapper(seed=0), str(path))
@@ -202,8 +204,8 @@ def test_the_app_loads_the_swapper_emap_from_the_cache(tmp_path, monkeypatch) ->
 
     from models.fakes.pixel_doubles import build_inswapper
     from models.runtime.session import SessionFactory
-    from models.wrappers import inswapper as mod
-    from models.wrappers.router import load_swapper
+    from models.wrappers.swappers import inswapper as mod
+    from models.wrappers.swappers.registry import load_swapper
 
     path = tmp_path / "inswapper_128.onnx"
     onnx.save(build_inswapper(seed=0), str(path))
@@ -218,14 +220,13 @@ def test_the_app_loads_the_swapper_emap_from_the_cache(tmp_path, monkeypatch) ->
     assert list((tmp_path / "user-cache" / "emap").glob("*.emap.npy"))
 
 
-def test_decode_writes_into_an_out_array_of_any_layout() -> None:
-    sw = InSwapper.__new__(InSwapper)
-    sw._planes_u8 = [np.empty((128, 128), np.uint8) for _ in range(3)]
-    sw._plane_f32 = np.empty((128, 128), np.float32)
-    pred = np.random.default_rng(3).random((1, 3, 128, 128), dtype=np.float32)
-    expected = sw._decode(pred, None)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_decode_writes_into_an_out_array_of_any_layout(dtype: type[np.floating[Any]]) -> None:
+    codec = CropCodec(InSwapper.facts.crop_spec())
+    pred = np.random.default_rng(3).random((1, 3, 128, 128), dtype=np.float32).astype(dtype)
+    expected, _ = codec.decode(pred, None, "unit")
     fortran = np.asfortranarray(np.zeros((128, 128, 3), np.uint8))
-    assert sw._decode(pred, fortran) is fortran
+    assert codec.decode(pred, fortran, "unit") == (fortran, True)
     np.testing.assert_array_equal(fortran, expected)
 
 

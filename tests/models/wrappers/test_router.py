@@ -13,9 +13,10 @@ from models.fakes.doubles import FakeArg, FakeSession, scrfd_signature, write_al
 from models.fakes.pixel_doubles import build_landmark_2d106
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.arcface import ArcFace
-from models.wrappers.inswapper import InSwapper
-from models.wrappers.router import identify_contract, load_detector, load_recognizer, load_swapper
+from models.wrappers.router import identify_contract, load_detector, load_recognizer
 from models.wrappers.scrfd import SCRFD
+from models.wrappers.swappers.inswapper import InSwapper
+from models.wrappers.swappers.registry import load_swapper
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))
 
@@ -53,8 +54,8 @@ def test_write_all_uses_the_catalogue_file_names(files: dict[str, Path]) -> None
         ("scrfd_2.5g.onnx", "detector/scrfd"),
         ("no_kps.onnx", "detector/scrfd"),
         ("w600k_r50.onnx", "recognizer/arcface"),
-        ("inswapper_128.onnx", "swapper/inswapper"),
-        ("inswapper_128_fp16.onnx", "swapper/inswapper"),
+        ("inswapper_128.onnx", "swapper"),
+        ("inswapper_128_fp16.onnx", "swapper"),
         ("2d106det.onnx", "landmarks/2d106"),
     ],
 )
@@ -82,7 +83,7 @@ def test_detector_given_as_swapper_says_what_it_is(files: dict[str, Path]) -> No
     with pytest.raises(ModelContractError) as info:
         load_swapper(files["det_10g.onnx"], FACTORY)
     assert info.value.message == (
-        "det_10g.onnx is not a face swapper: expected inputs target[1,3,128,128] + source[1,512] and one "
+        "det_10g.onnx is not a face swapper: expected inputs target[1,3,128,128] + source[1,512] and an "
         "output [1,3,128,128]; this file looks like a face detector (SCRFD, 9 outputs)."
     )
     assert info.value.hint  # the user is told what to do next
@@ -91,7 +92,7 @@ def test_detector_given_as_swapper_says_what_it_is(files: dict[str, Path]) -> No
 @pytest.mark.parametrize(
     "loader, name, role, looks_like",
     [
-        (load_detector, "inswapper_128.onnx", "a face detector", "a face swapper (inswapper)"),
+        (load_detector, "inswapper_128.onnx", "a face detector", "a face swapper (128 px)"),
         (load_detector, "w600k_r50.onnx", "a face detector", "a face recogniser (ArcFace"),
         (load_recognizer, "det_10g.onnx", "a face recogniser", "a face detector (SCRFD, 9 outputs)"),
         (load_recognizer, "2d106det.onnx", "a face recogniser", "a 106-point landmark model"),

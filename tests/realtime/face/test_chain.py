@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from models.fakes.pixel_doubles import build_inswapper
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.inswapper import InSwapper
 from realtime.core.contracts import FramePlan
 from realtime.core.settings import Settings
 from realtime.face.backend import FaceBackend, HostBackend

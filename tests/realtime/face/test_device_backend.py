@@ -24,7 +24,7 @@ from models.files.store import ModelStore
 from models.ops.align import arcface_template, estimate_norm, invert_affine
 from models.ops.crop_geometry import CropSpec
 from models.runtime.session import SessionConfig, SessionFactory
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.inswapper import InSwapper
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.engine import Engine
 from realtime.core.frames import VideoFrame

@@ -21,7 +21,7 @@ from models.files.store import ModelStore
 from models.ops.align import estimate_norm, warp_crop, warp_paste_crop
 from models.ops.crop_geometry import ARCFACE_CROP, INSWAPPER_CROP, CropSpec
 from models.runtime.session import SessionConfig, SessionFactory
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.inswapper import InSwapper
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings
 from realtime.face.host.compositor import paste_region

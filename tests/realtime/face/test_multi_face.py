@@ -22,9 +22,9 @@ import main
 from models.fakes.doubles import write_all
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.arcface import ArcFace
-from models.wrappers.inswapper import InSwapper
 from models.wrappers.mtcnn import MTCNN
 from models.wrappers.router import load_recognizer
+from models.wrappers.swappers.inswapper import InSwapper
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError
 from realtime.face.analyser import FaceAnalyser, _Chosen

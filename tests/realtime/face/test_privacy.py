@@ -12,7 +12,7 @@ import pytest
 
 from models.fakes.pixel_doubles import build_inswapper
 from models.wrappers.dlib_recognizer import DlibRecognizer, dlib_available
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.inswapper import InSwapper
 from realtime.core.engine import Engine
 from realtime.core.metrics import Metrics
 from realtime.core.settings import Settings, load_preset

@@ -27,7 +27,7 @@ import pytest
 from models.fakes.pixel_doubles import build_inswapper
 from models.ops.align import estimate_norm, invert_affine, warp_crop
 from models.runtime.session import SessionConfig, SessionFactory
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.inswapper import InSwapper
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu"))
 

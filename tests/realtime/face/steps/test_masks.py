@@ -20,8 +20,8 @@ from models.fakes.doubles import FakeArg, FakeSession, write_all
 from models.fakes.pixel_doubles import PARSER_PALETTE
 from models.ops.align import estimate_norm, transform_points
 from models.runtime.session import SessionConfig, SessionFactory
-from models.wrappers.inswapper import InSwapper
 from models.wrappers.maskers import IMAGENET_MEAN, IMAGENET_STD, FaceParser, Occluder
+from models.wrappers.swappers.inswapper import InSwapper
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import DEFAULT_REGION_CLASSES, MasksSettings, Settings
 from realtime.face.host.compositor import Compositor, scale_crop_matrix

@@ -100,7 +100,7 @@ def test_colour_match_measures_the_face_not_what_covers_the_middle_of_its_crop(t
     swapped face (the central square of the crop, measured instead, shifted it by ~6 levels)."""
     from models.fakes.doubles import write_all
     from models.runtime.session import SessionConfig, SessionFactory
-    from models.wrappers.inswapper import InSwapper
+    from models.wrappers.swappers.inswapper import InSwapper
     from realtime.core.contracts import FramePlan, SwapTarget
     from realtime.core.settings import Settings
     from realtime.face.source_face import SourceIdentity

@@ -21,7 +21,7 @@ from models.files.store import ModelStore
 from models.ops.align import ARCFACE_TEMPLATE_112, arcface_template, estimate_norm, similarity_transform
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.enhancers import GPEN256, FaceRestorer, ffhq_template, load_restorer
-from models.wrappers.inswapper import InSwapper
+from models.wrappers.swappers.inswapper import InSwapper
 from realtime.core.contracts import FramePlan, SwapTarget
 from realtime.core.settings import Settings, SettingsError, available_presets, load_preset
 from realtime.face.host.colour import colour_transfer
