@@ -73,8 +73,9 @@ def _location(text: str) -> str:
 
 @contextmanager
 def stop_on_signals(say: Callable[[str], None]) -> Iterator[StopRequest]:
-    """SIGINT/SIGTERM ask the job to stop after the frame in progress (the finished chunks are
-    kept); the second says to wait; the third quits at once (the next run redoes the chunk)."""
+    """SIGINT/SIGTERM/SIGHUP (a closed terminal) ask the job to stop after the frame in progress
+    (the finished chunks are kept); the second says to wait; the third quits at once (the next
+    run redoes the chunk)."""
     import os
 
     from realtime.jobs.filejob import StopRequest
@@ -93,7 +94,8 @@ def stop_on_signals(say: Callable[[str], None]) -> Iterator[StopRequest]:
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        previous = {int(s): signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        wanted = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+        previous = {int(s): signal.signal(s, on_signal) for s in wanted}
     try:
         yield stop
     finally:

@@ -142,7 +142,9 @@ def _wait_for_chunks(folder: Path, n: int, proc: subprocess.Popen[bytes]) -> Non
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill-9"])
+@pytest.mark.parametrize(
+    "how", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=["term", "hang-up", "kill-9"]
+)
 def test_a_cut_run_resumes_from_its_finished_chunks_and_equals_one_run(
     tmp_path: Path, models: Path, photo: Path, how: signal.Signals
 ) -> None:
@@ -156,10 +158,11 @@ def test_a_cut_run_resumes_from_its_finished_chunks_and_equals_one_run(
     _wait_for_chunks(job_folder(out), 3, proc)
     os.kill(proc.pid, how)
     proc.wait(timeout=60)
-    if how == signal.SIGTERM:
-        assert proc.returncode == ExitCode.SIGTERM and b"Run the same command again" in log.read_bytes()
-    else:
+    if how == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
+    else:  # a closed terminal (SIGHUP) killed the job with no word and left a partial chunk
+        assert proc.returncode == 128 + how and b"Run the same command again" in log.read_bytes()
+        assert not list(job_folder(out).glob(".*partial*"))
     assert not out.exists()
     finished = len(finished_chunk_files(job_folder(out)))
     assert finished >= 3
