@@ -28,6 +28,7 @@ from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
 from realtime.core.errors import OutputExistsError, SinkError, SourceError, VirtualCameraUnavailableError
 from realtime.core.events import EngineEvent
+from realtime.core.failures import Failure, told
 from realtime.core.flow import CatchUpSlot
 from realtime.core.frames import VideoFrame
 from realtime.core.heap import freeze_heap
@@ -60,6 +61,7 @@ from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource
 from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
+from realtime.lifecycle.run import Ending, EngineMaker, Run, RunOutcome
 from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.wiring.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.wiring.model_loading import check_models_present, load_analysis_models, quality_model_names
@@ -83,12 +85,15 @@ __all__ = [
     "Detection",
     "DownloadError",
     "Downloader",
+    "Ending",
     "Engine",
     "EngineEvent",
+    "EngineMaker",
     "ExitCode",
     "FaceCastError",
     "FaceDetector",
     "FacePick",
+    "Failure",
     "FanOutSink",
     "FloatArray",
     "FrameSink",
@@ -114,6 +119,8 @@ __all__ = [
     "OutputRequest",
     "PartialLock",
     "PickedIdentity",
+    "Run",
+    "RunOutcome",
     "SessionConfig",
     "SessionFactory",
     "SessionPool",
@@ -172,6 +179,7 @@ __all__ = [
     "resolve_provider",
     "settings_path",
     "sign_video",
+    "told",
     "virtual_camera_fix",
     "write_model_doubles",
 ]

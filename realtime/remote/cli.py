@@ -148,6 +148,16 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0 and value != float("inf")):  # nan fails the first test
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds above 0")
+    return value
+
+
 def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool = True) -> None:
     """`with_consent=False`: the parser declares `--consent` itself (main.py's `run` does)."""
     group = parser.add_argument_group("remote GPU (run --remote)")
@@ -169,7 +179,9 @@ def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool 
             "(the server refuses without)",
         )
     group.add_argument("--reconnect-for", type=float, default=120.0, help="give up after this many s down")
-    group.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    group.add_argument(
+        "--duration", type=_seconds, default=None, metavar="S", help="stop after S seconds (local runs too)"
+    )
 
 
 def _read_token(args: argparse.Namespace) -> str:

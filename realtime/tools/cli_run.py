@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
@@ -258,11 +257,11 @@ def _run(
     show: Callable[[str], None],
     complain: Callable[[str], None],
 ) -> int:
-    from realtime.core.engine import Engine
     from realtime.core.events import EngineEvent
     from realtime.core.heap import freeze_heap
     from realtime.io.inputs import open_input
     from realtime.io.sources import FallbackSource, camera_index
+    from realtime.lifecycle.run import Ending, Run
     from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 
     signals.checkpoint()
@@ -303,30 +302,26 @@ def _run(
         elif event.kind == "info":
             complain(f"note: {event.message}")
 
-    engine = Engine(source, sink, settings, stages, on_event=on_event)
+    run = Run(source, sink, settings, stages, on_event=on_event)
     in_window = window is not None and args.output.strip().lower() == "window"
     if window is not None and in_window:
         window.prepare(sink)  # on the GUI thread, before the engine opens the sink
     signals.checkpoint()  # the last moment a stop request means "nothing was run"
     # From here a stop request finishes the output: the loops below poll for it (see run_control).
     try:
-        engine.start()
+        run.start()
         freeze_heap(collect=False)  # the models and the run's objects out of the collector's scans
-        show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
+        show(f"running: {run.description} ({run.engine.stages_label}); Ctrl+C stops")
         if window is not None and in_window:
-            window.run_loop(engine, sink, args.stats, show, signals)
+            window.run_loop(run.engine, sink, args.stats, show, signals)
         else:
-            _wait_with_stats(engine, args.stats, show, signals)
+            stats_line = (lambda: show(run.stats().format_line())) if args.stats else None
+            run.watch(signals.wait, duration_s=getattr(args, "duration", None), on_tick=stats_line)
     finally:
         if signals.requested:
             show("stopping ...")
-        engine.stop()  # finalises the output (the wait above only watched the run end)
-        if not engine.finish_output(0.5):
-            # A write still running (a slow disk): exiting now would leave the recording unfinished.
-            show("finishing the output ...")
-            if not engine.finish_output(OUTPUT_FINISH_S):
-                show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
-    stats = engine.stats()
+        outcome = run.stop(say=show, stop_code=signals.exit_code)  # finishes the output
+    stats = outcome.stats
     show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
     unswapped = _nothing_swapped_note(
         stats.frames_out,
@@ -342,28 +337,14 @@ def _run(
 
     if isinstance(sink, ImageFileSink) and stats.frames_out > 1:
         # A video into a picture: only one frame can be kept, so the user is told which.
-        show(f"note: {args.output} holds the last of the {stats.frames_out} frames (an image keeps one)")
+        show(f"note: {sink.path} holds the last of the {stats.frames_out} frames (an image keeps one)")
     to_file = not live_output and args.output.strip().lower() != "null"
-    if signals.requested and to_file and not args.loop and camera_index(str(args.input)) is None:
+    cut = outcome.ending in (Ending.STOPPED, Ending.DURATION)
+    if cut and to_file and not args.loop and camera_index(str(args.input)) is None:
         show(f"note: stopped before the input ended: {args.output} holds its first {stats.frames_out} frames")
-    if engine.error is not None:
-        if engine.error.user_message() in said:
-            return engine.error.exit_code  # already said while running: once is enough
-        raise engine.error
+    if outcome.error is not None:
+        if outcome.error.user_message() in said:
+            return outcome.exit_code  # already said while running: once is enough
+        raise outcome.error
     # Stopped by a signal: the output is finished, and the exit status still says a signal ended it.
-    return signals.exit_code
-
-
-OUTPUT_FINISH_S = 30.0  # how long `run` waits for a recording still being written when it stops
-
-
-def _wait_with_stats(
-    engine: Engine, show_stats: bool, show: Callable[[str], None], signals: StopSignals
-) -> None:
-    """Until the input ends, an error ends the run, or a signal asks to stop. Only watches: the
-    caller's engine.stop() closes the output, after signals have stopped being able to cut it."""
-    last = time.monotonic()
-    while not engine.ended(0.0) and not signals.wait(0.1):
-        if show_stats and time.monotonic() - last >= 1.0:
-            last = time.monotonic()
-            show(engine.stats().format_line())
+    return outcome.exit_code

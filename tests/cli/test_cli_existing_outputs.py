@@ -73,3 +73,14 @@ def test_overwrite_replaces_it(capsys, tmp_path, models, photo) -> None:  # type
     assert run(models, photo, photo, out, "--overwrite") == 0, capsys.readouterr().err
     image = cv2.imread(str(out))
     assert image is not None and image.shape[:2] == astronaut_bgr().shape[:2]
+
+
+@pytest.mark.timeout(90)
+def test_duration_ends_a_looped_local_run_and_keeps_its_recording(  # type: ignore[no-untyped-def]
+    capsys, tmp_path, models, photo
+) -> None:
+    """`--duration` was read by remote runs only: a local `--loop` run went on until killed."""
+    out = tmp_path / "loop.mp4"
+    assert run(models, photo, photo, out, "--loop", "--duration", "1", "--fps", "10") == 0
+    err = capsys.readouterr()
+    assert out.is_file() and "Traceback" not in err.err
