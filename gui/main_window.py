@@ -40,7 +40,7 @@ from gui.input_panel import InputPanel
 from gui.io_banners import IoBanners
 from gui.messages import Level, MessageBar
 from gui.models_banner import MODELS_BANNER, models_banner
-from gui.models_dialog import ModelsDialog
+from gui.models_dialog import UNVERIFIED_HELP, ModelsDialog
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
 from gui.remote_panel import attach_remote_panel
@@ -71,6 +71,11 @@ APPLY_DELAY_MS = 150  # spin boxes fire per step: settle before asking the engin
 STATUS_NOTE_MS = 8000  # how long a status-bar note stays
 VCAM_UNAVAILABLE = (
     "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it."
+)
+FPS_HELP = "Frames per second that reach the outputs (the preview, the virtual camera, the recording)."
+LATENCY_HELP = (
+    "Glass-to-glass latency: from the moment a frame is captured to the moment it is sent out, "
+    "median (p50) and the slowest 1 % (p99). Set the audio delay in your call app to the p99."
 )
 DROPPED_HELP = (
     "Frames dropped to stay live: when the face stages fall behind the input, the frame waiting\n"
@@ -109,8 +114,9 @@ class MainWindow(QMainWindow):
         if config.picked_embedding:
             self._picks.restore(PickedIdentity(config.picked_recognizer, config.picked_embedding))
         self.face_map = FaceMapKeeper(self._picks, self._note_info)
+        allow = services.model_options.allow_unverified or config.allow_unverified
         self._model_options = _model_options(
-            replace(services.model_options, picks=self._picks), config.models_dir
+            replace(services.model_options, picks=self._picks, allow_unverified=allow), config.models_dir
         )
         self.photos = PhotoAnalysisService(self._model_options, self._composer.effective(), self)
         self.controller = EngineController(
@@ -140,6 +146,7 @@ class MainWindow(QMainWindow):
         self.state_label = QLabel("Stopped")
         self.rec_indicator = RecIndicator()
         self._take: Path | None = None  # the recording of the run started with Start, as restarts go on
+        self._take_note_text = ""  # the "a new take began" note on show, if any
         self.gallery = FaceGallery(self.photos)
         self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
         self.output_panel = OutputPanel()
@@ -148,6 +155,11 @@ class MainWindow(QMainWindow):
         self.latency_label = QLabel("latency –")
         self.dropped_label = QLabel("dropped –")
         self.fallback_label = QLabel("")  # which faces are in the privacy fallback, and why
+        # A visible state, not a hidden environment variable: the models need not be the published ones.
+        self.unverified_label = QLabel("unverified models allowed")
+        self.unverified_label.setStyleSheet("color:#c0c060;")
+        self.unverified_label.setToolTip(UNVERIFIED_HELP + " Change it in Models….")
+        self.unverified_label.setVisible(self._model_options.allow_unverified)
         self.stages_label = QLabel("")
         self.status_note = ElidedLabel()  # left of the live numbers: the run, the active face
         self._note_timer = QTimer(self)
@@ -190,6 +202,7 @@ class MainWindow(QMainWindow):
         toolbar.addWidget(self.start_button)
         toolbar.addWidget(self.rec_indicator)
         toolbar.addWidget(self.state_label, 1)
+        toolbar.addWidget(self.unverified_label)
         toolbar.addWidget(QLabel("View"))
         toolbar.addWidget(self.view_combo)
         left = QWidget()
@@ -229,6 +242,8 @@ class MainWindow(QMainWindow):
         for label in (self.fps_label, self.latency_label, self.dropped_label):
             label.setMinimumWidth(90)
             status.addPermanentWidget(label)
+        self.fps_label.setToolTip(FPS_HELP)
+        self.latency_label.setToolTip(LATENCY_HELP)
         self.dropped_label.setToolTip(DROPPED_HELP)
         self.fallback_label.setToolTip(FALLBACK_HELP)
         status.addPermanentWidget(self.fallback_label)
@@ -415,6 +430,7 @@ class MainWindow(QMainWindow):
             self._io_banners.clear_before(self._runs)
             self._stats_timer.start()
         elif state == RunState.IDLE:
+            self._drop_take_note()  # about the run that ended
             self._stats_timer.stop()
             self._refresh_stats()
             self.preview.clear()
@@ -604,9 +620,16 @@ class MainWindow(QMainWindow):
     def open_models_dialog(self) -> ModelsDialog:
         if self.models_dialog is None:
             services = self._services
-            dialog = ModelsDialog(self.models_folder, services.catalogue, services.download_tuning, self)
+            dialog = ModelsDialog(
+                self.models_folder,
+                services.catalogue,
+                services.download_tuning,
+                self,
+                allow_unverified=self._model_options.allow_unverified,
+            )
             dialog.models_changed.connect(self._on_models_downloaded)
             dialog.folder_changed.connect(self.set_models_folder)
+            dialog.unverified_changed.connect(self.set_allow_unverified)
             self.models_dialog = dialog
         self.models_dialog.show()
         self.models_dialog.raise_()
@@ -618,6 +641,16 @@ class MainWindow(QMainWindow):
         self._model_options = _model_options(self._services.model_options, str(folder))
         self.controller.set_model_options(self._model_options)
         self.photos.set_model_options(self._model_options)
+        self._on_models_downloaded()
+
+    def set_allow_unverified(self, allow: bool) -> None:
+        """The Models dialog's "Allow unverified files": remembered, used by photos now and from
+        the next Start, and shown beside the live numbers while it is on."""
+        self._config = replace(self._config, allow_unverified=allow)
+        self._model_options = replace(self._model_options, allow_unverified=allow, _store=None)
+        self.controller.set_model_options(self._model_options)
+        self.photos.set_model_options(self._model_options)
+        self.unverified_label.setVisible(allow)
         self._on_models_downloaded()
 
     def _on_models_downloaded(self) -> None:
@@ -654,14 +687,27 @@ class MainWindow(QMainWindow):
             self.output_panel.set_take(self._take, running=False)
             return
         if self._take is not None and path != self._take:
-            self.messages.show_message(
-                "info",
+            before = self._take
+            where = "in the same folder" if before.parent == path.parent else f"in {before.parent}"
+            self._show_take_note(
                 f"Recording: a new take began, {path.name}. The run restarted for the change; the take "
-                f"before it, {self._take.name}, is complete in the same folder.",
+                f"before it, {before.name}, is complete {where}."
             )
         self._take = path
         self.rec_indicator.start(path)
         self.output_panel.set_take(path, running=True)
+
+    def _show_take_note(self, text: str) -> None:
+        """The note of a take begun by a restart: about this run only, so it goes at Stop and
+        when a later restart begins another take."""
+        self._drop_take_note()
+        self.messages.show_message("info", text)
+        self._take_note_text = text
+
+    def _drop_take_note(self) -> None:
+        if self._take_note_text:
+            self.messages.dismiss("info", self._take_note_text)
+            self._take_note_text = ""
 
     def _on_vcam_unavailable(self, error_text: str) -> None:
         fix = virtual_camera_fix(self._services.platform, error_text)

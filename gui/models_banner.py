@@ -53,6 +53,10 @@ def models_banner(message: str, cwd: Path | None = None) -> str:
     fixed = _COMMAND.sub(lambda m: f"`{absolute_command(m[1], here)}`", message)
     fixed = _FOLDER.sub(lambda m: f"(folder {absolute_path(m[1], here)})", fixed)
     fixed = fixed.replace(", then again;", ";")
+    # The panel has no --allow-unverified: its Models dialog has the switch.
+    fixed = fixed.replace(
+        "or pass --allow-unverified to use it anyway", "or allow unverified files in Models…"
+    )
     return f"{MODELS_BANNER}the face models. {fixed}"
 
 

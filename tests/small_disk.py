@@ -15,11 +15,12 @@ PAGE = 4096  # tmpfs hands out space in pages
 
 
 @contextmanager
-def small_disk(folder: Path, size: int) -> Iterator[Path]:
+def small_disk(folder: Path, size: int, *, read_only: bool = False) -> Iterator[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     pages = max(1, -(-size // PAGE))
+    options = f"size={pages * PAGE}" + (",ro" if read_only else "")
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={pages * PAGE}", "tmpfs", str(folder)],
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
         capture_output=True,
         text=True,
         check=False,

@@ -10,7 +10,7 @@ from models.files.catalogue import ModelEntry, default_entries, get_entry
 from models.files.download import Downloader
 from models.files.store import ModelStore, VerifyResult
 
-_BAD = ("mismatch", "truncated", "corrupt", "wrong_kind")
+_BAD = ("mismatch", "truncated", "corrupt", "wrong_kind", "unreadable")
 
 
 def _entry_status(results: list[VerifyResult]) -> str:

@@ -162,20 +162,27 @@ class BackgroundSink:
 
     @property
     def description(self) -> str:
-        return self.sink.description
+        return f"{self.sink.description} (stopped)" if self._failed is not None else self.sink.description
 
     @property
     def inner_sinks(self) -> Sequence[FrameSink]:
-        return (self.sink,)
+        return () if self._failed is not None and self._thread is None else (self.sink,)
 
     @property
     def failed(self) -> FaceCastError | None:
         return self._failed
 
     def open(self, width: int, height: int, fps: float) -> None:
-        self.sink.open(width, height, fps)
-        self._queue = queue.Queue(self._depth)
+        """Opens the sink here; one that cannot open (a folder it may not write) stops alone as one
+        failing later does: `on_failed` is told and the other outputs open and run."""
         self._failed = self._close_error = None
+        try:
+            self.sink.open(width, height, fps)
+        except FaceCastError as exc:
+            self._thread = None
+            self._fail(exc)
+            return
+        self._queue = queue.Queue(self._depth)
         self._discard = self._drop_rest = False
         self.dropped = 0
         self._thread = threading.Thread(target=self._write_loop, name="recorder", daemon=True)

@@ -106,11 +106,14 @@ class VideoFileSink:
         tags: Mapping[str, str] | None = None,
         finalise: Finalise | None = None,
         stored_rotation: int = 0,
+        new_take: bool = False,
     ) -> None:
         self._file = PartialFile(Path(path))  # the partial file, its lock, its name when finished
         # A display rotation to keep (degrees counterclockwise, as the input had it): upright
         # frames are turned back and stored as the input stored them, with the same tag.
         self.stored_rotation = stored_rotation
+        # True: a file of that name is never replaced; the recording takes `NAME-2.EXT`, ... instead.
+        self.new_take = new_take
         self.tags = dict(tags or {})  # container metadata (comment, description, ...)
         self.finalise = finalise
         # Set (a file job): each frame is placed at its own media time (frame.pts) in this time
@@ -148,7 +151,7 @@ class VideoFileSink:
         return OutputInfo(record_path=self.path)
 
     def open(self, width: int, height: int, fps: float) -> None:
-        temp = self._file.begin()
+        temp = self._file.begin(self.new_take)
         try:
             container = av.open(str(temp), mode="w", options=self._file.container_options)
             if self.tags:

@@ -44,8 +44,9 @@ class OutputRequest:
     an error.
     on_unavailable: set, the virtual camera is optional (OptionalSink): a missing driver is
     reported to it and the run goes on; on_lost is told when it fails mid-run.
-    on_failed: set, the sink runs on its own thread (BackgroundSink) and a failure while writing
-    stops it alone: on_failed is told.
+    on_failed: set, the sink runs on its own thread (BackgroundSink) and a failure, at open or
+    while writing, stops it alone: on_failed is told and the other outputs carry on.
+    new_take: a video file never replaces one of its name (`NAME-2.EXT`, ... instead).
     file_options: VideoFileSink's own options (codec, crf, ...).
     provenance: a file output is tagged and, once finished, signed (sign_in_place); False leaves
     it as it was encoded.
@@ -65,6 +66,7 @@ class OutputRequest:
     on_unavailable: Callable[[VirtualCameraUnavailableError], None] | None = None
     on_lost: Callable[[FaceCastError], None] | None = None
     on_failed: Callable[[FaceCastError], None] | None = None
+    new_take: bool = False
     file_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     provenance: bool = True
 
@@ -118,7 +120,8 @@ def _finalise(request: OutputRequest) -> Finalise | None:
 
 
 def _video_sink(request: OutputRequest) -> VideoFileSink:
-    return VideoFileSink(Path(request.spec), **{**_provenance(request), **request.file_options})
+    options = {**_provenance(request), **request.file_options, "new_take": request.new_take}
+    return VideoFileSink(Path(request.spec), **options)
 
 
 def _cpu_sink(request: OutputRequest) -> FrameSink:

@@ -212,6 +212,15 @@ def _size(path: Path) -> int:
         return 0
 
 
+def _free_name(path: Path) -> Path:
+    """`path`, or the first of `NAME-2.EXT`, `NAME-3.EXT`, ... that does not exist."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
+
+
 def final_path(path: Path, existed: bool) -> Path:
     """Where a finished file goes: `path`, unless a file of that name appeared while this one was
     written (another FaceCast writing the same name): then `NAME-2.EXT`, ... — the other file is not
@@ -258,12 +267,19 @@ class PartialFile:
     def survives_truncation(self) -> bool:
         return _survives_truncation(self.path)
 
-    def begin(self) -> Path:
+    def begin(self, new_take: bool = False) -> Path:
         """Recover what a crash left, prove the folder writable, lock a new partial file: its path.
-        Raises SinkError when the folder cannot be written."""
+        `new_take`: never replace a file; `NAME-2.EXT`, `NAME-3.EXT`, ... when the name is taken
+        (every Start of the panel's recording is a take of its own). Raises SinkError when the
+        folder cannot be read or written."""
+        try:
+            if new_take:
+                self.path = _free_name(self.path)
+            self._existed = self.path.exists()
+        except OSError as err:  # a folder we may not look into (Path.exists raises EACCES)
+            raise SinkError(f"Cannot write output {self.path} ({_reason(err)}).") from err
         _recover_partial(self.path)
         self._kept_in_temp = False
-        self._existed = self.path.exists()
         self.temp = _partial_path(self.path)
         _prepare_target(self.path, self.temp)
         self._lock = PartialLock(self.temp)

@@ -319,6 +319,8 @@ def _check_models(models_dir: Path | None) -> list[Check]:
                 checks.append(Check(spec.name, "warn", "not downloaded", fix))
             elif result.status == "wrong_kind":
                 checks.append(Check(spec.name, "fail", result.detail, f"remove it, then {fix}"))
+            elif result.status == "unreadable":
+                checks.append(Check(spec.name, "fail", result.detail, "let this user read the models folder"))
             else:
                 checks.append(
                     Check(spec.name, "fail", f"{result.status}: {result.detail}", f"delete it, then {fix}")
