@@ -32,6 +32,7 @@ from tests.realtime.jobs.media import (
     with_subtitles,
     write_clip,
 )
+from tests.signals import CHILD_SIGNALS
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,9 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     could fill and block it)."""
     code = _KILLABLE.format(root=str(REPO_ROOT), args=args)
     with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT, **CHILD_SIGNALS
+        )
 
 
 def _wait_for_chunks(folder: Path, n: int, proc: subprocess.Popen[bytes]) -> None:

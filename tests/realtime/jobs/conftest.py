@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.paths import REPO_ROOT
+from tests.signals import CHILD_SIGNALS
 
 Worker = Callable[..., "subprocess.Popen[bytes]"]
 
@@ -106,7 +107,11 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[byte
         code = _WORKER.format(root=str(REPO_ROOT), url=url, vis=str(visibility_s), extra=list(extra))
         log = open(tmp_path / f"worker-{len(procs)}.log", "wb")  # noqa: SIM115 - closed by the process end
         proc = subprocess.Popen(
-            [sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            [sys.executable, "-c", code],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **CHILD_SIGNALS,
         )
         procs.append(proc)
         return proc
