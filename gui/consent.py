@@ -5,19 +5,9 @@ from __future__ import annotations
 from PyQt6.QtCore import Qt
 from PyQt6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
-from realtime.api import CONSENT_TEXT, get_entry
+from realtime.api import CONSENT_TEXT, licence_lines
 
-LICENSED_MODELS = ("inswapper_128", "buffalo_l")
-__all__ = ["CONSENT_TEXT", "LICENSED_MODELS", "ConsentDialog", "licence_lines"]
-
-
-def licence_lines() -> list[str]:
-    """One line per model the face swap needs: name, licence and where to read it."""
-    lines = []
-    for name in LICENSED_MODELS:
-        entry = get_entry(name)
-        lines.append(f"{entry.name} ({entry.description}): {entry.licence}. {entry.licence_url}")
-    return lines
+__all__ = ["CONSENT_TEXT", "ConsentDialog", "licence_lines"]
 
 
 class ConsentDialog(QDialog):
@@ -33,7 +23,10 @@ class ConsentDialog(QDialog):
         )
         intro.setWordWrap(True)
         listed = "\n• ".join(licence_lines())
-        licences = QLabel(f"The face models are licensed for non-commercial research only:\n• {listed}")
+        licences = QLabel(
+            "The face models' licences (most allow non-commercial research only; each is shown "
+            f"again before its download):\n• {listed}"
+        )
         licences.setWordWrap(True)
         licences.setTextFormat(Qt.TextFormat.PlainText)
         licences.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -291,7 +291,9 @@ class ModelTasks(QObject):
         self._refresh([entry], thorough=False)
 
 
-def size_text(size: int | None) -> str:
+def size_text(size: int | None, *, exact: bool = True) -> str:
+    """"76.3 MB"; "≈ 402.7 MB" for a publisher's rounded figure; "size unknown"."""
     if size is None:
         return "size unknown"
-    return f"{size / 1e3:,.0f} kB" if size < 100_000 else f"{size / 1e6:,.1f} MB"
+    text = f"{size / 1e3:,.0f} kB" if size < 100_000 else f"{size / 1e6:,.1f} MB"
+    return text if exact else f"≈ {text}"

@@ -63,6 +63,27 @@ class _Row:
     cancel: QPushButton
 
 
+# The dialog's sections, in this order (roles not named here follow, titled by their name).
+ROLE_TITLES = {
+    "swapper": "Face swappers",
+    "converter": "Embedding converters (downloaded with the swappers that need them)",
+    "detector": "Face detectors",
+    "recognizer": "Face recognisers",
+    "enhancer": "Face enhancers",
+    "occluder": "Occlusion masks",
+    "parser": "Face parsers",
+}
+
+
+def entries_by_role(catalogue: Sequence[ModelEntry]) -> list[tuple[str, list[ModelEntry]]]:
+    """The catalogue grouped by role: the roles of ROLE_TITLES first, in its order."""
+    order = list(ROLE_TITLES)
+    roles = sorted(
+        {e.role for e in catalogue}, key=lambda r: (order.index(r) if r in order else len(order), r)
+    )
+    return [(role, [e for e in catalogue if e.role == role]) for role in roles]
+
+
 class ModelsDialog(QDialog):
     """models_changed: a download or check finished (the window checks its models again).
     folder_changed(Path): the user chose another models folder."""
@@ -114,8 +135,15 @@ class ModelsDialog(QDialog):
         for column, title in enumerate(("Model", "Size", "Licence", "Status", "")):
             header = QLabel(f"<b>{title}</b>")
             grid.addWidget(header, 0, column)
-        for i, entry in enumerate(self._catalogue, start=1):
-            self._rows[entry.name] = self._add_row(grid, i, entry)
+        line = 1
+        for role, entries in entries_by_role(self._catalogue):
+            heading = QLabel(f"<b>{ROLE_TITLES.get(role, role.capitalize())}</b>")
+            heading.setStyleSheet("color:#c8c8c8; padding-top:8px;")
+            grid.addWidget(heading, line, 0, 1, 5)
+            line += 1
+            for entry in entries:
+                self._rows[entry.name] = self._add_row(grid, line, entry)
+                line += 1
         grid.setColumnStretch(0, 3)
         grid.setColumnStretch(2, 2)
         grid.setColumnStretch(3, 2)
@@ -209,7 +237,10 @@ class ModelsDialog(QDialog):
         for button in (download, verify, cancel):
             buttons.addWidget(button)
         grid.addWidget(name, i, 0)
-        grid.addWidget(QLabel(size_text(entry.total_size)), i, 1)
+        size = QLabel(size_text(entry.shown_size, exact=entry.total_size is not None))
+        if entry.total_size is None and entry.shown_size is not None:
+            size.setToolTip("The publisher's rounded size (the exact one is not published)")
+        grid.addWidget(size, i, 1)
         grid.addWidget(licence, i, 2)
         grid.addLayout(status_cell, i, 3)
         grid.addLayout(buttons, i, 4)

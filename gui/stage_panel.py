@@ -28,7 +28,15 @@ from PyQt6.QtWidgets import (
 )
 
 from gui.widgets import ComboBox, DoubleSpinBox, SpinBox
-from realtime.api import PRESETS_DIR, Settings, Summary, auto_provider, available_presets
+from realtime.api import (
+    PRESETS_DIR,
+    Settings,
+    Summary,
+    auto_provider,
+    available_presets,
+    swapper_info,
+    swapper_names,
+)
 
 Kind = Literal["int", "float", "bool", "choice"]
 
@@ -97,7 +105,15 @@ STAGES: tuple[Stage, ...] = (
         "Face swap",
         ("swap",),
         (
-            Control("swap.model", "Model", "choice"),
+            Control(
+                "swap.model",
+                "Model",
+                "choice",
+                choices=swapper_names(),
+                tooltip="The face swap model: a change loads in the background while the current one "
+                "keeps swapping (no restart). Hover a model for its crop, download and licence; "
+                "Models… downloads it",
+            ),
             # "reference" and "mapped" need reference photos, which only the command line takes.
             Control("swap.target", "Swap", "choice", choices=("largest", "all")),
             Control(
@@ -218,7 +234,10 @@ def preset_description(name: str) -> str:
 
 def choice_tooltip(key: str, choice: str) -> str:
     """A choice's own tooltip: what 'auto' picks (it said nothing; only the status bar's 'on cpu'
-    told, once running)."""
+    told, once running); a swap model's crop, download, cost and licence."""
+    if key == "swap.model":
+        info = swapper_info(choice)
+        return f"{info.summary()}. Licence: {info.licence}."
     if (key, choice) == ("pipeline.provider", "auto"):
         return (
             "auto: CUDA where onnxruntime-gpu and an NVIDIA driver are present, DirectML on "

@@ -23,7 +23,15 @@ from models.runtime.session import SessionConfig, SessionFactory
 from models.runtime.session_pool import SessionPool
 from models.types import Detection, FloatArray, ImageBGR
 from models.wrappers.mtcnn import MTCNN
-from realtime.consent import CONSENT_TEXT, consent_path, consent_recorded, record_consent, settings_path
+from models.wrappers.swappers.registry import SwapperInfo, swapper_info, swapper_names
+from realtime.consent import (
+    CONSENT_TEXT,
+    consent_path,
+    consent_recorded,
+    licence_lines,
+    record_consent,
+    settings_path,
+)
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
 from realtime.core.errors import OutputExistsError, SinkError, SourceError, VirtualCameraUnavailableError
@@ -132,6 +140,7 @@ __all__ = [
     "StageFactory",
     "StatsSnapshot",
     "Summary",
+    "SwapperInfo",
     "TestPatternSource",
     "VerifyResult",
     "VideoFileSink",
@@ -153,6 +162,7 @@ __all__ = [
     "draw_disclosure_label",
     "freeze_heap",
     "get_entry",
+    "licence_lines",
     "list_cameras",
     "load_analysis_models",
     "load_identity",
@@ -179,6 +189,8 @@ __all__ = [
     "resolve_provider",
     "settings_path",
     "sign_video",
+    "swapper_info",
+    "swapper_names",
     "told",
     "virtual_camera_fix",
     "write_model_doubles",

@@ -17,12 +17,12 @@ from typing import TextIO
 import platformdirs
 
 from models.errors import ExitCode, FaceCastError
-from models.files.catalogue import get_entry
+from models.files.catalogue import CATALOGUE, get_entry
 
 CONFIG_ENV = "FACECAST_CONFIG"  # the panel's settings file; consent.toml lives beside it
 CONSENT_ENV = "FACECAST_CONSENT"
 CONSENT_FILE = "consent.toml"
-LICENSED_MODELS = ("inswapper_128", "buffalo_l")
+RECOGNITION_PACK = "buffalo_l"  # the detector and recogniser every swap needs
 
 CONSENT_TEXT = (
     "I have the consent of every person whose face I use, and I will use the models only as their "
@@ -70,11 +70,15 @@ def record_consent(path: Path | None = None) -> None:
 
 
 def licence_lines() -> list[str]:
-    """One line per model the face swap needs: name, licence and where to read it."""
-    lines = []
-    for name in LICENSED_MODELS:
-        entry = get_entry(name)
-        lines.append(f"{entry.name} ({entry.description}): {entry.licence}. {entry.licence_url}")
+    """One line per licence of the face models: the recognition pack, then the swappers and their
+    converters grouped by licence (names, licence, where to read it), from the catalogue."""
+    pack = get_entry(RECOGNITION_PACK)
+    lines = [f"{pack.name} ({pack.description}): {pack.licence}. {pack.licence_url}"]
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for entry in CATALOGUE:
+        if entry.role in ("swapper", "converter"):
+            grouped.setdefault((entry.licence, entry.licence_url), []).append(entry.name)
+    lines += [f"{', '.join(names)}: {licence}. {url}" for (licence, url), names in grouped.items()]
     return lines
 
 
@@ -102,8 +106,8 @@ def ensure_consent(
                 hint=f'Pass --consent (or set {CONSENT_ENV}=1) to confirm: "{CONSENT_TEXT}"',
             )
         say("Before the first run: FaceCast replaces a face in live video with the face from a photo.")
-        say("Used without consent it can deceive and harm people. The face models are licensed for")
-        say("non-commercial research only:")
+        say("Used without consent it can deceive and harm people. The face models' licences (most")
+        say("allow non-commercial research only; each is shown again before its download):")
         for line in licence_lines():
             say(f"  - {line}")
         say('The output is marked "AI-modified" by default (--no-label removes it): tell those who see it.')

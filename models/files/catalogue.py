@@ -18,6 +18,16 @@ GPEN_LICENCE = "academic and non-commercial use only (GPEN, Alibaba)"
 GPEN_LICENCE_URL = "https://github.com/yangxy/GPEN"
 
 _FF_ASSETS = "https://github.com/facefusion/facefusion-assets/releases/download"
+
+
+def _ff_hash(release: str, stem: str) -> tuple[str, ...]:
+    """Where FaceFusion's CRC-32 of one of its assets lies (NAME.hash beside NAME.onnx)."""
+    return (
+        f"{_FF_ASSETS}/{release}/{stem}.hash",
+        f"https://huggingface.co/facefusion/{release}/resolve/main/{stem}.hash",
+    )
+
+
 _BUFFALO_L_URLS = ("https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip",)
 
 DET_10G = ModelFile(
@@ -72,7 +82,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="scrfd_2.5g",
         role="detector",
-        files=(ModelFile("scrfd_2.5g.onnx", None, None),),
+        files=(ModelFile("scrfd_2.5g.onnx", None, None, crc32_urls=_ff_hash("models-3.0.0", "scrfd_2.5g")),),
         urls=(f"{_FF_ASSETS}/models-3.0.0/scrfd_2.5g.onnx",),
         archive=None,
         licence=INSIGHTFACE_LICENCE,
@@ -121,7 +131,11 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="gfpgan_1.4",
         role="enhancer",
-        files=(ModelFile("gfpgan_1.4.onnx", None, 340_299_087),),
+        files=(
+            ModelFile(
+                "gfpgan_1.4.onnx", None, 340_299_087, crc32_urls=_ff_hash("models-3.0.0", "gfpgan_1.4")
+            ),
+        ),
         urls=(f"{_FF_ASSETS}/models-3.0.0/gfpgan_1.4.onnx",),
         archive=None,
         licence="Apache-2.0 (GFPGAN)",
@@ -132,7 +146,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="codeformer",
         role="enhancer",
-        files=(ModelFile("codeformer.onnx", None, None),),
+        files=(ModelFile("codeformer.onnx", None, None, crc32_urls=_ff_hash("models-3.0.0", "codeformer")),),
         urls=(f"{_FF_ASSETS}/models-3.0.0/codeformer.onnx",),
         archive=None,
         licence="S-Lab License 1.0: non-commercial use only (CodeFormer, NTU S-Lab)",
@@ -143,7 +157,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="xseg_1",
         role="occluder",
-        files=(ModelFile("xseg_1.onnx", None, 70_324_286),),
+        files=(ModelFile("xseg_1.onnx", None, 70_324_286, crc32_urls=_ff_hash("models-3.1.0", "xseg_1")),),
         urls=(f"{_FF_ASSETS}/models-3.1.0/xseg_1.onnx",),
         archive=None,
         licence="GPL-3.0 (DeepFaceLab XSeg)",
@@ -154,7 +168,14 @@ CATALOGUE: tuple[ModelEntry, ...] = (
     ModelEntry(
         name="bisenet_resnet_34",
         role="parser",
-        files=(ModelFile("bisenet_resnet_34.onnx", None, 93_632_546),),
+        files=(
+            ModelFile(
+                "bisenet_resnet_34.onnx",
+                None,
+                93_632_546,
+                crc32_urls=_ff_hash("models-3.0.0", "bisenet_resnet_34"),
+            ),
+        ),
         urls=(f"{_FF_ASSETS}/models-3.0.0/bisenet_resnet_34.onnx",),
         archive=None,
         licence="MIT (face-parsing.PyTorch)",
@@ -187,6 +208,11 @@ def entry_for_file(filename: str, catalogue: Sequence[ModelEntry] = CATALOGUE) -
     return min(owners, key=lambda e: len(e.files))
 
 
+def names_of_role(role: Role, catalogue: Sequence[ModelEntry] = CATALOGUE) -> tuple[str, ...]:
+    """The entries of one role, in catalogue order (e.g. every face swapper)."""
+    return tuple(e.name for e in catalogue if e.role == role)
+
+
 def default_entries(catalogue: Sequence[ModelEntry] = CATALOGUE) -> tuple[ModelEntry, ...]:
     """The default download set."""
     return tuple(e for e in catalogue if e.default)
@@ -200,4 +226,5 @@ __all__ = [
     "default_entries",
     "entry_for_file",
     "get_entry",
+    "names_of_role",
 ]

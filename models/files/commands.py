@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TextIO
 
 from models.cli_text import app_command
@@ -25,26 +26,36 @@ def _entry_status(results: list[VerifyResult]) -> str:
 
 
 def _size_mb(entry: ModelEntry) -> str:
-    size = entry.total_size
-    return "?" if size is None else f"{size / 1e6:.1f}"
+    if entry.total_size is not None:
+        return f"{entry.total_size / 1e6:.1f}"
+    shown = entry.shown_size  # the publisher's rounded figure
+    return "?" if shown is None else f"~{shown / 1e6:.1f}"
 
 
-def list_models(store: ModelStore, out: TextIO) -> int:
-    """Table of catalogue entries: name, role, size, install status, licence."""
-    rows = [("NAME", "ROLE", "SIZE MB", "STATUS", "LICENCE")]
-    for entry in store.catalogue:
+def list_models(store: ModelStore, out: TextIO, notes: Callable[[ModelEntry], str] | None = None) -> int:
+    """Table of catalogue entries: name, role, size, install status, a note (e.g. a swapper's
+    crop size, from `notes`), licence; grouped by role."""
+    rows = [("NAME", "ROLE", "SIZE MB", "STATUS", "NOTE", "LICENCE")]
+    for entry in sorted(store.catalogue, key=lambda e: _ROLE_ORDER.index(e.role)):
         status = _entry_status([store.check(f) for f in entry.files])
         default = " *" if entry.default else ""
-        rows.append((entry.name + default, entry.role, _size_mb(entry), status, entry.licence))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        note = notes(entry) if notes is not None else ""
+        rows.append((entry.name + default, entry.role, _size_mb(entry), status, note, entry.licence))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
-        cells = [cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)]
-        print("  ".join([*cells, row[4]]).rstrip(), file=out)
+        cells = [cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)]
+        print("  ".join([*cells, row[5]]).rstrip(), file=out)
     print(
-        f"\n* = default set (`{app_command('models download default')}`). Folder: {store.models_dir}",
+        f"\n* = default set (`{app_command('models download default')}`); ~ = the publisher's rounded "
+        f"size. Folder: {store.models_dir}",
         file=out,
     )
     return 0
+
+
+_ROLE_ORDER = (
+    "swapper", "converter", "detector", "recognizer", "landmarks", "enhancer", "occluder", "parser"
+)
 
 
 def _expand_names(store: ModelStore, names: list[str], out: TextIO) -> list[str]:

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from models.errors import FaceCastError
+from models.files.catalogue import names_of_role
 
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "configs" / "presets"
 DEFAULT_PRESET = "balanced"
@@ -66,7 +67,8 @@ class TrackerSettings:
 
 @dataclass(frozen=True, slots=True)
 class SwapSettings:
-    model: Literal["inswapper_128", "inswapper_128_fp16"] = "inswapper_128"
+    # A face swapper of the catalogue (models/files/swapper_catalogue.py; `models list` shows them).
+    model: str = "inswapper_128"
     # Which faces get swapped: the largest, all, the one matching the reference photo, or
     # "mapped": each reference photo's person gets its own source identity (`run --map REF=SRC`),
     # faces matching no reference are left alone.
@@ -79,6 +81,8 @@ class SwapSettings:
     dlib_threshold: float = 0.07
 
     def validate(self) -> None:
+        swappers = names_of_role("swapper")
+        _check(self.model in swappers, "swap.model", f"one of {', '.join(swappers)}")
         _check(0.0 < self.reference_threshold < 2.0, "swap.reference_threshold", "between 0 and 2")
         _check(0.0 < self.dlib_threshold < 2.0, "swap.dlib_threshold", "between 0 and 2")
 

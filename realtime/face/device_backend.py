@@ -142,9 +142,10 @@ class DeviceBackend:
         self._signed = swapper.signed_output
         # A float16 output cannot feed the float32 paste graph: its crop takes the host round trip.
         self._fp16_out = swapper.session.get_outputs()[0].type == "tensor(float16)"
+        source_shape = swapper.source_shape()  # an identity vector, or a source picture
         self._latents = tuple(
             ort.OrtValue.ortvalue_from_numpy(
-                np.ascontiguousarray(np.asarray(lat).reshape(1, -1), dtype=swapper.source_dtype),
+                np.ascontiguousarray(np.asarray(lat).reshape(source_shape), dtype=swapper.source_dtype),
                 self.device_type,
                 self.device_id,
             )
@@ -199,7 +200,8 @@ class DeviceBackend:
         self.last_copies.add_params(1, _THETA_BYTES)
 
     def swap(self, identity: int, *, spare: bool = False) -> FaceCrop:
-        (out,) = self.swapper.run({TARGET_NAME: self._crop_value, SOURCE_NAME: self._latents[identity]})
+        # The swap is the first output (HyperSwap adds its mask after it).
+        out = self.swapper.run({TARGET_NAME: self._crop_value, SOURCE_NAME: self._latents[identity]})[0]
         if spare:
             # The bound output is reused by the next run: the spare comes to the host now.
             host = self._fetch(out, signed=self._signed)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from models.files.model_entry import ModelEntry
 
 
 def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
@@ -15,12 +18,23 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
 
     store = ModelStore(args.models_dir or default_models_dir(), allow_unverified=args.allow_unverified)
     if args.models_command == "list":
-        return commands.list_models(store, out)
+        return commands.list_models(store, out, model_note)
     if args.models_command == "verify":
         return commands.verify_models(store, out)
     if args.models_command == "path":
         return commands.print_models_path(store, out)
     return commands.download_models(store, args.names, args.yes, out, sys.stdin)
+
+
+def model_note(entry: ModelEntry) -> str:
+    """`models list`'s note: a swapper's family, crop and converter."""
+    if entry.role != "swapper":
+        return ""
+    from models.wrappers.swappers.registry import swapper_info
+
+    info = swapper_info(entry.name)
+    needs = f" + {', '.join(info.requires)}" if info.requires else ""
+    return f"{info.family} {info.crop} px{needs}"
 
 
 def write_doubles(args: argparse.Namespace, out: TextIO) -> int:

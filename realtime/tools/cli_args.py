@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from models.files.catalogue import names_of_role
 from realtime.remote.cli import add_remote_arguments, add_serve_arguments
 from realtime.tools.cli_jobs_args import add_jobs_arguments, chunk_seconds
 
@@ -128,9 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--swapper",
-        choices=["inswapper_128", "inswapper_128_fp16"],
+        choices=names_of_role("swapper"),
         default=None,
-        help="face swap model (default: the preset's; fp16 is half the download, for GPUs)",
+        metavar="MODEL",
+        help="face swap model (default: inswapper_128): " + ", ".join(names_of_role("swapper"))
+        + "; `models list` shows each one's crop size, download and licence",
     )
     run.add_argument(
         "--reference",

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from models.files.catalogue import names_of_role
+
 
 def _seconds(text: str) -> float:
     """A finite, positive number of seconds (nan, inf and negatives are refused)."""
@@ -48,7 +50,13 @@ def _add_job_options(
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--provider", default=None, help="ONNX Runtime execution provider (default: auto)")
     p.add_argument("--detector", choices=["det_10g", "scrfd_2.5g", "mtcnn"], default=None)
-    p.add_argument("--swapper", choices=["inswapper_128", "inswapper_128_fp16"], default=None)
+    p.add_argument(
+        "--swapper",
+        choices=names_of_role("swapper"),
+        default=None,
+        metavar="MODEL",
+        help="face swap model (default: inswapper_128); `models list` shows them",
+    )
     p.add_argument("--label", action="store_true", help='draw a small "AI-modified" mark on the output')
     p.add_argument("--overwrite", action="store_true", help="replace output files that exist")
     p.add_argument(

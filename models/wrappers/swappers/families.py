@@ -45,7 +45,7 @@ class SimSwap512(FaceSwapper):
     """The unofficial SimSwap 512 px: x / 255 in; its converter's embedding, normalised."""
 
     facts = SwapperFacts("simswap_512", 512, "arcface_112_v1", identity="converted_normed", output="unit")
-    label = "SimSwap 512"
+    label = "SimSwap"
 
 
 class Ghost(FaceSwapper):
@@ -112,7 +112,7 @@ class ReSwapper256(InSwapper):
     """ReSwapper 256 px: inswapper's contract at 256 px, in ReSwapper's own 256 px alignment."""
 
     facts = SwapperFacts("reswapper_256", 256, "reswapper_256", identity="emap", output="unit")
-    label = "ReSwapper 256"
+    label = "ReSwapper"
 
 
 __all__ = [

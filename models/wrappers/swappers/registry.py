@@ -8,6 +8,7 @@ of a known family is one catalogue entry; a new family is one class here too.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
@@ -71,6 +72,43 @@ def family_of(name: str) -> type[FaceSwapper]:
     return family
 
 
+@dataclass(frozen=True, slots=True)
+class SwapperInfo:
+    """What a user choosing a swap model sees: its crop, its download (converter included), its
+    licence and a note on its cost."""
+
+    name: str
+    family: str  # as users know it ("HyperSwap")
+    crop: int  # px
+    download_bytes: int | None  # None: not published
+    licence: str
+    licence_url: str
+    note: str  # the catalogue's description: resolution, cost
+    requires: tuple[str, ...]  # entries downloaded with it (its embedding converter)
+
+    def summary(self) -> str:
+        """One line: "HyperSwap, 256 px crop, 403 MB: <note>"."""
+        size = "size not published" if self.download_bytes is None else f"{self.download_bytes / 1e6:,.0f} MB"
+        return f"{self.family}, {self.crop} px crop, {size}: {self.note}"
+
+
+def swapper_info(name: str) -> SwapperInfo:
+    entry = get_entry(name)
+    cls = family_of(name)
+    sizes = [entry.shown_size, *(get_entry(r).shown_size for r in entry.requires)]
+    total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+    return SwapperInfo(
+        entry.name,
+        cls.label,
+        cls.facts.size,
+        total,
+        entry.licence,
+        entry.licence_url,
+        entry.description,
+        entry.requires,
+    )
+
+
 def converter_entry(name: str) -> str | None:
     """The catalogue entry of the embedding converter the swapper called `name` needs, or None."""
     if not family_of(name).facts.needs_converter:
@@ -105,4 +143,13 @@ def _load_converter(path: Path, factory: SessionFactory) -> EmbeddingConverter:
     return EmbeddingConverter.from_file(path, factory)
 
 
-__all__ = ["FAMILIES", "converter_entry", "family_of", "load_swapper", "swapper_entries", "swapper_names"]
+__all__ = [
+    "FAMILIES",
+    "SwapperInfo",
+    "converter_entry",
+    "family_of",
+    "load_swapper",
+    "swapper_entries",
+    "swapper_info",
+    "swapper_names",
+]

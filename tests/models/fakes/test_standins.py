@@ -355,3 +355,16 @@ def test_the_double_finding_its_face_where_given_emits_the_stand_ins_tensors() -
     got = det.session.run(det.output_names, {det.input_name: blob})
     for g, want in zip(got, scrfd_constant_outputs([DEFAULT_FACE]), strict=True):
         np.testing.assert_allclose(g, want, atol=0.02)
+
+
+def test_the_inswapper_standins_batch_axis_holds_one_batch_equals_single_calls(cache: Path) -> None:
+    """inswapper's architecture (AdaIN style vectors reshaped per sample, instance norms, reflect
+    pads) given a batch axis: one batch of 2 equals 2 single calls (docs/model-contracts.md)."""
+    from models.runtime.batch_axis import has_fixed_batch, prove_batching, with_dynamic_batch
+
+    path = cache / "inswapper_128.onnx"
+    model = onnx.load(str(path))
+    assert has_fixed_batch(model)
+    original = FACTORY.create(path)
+    batched = FACTORY.create(with_dynamic_batch(model).SerializeToString())
+    assert prove_batching(original, batched, n=2) == (True, "")

@@ -155,3 +155,62 @@ def test_default_set_is_swapper_plus_insightface_pack() -> None:
     assert get_entry("buffalo_l").total_size == sum(PINNED[f][0] for f in (
         "det_10g.onnx", "w600k_r50.onnx", "2d106det.onnx", "1k3d68.onnx"))  # fmt: skip
     assert get_entry("scrfd_2.5g").total_size is None
+
+
+# The swap models, straight from docs/model-contracts.md ("Face swappers"): pinned SHA-256s, the
+# publisher's CRC-32 where its page shows it, and where each checksum is read otherwise.
+SWAPPER_SHA256 = {
+    "hyperswap_1a_256.onnx": (
+        402_742_682,
+        "c0e98a8a03a238f461ed3d2570e426b49f46745ee400854a60dceeb70c246add",
+    ),
+    "reswapper_128.onnx": (554_298_280, "744eaa30a6a3bdeb693c3c127b2c9ce6f2ea763f245b92ea71ea98b3a38b0fec"),
+    "reswapper_256.onnx": (554_298_280, "a87d3cbe281037133f1be765d14e164fe071e55fe2488887b789c39cc59cecd6"),
+}
+SWAPPER_CRC32 = {"blendswap_256.onnx": "6a424cf7", "crossface_ghost.onnx": "6cabb296"}
+FACEFUSION_RELEASE = {
+    "hyperswap_1b_256.onnx": "models-3.3.0",
+    "hyperswap_1c_256.onnx": "models-3.3.0",
+    "simswap_256.onnx": "models-3.0.0",
+    "simswap_unofficial_512.onnx": "models-3.0.0",
+    "ghost_1_256.onnx": "models-3.0.0",
+    "ghost_2_256.onnx": "models-3.0.0",
+    "ghost_3_256.onnx": "models-3.0.0",
+    "hififace_unofficial_256.onnx": "models-3.1.0",
+    "blendswap_256.onnx": "models-3.0.0",
+    "uniface_256.onnx": "models-3.0.0",
+    "crossface_ghost.onnx": "models-3.4.0",
+    "crossface_simswap.onnx": "models-3.4.0",
+    "crossface_hififace.onnx": "models-3.4.0",
+}
+
+
+def test_the_swap_models_carry_their_documented_checks() -> None:
+    files = {f.name: f for e in CATALOGUE if e.role in ("swapper", "converter") for f in e.files}
+    for name, (size, sha) in SWAPPER_SHA256.items():
+        assert (files[name].size, files[name].sha256) == (size, sha)
+    for name, release in FACEFUSION_RELEASE.items():
+        f = files[name]
+        assert f.sha256 is None and f.crc32 == SWAPPER_CRC32.get(name)
+        stem = name.removesuffix(".onnx")
+        assert f.crc32_urls == (
+            f"{FF}/{release}/{stem}.hash",
+            f"https://huggingface.co/facefusion/{release}/resolve/main/{stem}.hash",
+        )
+        entry = next(e for e in CATALOGUE if f in e.files)
+        assert entry.urls[0] == f"{FF}/{release}/{name}"
+
+
+def test_each_swapper_that_needs_a_converter_requires_it_and_every_requirement_exists() -> None:
+    needs = {
+        "simswap_256": ("crossface_simswap",),
+        "simswap_unofficial_512": ("crossface_simswap",),
+        "ghost_1_256": ("crossface_ghost",),
+        "ghost_2_256": ("crossface_ghost",),
+        "ghost_3_256": ("crossface_ghost",),
+        "hififace_unofficial_256": ("crossface_hififace",),
+    }
+    for entry in CATALOGUE:
+        assert entry.requires == needs.get(entry.name, ()), entry.name
+        for required in entry.requires:
+            assert get_entry(required).role == "converter"
