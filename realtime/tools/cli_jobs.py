@@ -41,7 +41,9 @@ def spec_from_args(
     args: argparse.Namespace, input_path: str | None = None, output: str | None = None
 ) -> JobSpec:
     from realtime.jobs.filejob import JobSpec
+    from realtime.tools.cli_run import checked_overrides
 
+    checked_overrides(args)  # a bogus --set, or one a flag contradicts, is refused here
     overrides = list(args.overrides)
     if args.provider:
         overrides.append(f"pipeline.provider={args.provider}")

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from realtime.core.errors import SinkError
 
@@ -109,17 +109,36 @@ def check_display(*, for_gui: bool = False) -> None:
     )
 
 
+def checked_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """`--set` values, each checked (a bogus value is refused even where a flag would replace it),
+    with the flags that name a setting (--provider, --detector, --swapper) over them. A flag and a
+    `--set` that disagree are refused: one of them would be dropped without a word."""
+    from realtime.core.settings import DEFAULT_PRESET, SettingsError, load_preset, parse_override
+
+    overrides = dict(parse_override(o) for o in args.overrides)
+    load_preset(args.preset or DEFAULT_PRESET).with_overrides(overrides).validate()
+    flags = {
+        "pipeline.provider": ("--provider", args.provider),
+        "detector.model": ("--detector", args.detector),
+        "swap.model": ("--swapper", args.swapper),
+    }
+    for key, (flag, value) in flags.items():
+        if not value:
+            continue
+        if key in overrides and str(overrides[key]) != str(value):
+            raise SettingsError(
+                f"--set {key}={overrides[key]} and {flag} {value} disagree.",
+                hint="Give one of them.",
+            )
+        overrides[key] = value
+    return overrides
+
+
 def _settings_for_run(args: argparse.Namespace) -> Settings:
-    from realtime.core.settings import DEFAULT_PRESET, load_preset, parse_override
+    from realtime.core.settings import DEFAULT_PRESET, load_preset
 
     settings = load_preset(args.preset or DEFAULT_PRESET)
-    overrides = dict(parse_override(o) for o in args.overrides)
-    if args.provider:
-        overrides["pipeline.provider"] = args.provider
-    if args.detector:
-        overrides["detector.model"] = args.detector
-    if args.swapper:
-        overrides["swap.model"] = args.swapper
+    overrides = checked_overrides(args)
     if args.reference:
         overrides["swap.target"] = "reference"
     if args.maps:
@@ -229,6 +248,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
     # Every path below (remote, file job, live run) writes the output only if it may.
     check_not_an_input(args)
     check_output_free(args.output, overwrite=bool(getattr(args, "overwrite", False)))
+    checked_overrides(args)  # a bogus --set, or one a flag contradicts, whichever path runs it
     if args.label is False and args.output.strip().lower() in LIVE_OUTPUTS:
         show('note: --no-label: the output carries no "AI-modified" mark; tell the people who see it')
     if getattr(args, "remote", None):

@@ -450,3 +450,20 @@ def test_a_video_output_its_container_cannot_hold_is_refused_before_any_frame(  
     code, err = run_cli(capsys, *base_args(models, photo, clip, tmp_path / name))
     assert code == 2 and "Cannot write video" in error_line(err) and ".mp4" in err
     assert list(tmp_path.iterdir()) == []  # no job folder, no partial file
+
+
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        (["--set", "detector.model=bogus", "--detector", "mtcnn"], "choose one of"),
+        (["--set", "detector.model=det_10g", "--detector", "mtcnn"], "disagree"),
+    ],
+)
+def test_a_set_value_a_flag_would_replace_is_still_checked(  # type: ignore[no-untyped-def]
+    capsys, tmp_path, models, photo, clip, overrides, said
+) -> None:
+    """`--set detector.model=bogus --detector mtcnn` ran, the --set dropped without a word."""
+    for out in (tmp_path / "o.png", tmp_path / "o.mp4"):  # a live run, and a file job
+        code, err = run_cli(capsys, *base_args(models, photo, clip, out)[:-2], *overrides)
+        assert code == 2 and said in error_line(err) and "detector.model" in err
+    assert list(tmp_path.iterdir()) == []
