@@ -165,5 +165,5 @@ def report_unhandled(
 
 def freeze_startup_heap() -> None:
     """Everything allocated at start-up (Qt, numpy, ONNX Runtime, ...) out of the collector's reach
-    (realtime/core/heap.py): a full scan stalls the pipeline and the window alike for ~50-200 ms."""
+    (realtime/core/heap.py): a full scan stalls the pipeline and the window alike for tens of ms."""
     freeze_heap()

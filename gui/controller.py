@@ -111,8 +111,8 @@ def make_sink(
 ) -> FanOutSink:
     """Recording (on its own thread) and the virtual camera. Neither paces: every GUI source
     (camera, test pattern, video in real time) delivers frames at its own rate, and a second clock
-    in the virtual camera would hold each frame up to one frame period (measured: +19-33 ms p50 at
-    30 fps). A recording that fails (a full disk) stops alone: `on_recording_failed` is told."""
+    in the virtual camera would hold each frame up to one frame period (docs/PERFORMANCE.md). A
+    recording that fails (a full disk) stops alone: `on_recording_failed` is told."""
     requests: list[OutputRequest] = []
     if config.record:
         path = Path(config.record_path) if config.record_path else default_record_path()

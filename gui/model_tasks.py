@@ -292,7 +292,7 @@ class ModelTasks(QObject):
 
 
 def size_text(size: int | None, *, exact: bool = True) -> str:
-    """"76.3 MB"; "≈ 402.7 MB" for a publisher's rounded figure; "size unknown"."""
+    """ "76.3 MB"; "≈ 402.7 MB" for a publisher's rounded figure; "size unknown"."""
     if size is None:
         return "size unknown"
     text = f"{size / 1e3:,.0f} kB" if size < 100_000 else f"{size / 1e6:,.1f} MB"

@@ -32,6 +32,7 @@ from realtime.consent import (
     record_consent,
     settings_path,
 )
+from realtime.core import job_names
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
 from realtime.core.errors import OutputExistsError, SinkError, SourceError, VirtualCameraUnavailableError
@@ -40,6 +41,7 @@ from realtime.core.failures import Failure, told
 from realtime.core.flow import CatchUpSlot
 from realtime.core.frames import VideoFrame
 from realtime.core.heap import freeze_heap
+from realtime.core.image_header import picture_size
 from realtime.core.metrics import Metrics, StatsSnapshot, Summary
 from realtime.core.overlay import draw_disclosure_label
 from realtime.core.settings import (
@@ -162,6 +164,7 @@ __all__ = [
     "draw_disclosure_label",
     "freeze_heap",
     "get_entry",
+    "job_names",
     "licence_lines",
     "list_cameras",
     "load_analysis_models",
@@ -176,6 +179,7 @@ __all__ = [
     "part_path",
     "passthrough_stages",
     "pick_face",
+    "picture_size",
     "prepare_face_swap",
     "probe_modes",
     "provenance_tags",

@@ -3,8 +3,8 @@
 FanOutSink sends every frame to each of its sinks in turn, on the engine's sink thread. OptionalSink
 wraps the virtual camera so a missing driver is reported once and the rest of the run goes on
 (preview and recording keep working) instead of failing the whole start. BackgroundSink runs the
-recording on its own thread, so its H.264 encode does not delay the virtual camera (it would add
-60 ms p50 at 720p on 2 cores), and a full disk stops the recording, not the call's camera.
+recording on its own thread, so its H.264 encode does not delay the virtual camera (what it would
+cost: docs/PERFORMANCE.md), and a full disk stops the recording, not the call's camera.
 """
 
 from __future__ import annotations

@@ -306,3 +306,21 @@ def check_complete(result: JobResult, info: MediaInfo) -> None:
         f"processed {result.frames} of ~{result.expected_frames} frames: {what} ({where}); "
         f"{result.output} holds those {result.frames} frames."
     )
+
+
+def process_chunk(
+    spec: JobSpec,
+    index: int,
+    built: tuple[Settings, StageFactory] | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Do chunk `index` of the job (planned already) unless its file is there: the frames written."""
+    folder = job_folder(Path(spec.output))
+    manifest = read_job(spec)
+    chunk = manifest.chunks[index]
+    if (folder / chunk.name).is_file():
+        return 0  # done already (a task delivered twice)
+    settings, stages = built if built is not None else build_stages(spec)
+    info = probe(Path(spec.input))
+    result = run_chunk(info, chunk, folder / chunk.name, settings, stages, stop or threading.Event())
+    return result.frames_written

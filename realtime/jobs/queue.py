@@ -28,30 +28,34 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from realtime.api import FaceCastError, ModelOptions, Settings, StageFactory, provenance_tags
+from realtime.api import FaceCastError, ModelOptions, Settings, StageFactory, job_names, provenance_tags
 from realtime.jobs.errors import BrokerError, JobFailedError, NoWorkerError
-from realtime.jobs.filejob import JobSpec, build_stages, check_paths, finish_job, prepare_job, read_job
+from realtime.jobs.filejob import (
+    JobSpec,
+    build_stages,
+    check_paths,
+    finish_job,
+    prepare_job,
+    process_chunk,
+    read_job,
+)
 from realtime.jobs.manifest import JobLock, done_chunks, job_folder, write_atomically
 from realtime.jobs.model_cache import LoadedModels
 from realtime.jobs.probe import probe
 from realtime.jobs.storage import deliver, output_path, place
-from realtime.jobs.workers import process_chunk
 
 log = logging.getLogger(__name__)
 
 # What a queue that went away raises, by the layer that noticed (redis directly, or kombu's transport).
 _QUEUE_DOWN = (RedisConnectionError, RedisTimeoutError, OperationalError, ConnectionError, TimeoutError)
 
-BROKER_ENV = "FACECAST_BROKER_URL"
 VISIBILITY_ENV = "FACECAST_VISIBILITY_TIMEOUT"
 DEFAULT_VISIBILITY_S = 3600  # far longer than a chunk takes (seconds, or minutes on a CPU)
-JOB_KEY = "facecast:job:"  # + job id: the job's spec, for status, list and cancel
-CANCELLED = "cancelled"  # a marker file in the job's folder: chunk tasks still queued skip
 MODEL_SETTINGS_KEPT = 2  # a worker keeps the models of this many settings loaded (each is ~1 GB)
 
 
 def broker_url(given: str | None = None) -> str | None:
-    return given or os.environ.get(BROKER_ENV) or None
+    return given or os.environ.get(job_names.BROKER_ENV) or None
 
 
 def make_app(
@@ -104,7 +108,7 @@ def make_app(
         key = spec.settings_key() + repr((spec.models_dir, spec.allow_unverified))
         return loaded.get(key, lambda: build_stages(spec))
 
-    @app.task(name="facecast.job", bind=True)
+    @app.task(name=job_names.JOB_TASK, bind=True)
     def job_task(self: Task, spec_json: str) -> Any:
         with _told_as_failures("planning a job"):
             spec = JobSpec.from_json(spec_json)
@@ -115,28 +119,28 @@ def make_app(
             folder = job_folder(Path(spec.output))
             with JobLock(folder, shared=True):
                 manifest, done = prepare_job(spec, info)
-                (folder / CANCELLED).unlink(missing_ok=True)  # submitted again after a cancel
+                (folder / job_names.CANCELLED).unlink(missing_ok=True)  # submitted again after a cancel
             todo = [c.index for c in manifest.chunks if c.index not in done]
             # The job's result becomes the assembly's: status and --wait follow the whole job.
             return self.replace(chord([chunk_task.s(spec_json, i) for i in todo], assemble_task.s(spec_json)))
 
-    @app.task(name="facecast.chunk", bind=True)
+    @app.task(name=job_names.CHUNK_TASK, bind=True)
     def chunk_task(self: Task, spec_json: str, index: int) -> int:
         with _told_as_failures(f"chunk {index}"):
             spec = local(JobSpec.from_json(spec_json))
             folder = job_folder(output_path(spec.output))
-            if (folder / CANCELLED).exists():
+            if (folder / job_names.CANCELLED).exists():
                 return 0
             spec = place(spec).spec
             with JobLock(folder, shared=True):  # a run of the same job on one machine waits its turn
                 return process_chunk(spec, index, stages_for(spec))
 
-    @app.task(name="facecast.assemble", bind=True)
+    @app.task(name=job_names.ASSEMBLE_TASK, bind=True)
     def assemble_task(self: Task, _frames: list[int], spec_json: str) -> dict[str, Any]:
         with _told_as_failures("assembling a job"):
             spec = JobSpec.from_json(spec_json)
             folder = job_folder(output_path(spec.output))
-            if (folder / CANCELLED).exists():
+            if (folder / job_names.CANCELLED).exists():
                 return {"output": spec.output, "cancelled": True}
             placed = place(spec)
             local_spec = placed.spec
@@ -195,20 +199,22 @@ def check_broker(app: Celery, timeout_s: float = 3.0) -> None:
     except Exception as err:  # kombu raises its own, redis's and OSError by transport
         raise BrokerError(
             f"The job queue at {app.conf.broker_url} cannot be reached ({err}).",
-            hint=f"Start Redis there, or unset {BROKER_ENV} to run jobs on this machine.",
+            hint=f"Start Redis there, or unset {job_names.BROKER_ENV} to run jobs on this machine.",
         ) from err
 
 
 def submit(app: Celery, spec: JobSpec) -> str:
     check_broker(app)
     check_paths(spec)
-    result = app.send_task("facecast.job", args=[spec.to_json()])
-    _redis(app).set(JOB_KEY + result.id, json.dumps({"spec": spec.to_json(), "submitted": time.time()}))
+    result = app.send_task(job_names.JOB_TASK, args=[spec.to_json()])
+    _redis(app).set(
+        job_names.JOB_KEY + result.id, json.dumps({"spec": spec.to_json(), "submitted": time.time()})
+    )
     return str(result.id)
 
 
 def _spec_of(app: Celery, job_id: str) -> JobSpec:
-    raw = _redis(app).get(JOB_KEY + job_id)
+    raw = _redis(app).get(job_names.JOB_KEY + job_id)
     if raw is None:
         from realtime.jobs.errors import JobFailedError
 
@@ -222,7 +228,7 @@ def status(app: Celery, job_id: str) -> JobStatus:
     result = app.AsyncResult(job_id)
     state, detail = str(result.state), ""
     folder = job_folder(output_path(spec.output))
-    if (folder / CANCELLED).exists():
+    if (folder / job_names.CANCELLED).exists():
         state = "CANCELLED"
     elif state == "FAILURE":
         cause = result.result
@@ -242,7 +248,9 @@ def status(app: Celery, job_id: str) -> JobStatus:
 
 def list_jobs(app: Celery) -> list[JobStatus]:
     check_broker(app)
-    keys = sorted(k.decode()[len(JOB_KEY) :] for k in _redis(app).scan_iter(JOB_KEY + "*"))
+    keys = sorted(
+        k.decode()[len(job_names.JOB_KEY) :] for k in _redis(app).scan_iter(job_names.JOB_KEY + "*")
+    )
     return [status(app, k) for k in keys]
 
 
@@ -253,7 +261,7 @@ def cancel(app: Celery, job_id: str) -> JobStatus:
     spec = _spec_of(app, job_id)
     folder = job_folder(output_path(spec.output))
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / CANCELLED, "cancelled\n")
+    write_atomically(folder / job_names.CANCELLED, "cancelled\n")
     app.control.revoke(job_id)
     return status(app, job_id)
 
@@ -312,7 +320,7 @@ def wait(
         try:
             if result.ready():
                 return _result_of(app, job_id, spec, result)
-            known = bool(_redis(app).exists(JOB_KEY + job_id))
+            known = bool(_redis(app).exists(job_names.JOB_KEY + job_id))
             if now >= next_ping:
                 next_ping = now + limits.ping_every_s
                 answering = bool(app.control.ping(timeout=1.0))

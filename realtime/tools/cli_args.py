@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=names_of_role("swapper"),
         default=None,
         metavar="MODEL",
-        help="face swap model (default: inswapper_128): " + ", ".join(names_of_role("swapper"))
+        help="face swap model (default: inswapper_128): "
+        + ", ".join(names_of_role("swapper"))
         + "; `models list` shows each one's crop size, download and licence",
     )
     run.add_argument(

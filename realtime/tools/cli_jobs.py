@@ -41,7 +41,7 @@ def spec_from_args(
     args: argparse.Namespace, input_path: str | None = None, output: str | None = None
 ) -> JobSpec:
     from realtime.jobs.filejob import JobSpec
-    from realtime.tools.cli_run import checked_overrides
+    from realtime.tools.cli_overrides import checked_overrides
 
     checked_overrides(args)  # a bogus --set, or one a flag contradicts, is refused here
     overrides = list(args.overrides)
@@ -219,15 +219,16 @@ def cmd_bench_jobs(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _app(args: argparse.Namespace, required: bool = True, worker_models: Any = None) -> Any:
+    from realtime.api import job_names
     from realtime.jobs.errors import BrokerError
-    from realtime.jobs.queue import BROKER_ENV, broker_url, make_app
+    from realtime.jobs.queue import broker_url, make_app
 
     url = broker_url(getattr(args, "broker", None))
     if url is None:
         if not required:
             return None
         raise BrokerError(
-            "No job queue is set.", hint=f"Pass --broker redis://HOST:6379/0 or set {BROKER_ENV}."
+            "No job queue is set.", hint=f"Pass --broker redis://HOST:6379/0 or set {job_names.BROKER_ENV}."
         )
     return make_app(url, getattr(args, "visibility_timeout", None), worker_models)
 
@@ -248,7 +249,7 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.io.provenance import provenance_tags
     from realtime.jobs import queue
-    from realtime.jobs.workers import run_with_workers
+    from realtime.jobs.process_pool import run_with_workers
 
     spec = spec_from_args(args)
     show = SafeOutput(out)

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from realtime.core.errors import SinkError
 
@@ -49,7 +49,8 @@ def sink_for_args(
 ) -> FrameSink:
     """The sink `--output` names. A virtual camera paces itself only for sources that do not: a
     camera (or a video played in real time) already delivers frames at its rate, and a second clock
-    in the sink would hold each frame up to one frame period (measured: +19-33 ms p50 at 30 fps)."""
+    in the sink would hold each frame up to one frame period (docs/PERFORMANCE.md, figures behind the
+    code)."""
     from realtime.io.outputs import open_output
 
     width, height = args.width, args.height
@@ -109,33 +110,9 @@ def check_display(*, for_gui: bool = False) -> None:
     )
 
 
-def checked_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """`--set` values, each checked (a bogus value is refused even where a flag would replace it),
-    with the flags that name a setting (--provider, --detector, --swapper) over them. A flag and a
-    `--set` that disagree are refused: one of them would be dropped without a word."""
-    from realtime.core.settings import DEFAULT_PRESET, SettingsError, load_preset, parse_override
-
-    overrides = dict(parse_override(o) for o in args.overrides)
-    load_preset(args.preset or DEFAULT_PRESET).with_overrides(overrides).validate()
-    flags = {
-        "pipeline.provider": ("--provider", args.provider),
-        "detector.model": ("--detector", args.detector),
-        "swap.model": ("--swapper", args.swapper),
-    }
-    for key, (flag, value) in flags.items():
-        if not value:
-            continue
-        if key in overrides and str(overrides[key]) != str(value):
-            raise SettingsError(
-                f"--set {key}={overrides[key]} and {flag} {value} disagree.",
-                hint="Give one of them.",
-            )
-        overrides[key] = value
-    return overrides
-
-
 def _settings_for_run(args: argparse.Namespace) -> Settings:
     from realtime.core.settings import DEFAULT_PRESET, load_preset
+    from realtime.tools.cli_overrides import checked_overrides
 
     settings = load_preset(args.preset or DEFAULT_PRESET)
     overrides = checked_overrides(args)
@@ -240,6 +217,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
     from realtime.consent import ensure_consent
     from realtime.io.outputs import check_output_free
+    from realtime.tools.cli_overrides import checked_overrides
     from realtime.tools.run_control import SafeOutput, StopSignals, signal_exit_code
 
     show, complain = SafeOutput(out), SafeOutput(sys.stderr)
