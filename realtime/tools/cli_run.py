@@ -94,10 +94,16 @@ def check_display(*, for_gui: bool = False) -> None:
     """A window needs a display that answers: without one Qt aborts the process (after the models
     loaded), blaming a library that is not missing."""
     from models.cli_text import app_command
-    from realtime.io.display import display_problem
+    from realtime.io.display import debian_package, display_problem, qt_x11_libraries_missing
 
     problem = display_problem()
     if problem is None:
+        missing = qt_x11_libraries_missing()
+        if missing:  # Qt would abort with "Reinstalling the application may fix this problem"
+            raise SinkError(
+                f"The window cannot open: Qt's X11 support needs {', '.join(missing)}, not installed here.",
+                hint=f"Debian/Ubuntu: sudo apt install {' '.join(debian_package(m) for m in missing)}.",
+            )
         return
     other = (
         f"`{app_command('run --source PHOTO --input CAMERA|VIDEO --output vcam|FILE')}` works without one"
