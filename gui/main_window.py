@@ -38,6 +38,7 @@ from gui.gallery import FaceGallery
 from gui.graph import FpsLatencyGraph
 from gui.input_panel import InputPanel
 from gui.io_banners import IoBanners
+from gui.log_viewer import LogViewer
 from gui.messages import Level, MessageBar
 from gui.models_banner import MODELS_BANNER, models_banner
 from gui.models_dialog import UNVERIFIED_HELP, ModelsDialog
@@ -123,6 +124,7 @@ class MainWindow(QMainWindow):
             self._model_options, self._active, self._feed, services.vcam_backend, self
         )
         self.models_dialog: ModelsDialog | None = None  # made when first opened
+        self.log_viewer: LogViewer | None = None  # made when Log finds no viewer on the desktop
         self._models_dialog_offered = not services.models_dialog_at_start
 
         self.messages = MessageBar()
@@ -275,7 +277,7 @@ class MainWindow(QMainWindow):
         self.output_panel.changed.connect(self._on_io_changed)
         self.output_panel.disclosure_changed.connect(self._on_disclosure)
         self.output_panel.help_panel.retry_requested.connect(self._retry_output)
-        self.output_panel.open_folder_requested.connect(self._services.open_path)
+        self.output_panel.open_folder_requested.connect(self._open_folder)
         self.stage_panel.preset_requested.connect(self.set_preset)
         self.stage_panel.override_requested.connect(self.set_override)
         self.stage_panel.reset_requested.connect(self.reset_to_preset)
@@ -608,8 +610,19 @@ class MainWindow(QMainWindow):
                 self.messages.dismiss("warning", shown)
 
     def _open_log(self) -> None:
-        if self._services.log_path is not None:
-            self._services.open_path(self._services.log_path)
+        """The log in the desktop's text viewer, or in a window of its own where there is none
+        (the button did nothing visible then)."""
+        path = self._services.log_path
+        if path is None or self._services.open_path(path) is not False:
+            return
+        self.log_viewer = LogViewer(path, self)
+        self.log_viewer.show()
+
+    def _open_folder(self, folder: Path) -> None:
+        if self._services.open_path(folder) is False:
+            self.messages.show_message(
+                "info", f"No file manager opens folders here; the recording is in {folder}."
+            )
 
     # ---- models --------------------------------------------------------------------------------------------
 

@@ -31,12 +31,13 @@ def _probe_modes(index: int) -> tuple[CameraMode, ...]:
     return probe_modes(index)
 
 
-def _open_path(path: Path) -> None:
-    """A file or folder in the desktop's own application (file manager, text editor)."""
+def _open_path(path: Path) -> bool:
+    """A file or folder in the desktop's own application (file manager, text editor); False when
+    the desktop has none for it (a bare X session, a server without xdg-open)."""
     from PyQt6.QtCore import QUrl
     from PyQt6.QtGui import QDesktopServices
 
-    QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+    return bool(QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))))
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class AppServices:
     models_dialog_at_start: bool = True
     log_path: Path | None = None  # the log file, when this run writes one
     log_dir: Path | None = None  # where run_gui starts one (None: the user's log folder)
-    open_path: Callable[[Path], None] = _open_path
+    # Returns False when nothing opened it (None counts as opened: a caller that cannot tell).
+    open_path: Callable[[Path], bool | None] = _open_path
 
     @staticmethod
     def from_environment() -> AppServices:

@@ -6,6 +6,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from PyQt6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -57,3 +58,20 @@ def test_the_log_button_opens_this_runs_log_file(qtbot: QtBot, tmp_path: Path, m
     )
     qtbot.addWidget(no_file)
     assert not no_file.log_button.isEnabled()
+
+
+def test_where_nothing_opens_the_log_the_panel_shows_it_itself(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a desktop without xdg-open the Log button did nothing visible."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs"))  # no xdg-open to find
+    log_path = tmp_path / "facecast.log"
+    log_path.write_text("INFO first line\nWARNING the line to read\n", encoding="utf-8")
+    services = replace(services_for(tmp_path, models_dir), log_path=log_path)  # the real opener
+    window = MainWindow(services, ConfigStore(services.config_path), run_config((), vcam=False))
+    qtbot.addWidget(window)
+    qtbot.mouseClick(window.log_button, Qt.MouseButton.LeftButton)
+    viewer = window.log_viewer
+    assert viewer is not None and viewer.isVisible()
+    assert "WARNING the line to read" in viewer.text.toPlainText() and str(log_path) in viewer.windowTitle()
+    viewer.close()
