@@ -207,6 +207,10 @@ class MainWindow(QMainWindow):
         toolbar.addWidget(self.unverified_label)
         toolbar.addWidget(QLabel("View"))
         toolbar.addWidget(self.view_combo)
+        # Here, not in the tab bar's corner: there they took the room of the last tab, which hid
+        # behind scroll arrows at the window's default size.
+        toolbar.addWidget(self.models_button)
+        toolbar.addWidget(self.log_button)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(6, 6, 6, 6)
@@ -222,14 +226,9 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(PageScrollArea(self.input_panel), "Input")
         self.tabs.addTab(PageScrollArea(self.output_panel), "Output")
         self.tabs.addTab(PageScrollArea(self.stage_panel), "Stages")
-        corner = QWidget()
-        corner_layout = QHBoxLayout(corner)
-        corner_layout.setContentsMargins(0, 0, 4, 0)
-        corner_layout.addWidget(self.models_button)
-        corner_layout.addWidget(self.log_button)
-        self.tabs.setCornerWidget(corner, Qt.Corner.TopRightCorner)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = splitter
         splitter.addWidget(left)
         splitter.addWidget(self.tabs)
         splitter.setStretchFactor(0, 1)
