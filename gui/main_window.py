@@ -612,16 +612,20 @@ class MainWindow(QMainWindow):
         """The log in the desktop's text viewer, or in a window of its own where there is none
         (the button did nothing visible then)."""
         path = self._services.log_path
-        if path is None or self._services.open_path(path) is not False:
-            return
+        if path is not None:
+            self._services.open_path(path, lambda: self._show_log(path))
+
+    def _show_log(self, path: Path) -> None:
         self.log_viewer = LogViewer(path, self)
         self.log_viewer.show()
 
     def _open_folder(self, folder: Path) -> None:
-        if self._services.open_path(folder) is False:
+        def failed() -> None:
             self.messages.show_message(
-                "info", f"No file manager opens folders here; the recording is in {folder}."
+                "info", f"No file manager opens folders here; the take is in {folder}."
             )
+
+        self._services.open_path(folder, failed)
 
     # ---- models --------------------------------------------------------------------------------------------
 

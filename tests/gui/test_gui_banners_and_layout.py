@@ -313,7 +313,7 @@ def test_a_damaged_model_beside_missing_ones_gets_absolute_paths_in_the_banner(t
 def test_every_tab_shows_at_the_default_size_and_the_divider_stays_put_through_a_run(
     qtbot: QtBot, tmp_path: Path, models_dir: Path, failing_vcam_backend: str
 ) -> None:
-    """"Process on" hid behind the tab bar's scroll arrows at the default size, and the divider
+    """ "Process on" hid behind the tab bar's scroll arrows at the default size, and the divider
     between the preview and the tabs jumped when a run started (the latency line grew on the Output
     tab, and the virtual camera's help panel with it)."""
     window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=True), failing_vcam_backend)

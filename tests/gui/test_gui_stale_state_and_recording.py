@@ -95,7 +95,10 @@ def test_recording_shows_rec_with_time_and_size_and_a_restart_says_a_new_take_be
     qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, vcam_recorder: RecordingBackendHandle
 ) -> None:
     opened: list[Path] = []
-    services = replace(services_for(tmp_path, models_dir, vcam_recorder.name), open_path=opened.append)
+    services = replace(
+        services_for(tmp_path, models_dir, vcam_recorder.name),
+        open_path=lambda path, _failed: opened.append(path),
+    )
     take = tmp_path / "takes" / "call.mp4"
     take.parent.mkdir()
     config = run_config(face_photo, vcam=True)
