@@ -704,10 +704,11 @@ class MainWindow(QMainWindow):
             return
         if self._take is not None and path != self._take:
             before = self._take
-            where = "in the same folder" if before.parent == path.parent else f"in {before.parent}"
+            same = before.parent == path.parent  # names alone; in two folders, where each is
+            new, old = (path.name, before.name) if same else (str(path), str(before))
             self._show_take_note(
-                f"Recording: a new take began, {path.name}. The run restarted for the change; the take "
-                f"before it, {before.name}, is complete {where}."
+                f"Recording: a new take began, {new}. The run restarted for the change; the take "
+                f"before it, {old}, is complete{' in the same folder' if same else ''}."
             )
         self._take = path
         self.rec_indicator.start(path)

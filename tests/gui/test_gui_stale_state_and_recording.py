@@ -174,3 +174,19 @@ def test_the_status_bar_says_which_faces_are_in_the_privacy_fallback(
     qtbot.waitUntil(lambda: window.fallback_label.text() == "", timeout=5_000)
     window.toggle_running()
     wait_state(qtbot, window, RunState.IDLE)
+
+
+def test_a_new_take_in_another_folder_says_where_the_one_before_is(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path
+) -> None:
+    """The note said the take before was "complete in the same folder" when the record path had
+    moved to another folder."""
+    from realtime.api import OutputInfo
+
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
+    first, second = tmp_path / "monday" / "call.mp4", tmp_path / "tuesday" / "call.mp4"
+    window.controller.described.emit("run", OutputInfo(record_path=first))
+    window.controller.described.emit("run", OutputInfo(record_path=second))  # restarted elsewhere
+    notes = [t for t in window.messages.texts() if "a new take began" in t]
+    assert len(notes) == 1 and f"{second}" in notes[0] and f"{first}, is complete." in notes[0]
+    assert "same folder" not in notes[0]
