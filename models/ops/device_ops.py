@@ -107,8 +107,10 @@ class WarpCrop(_Runner):
         self._theta = np.zeros((2, 3), dtype=np.float32)
         self._scratch = _Scratch()
 
-    def run(self, frame: Frame, m: Matrix2x3, *, roi: bool = True) -> Any:
-        """The crop of `frame` (numpy or OrtValue) through `m` (frame->crop), as an OrtValue.
+    def run(self, frame: Frame, m: Matrix2x3, *, roi: bool = True, out: Any = None) -> Any:
+        """The crop of `frame` (numpy or OrtValue) through `m` (frame->crop), as an OrtValue: `out`
+        (an OrtValue of the crop's shape on the graph's device) when given, else the runner's one
+        reused buffer.
 
         With roi (the default) the graph only sees the pixels the crop can read: a numpy frame is
         cut to that rectangle (a small host copy), an OrtValue frame to its band of whole rows
@@ -128,6 +130,7 @@ class WarpCrop(_Runner):
             feed = frame if full else TensorView.rows(frame, box.y0, box.y1)
             dx, dy = 0, box.y0
         np.copyto(self._theta, shift_source(mat, dx, dy), casting="same_kind")
+        self.bound.bind_output("crop", out)
         return self.bound.run({"frame": feed, "theta": self._theta})[0]
 
 
@@ -233,14 +236,20 @@ class DeviceOps:
 
     # -- crops -------------------------------------------------------------------------------
 
-    def crop(self, frame: Frame, m: Matrix2x3, spec: CropSpec) -> Any:
-        """The aligned, preprocessed crop [1,3,S,S] of `frame` through `m` (frame->crop)."""
+    def crop(self, frame: Frame, m: Matrix2x3, spec: CropSpec, *, out: Any = None) -> Any:
+        """The aligned, preprocessed crop [1,3,S,S] of `frame` through `m` (frame->crop). out: an
+        OrtValue of that shape to write it into (a face's own slot), else one reused buffer."""
         if self.use_graphs:
             runner = self._crops.get(spec)
             if runner is None:
                 runner = self._crops[spec] = WarpCrop(self.factory, spec)
                 self._adopt(runner)
-            return runner.run(frame, m)
+            return runner.run(frame, m, out=out)
+        if out is not None:
+            if out.device_name().lower() != "cpu":
+                raise ValueError("the OpenCV crops write host memory: pass a host OrtValue as `out`")
+            warp_crop_cv2(self._host_frame(frame), m, spec, out=np.asarray(out.numpy()))  # a view
+            return out
         buf = self._host_crops.get(spec)
         if buf is None:
             dtype = np.float16 if spec.fp16 else np.float32

@@ -140,14 +140,18 @@ def open_batched(
     open_session: Callable[[Path | bytes], ort.InferenceSession],
     max_batch: int,
     verdicts: Path | None = None,
+    check: Callable[[ort.InferenceSession], None] | None = None,
 ) -> Batched:
     """The model in `path`, able to take batches of up to `max_batch` where its graph allows.
 
     A model with a batch axis already is opened as is. One fixed at batch 1 is rewritten and proven
     (`verdicts`: a JSON file remembering each file's proof); where the proof fails it is opened as
-    published, with a batch of 1, and the log says why.
+    published, with a batch of 1, and the log says why. check: run on the published session first
+    (a wrong file is refused before anything is done with it).
     """
     original = open_session(path)
+    if check is not None:
+        check(original)
     if max_batch <= 1:
         return Batched(original, 1)
     model = onnx.load(str(path))

@@ -125,7 +125,10 @@ class BoundSession:
         device_id: int = 0,
         *,
         synchronize: bool = True,
+        fresh_outputs: bool = False,
     ) -> None:
+        """fresh_outputs: every output allocated anew by each run (results handed on to others,
+        e.g. an inference service's callers), never a reused buffer."""
         self.session = session
         self.device_type = session_device(session, device_type)
         self.device_id = device_id
@@ -148,7 +151,8 @@ class BoundSession:
         for out in session.get_outputs():
             shape = list(out.shape or [])
             dtype = _ORT_TYPES.get(out.type)
-            if shape and dtype is not None and all(isinstance(d, int) and d > 0 for d in shape):
+            static = shape and dtype is not None and all(isinstance(d, int) and d > 0 for d in shape)
+            if static and not fresh_outputs:
                 buf = ort.OrtValue.ortvalue_from_shape_and_type(shape, dtype, self.device_type, device_id)
                 self._static_outputs[out.name] = buf
                 self._io.bind_ortvalue_output(out.name, buf)

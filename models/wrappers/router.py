@@ -114,14 +114,21 @@ def open_for_role(
     more precisely than the kind (a swapper family's sizes)."""
     p = Path(path)
     session = factory.create(p, label=p.name, run_shapes=run_shapes)
+    check_role(p, session, want, expected)
+    return p, session
+
+
+def check_role(
+    path: Path, session: ort.InferenceSession, want: Contract, expected: str | None = None
+) -> None:
+    """ModelContractError saying what `path` looks like, when its session is not of the `want`ed kind."""
     if identify_contract(session) != want:
         role, generic = _EXPECTED[want]
-        expected = expected or generic
         raise ModelContractError(
-            f"{p.name} is not {role}: expected {expected}; this file looks like {describe(session)}.",
+            f"{path.name} is not {role}: expected {expected or generic}; this file looks like "
+            f"{describe(session)}.",
             hint=_ROLE_HINT,
         )
-    return p, session
 
 
 def named_error(path: Path, err: ModelContractError) -> ModelContractError:

@@ -3,7 +3,10 @@
 The chain (realtime.face.chain, run by realtime.face.swap_worker.FaceSwapWorker) is written once
 against `FaceBackend`; a backend supplies the few operations that depend on where the pixels are:
 
-    crop / swap     the swapper's aligned input and its output for one face
+    submit          a face's aligned crop, in a slot of its own for the frame, handed to the
+                    swapper's inference service (every face of the frame is submitted before any
+                    result is read, so they, and other streams' faces, share one model call)
+    collect         the swapper's output for a submitted face
     pixels          a face crop as uint8 BGR on the host, edited in place by the host steps
                     (colour match, sharpening, cross-fade); the edits are what gets pasted
     reference       the frame's own face under a crop (what the colour match measures against)
@@ -17,6 +20,7 @@ implementation (ONNX Runtime graphs with IOBinding) is realtime.face.device_back
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.ops.align import Matrix2x3, warp_paste_crop
+from models.runtime.inference_service import Ticket
 from models.types import ImageBGR
 from models.wrappers.swappers.base import FaceSwapper
 from realtime.face.host.compositor import Compositor, MaskArray, Region, paste_region
@@ -40,6 +45,7 @@ class FaceCrop:
     output ([-1, 1]) rather than the swapper's ([0, 1]). needs_host: it must make a host round trip
     before the paste (a float16 output). region: a part of the frame the mask is zero beyond.
     strength: the share of the paste's opacity it is pasted at. placed: already in the frame.
+    slot: the face's slot this frame (its crop buffers), None for a crop of no submitted face.
     """
 
     m: Matrix2x3
@@ -51,6 +57,18 @@ class FaceCrop:
     region: Region | None = None
     strength: float = 1.0
     placed: bool = False
+    slot: int | None = None
+
+
+@dataclass(slots=True)
+class PendingSwap:
+    """A face submitted to the swapper: its matrix, its slot, the ticket of its identity's swap
+    and, for a face changing identity, the ticket of the identity it fades from."""
+
+    m: Matrix2x3
+    slot: int
+    ticket: Ticket
+    previous: Ticket | None = None
 
 
 class FaceBackend(Protocol):
@@ -62,13 +80,17 @@ class FaceBackend(Protocol):
         """Start a frame: `image` is the host frame, swapped in place by the time `end` returns."""
         ...
 
-    def crop(self, m: Matrix2x3) -> None:
-        """Crop the swapper's input for the face aligned by `m` (frame -> crop)."""
+    def submit(self, m: Matrix2x3, identity: int, previous: int | None) -> PendingSwap:
+        """Crop the face aligned by `m` (frame -> crop) into its own slot and submit its swap with
+        source identity `identity` (and `previous`, for a face fading between identities)."""
         ...
 
-    def swap(self, identity: int, *, spare: bool = False) -> FaceCrop:
-        """The swapper's output for the cropped face with source identity `identity`. spare: into a
-        second buffer, kept while the next `swap` runs (a face cross-fading between identities)."""
+    def collect(self, pending: PendingSwap) -> tuple[FaceCrop, FaceCrop | None]:
+        """The swapped face, and the previous identity's swap of it when one was submitted."""
+        ...
+
+    def submitting(self) -> AbstractContextManager[None]:
+        """The frame's faces are submitted inside: they go to the model together, at its end."""
         ...
 
     def pixels(self, face: FaceCrop) -> ImageBGR:
@@ -76,7 +98,8 @@ class FaceBackend(Protocol):
         ...
 
     def reference(self, face: FaceCrop) -> ImageBGR:
-        """The frame's own pixels under `face`'s crop, uint8 BGR on the host (read only)."""
+        """The frame's own pixels under `face`'s crop (its slot's crop, or warped for a face of no
+        slot), uint8 BGR on the host (read only)."""
         ...
 
     def enhance(
@@ -103,18 +126,26 @@ class FaceBackend(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class _HostSlot:
+    """One face's buffers for a frame: its crop, the swapper's input made of it, its swaps."""
+
+    crop: ImageBGR
+    target: npt.NDArray[Any]
+    swapped: ImageBGR
+    before: ImageBGR  # the swap with the identity it fades from
+
+
 class HostBackend:
     """The chain on the host: OpenCV warps, the swapper on numpy crops, the compositor's paste."""
 
     def __init__(self, swapper: FaceSwapper, latents: Sequence[npt.NDArray[np.float32]]) -> None:
         self._swapper = swapper
-        self._latents = tuple(latents)
-        size = swapper.input_size
-        self._size = size
-        self._crop = np.zeros((size, size, 3), dtype=np.uint8)  # reused every face
-        self._swapped = np.zeros((size, size, 3), dtype=np.uint8)
-        self._swapped_before = np.zeros((size, size, 3), dtype=np.uint8)  # a face changing identity
-        self._m: Matrix2x3 = np.eye(2, 3)
+        self._sources = tuple(swapper.source_tensor(lat) for lat in latents)
+        self._size = swapper.input_size
+        self._slots: list[_HostSlot] = []  # grown to the most faces a frame has had, then reused
+        self._used = 0
+        self._scratch = np.zeros((self._size, self._size, 3), dtype=np.uint8)  # a crop of no slot
         self._image: ImageBGR = np.zeros((1, 1, 3), dtype=np.uint8)
         self._compositor = Compositor()
 
@@ -123,22 +154,51 @@ class HostBackend:
     ) -> None:
         self._image = image
         self._compositor = compositor
+        self._used = 0
 
-    def crop(self, m: Matrix2x3) -> None:
-        self._m = m
-        warp_paste_crop(self._image, m, self._size, out=self._crop)
+    def submit(self, m: Matrix2x3, identity: int, previous: int | None) -> PendingSwap:
+        index = self._used
+        self._used += 1
+        slot = self._slot(index)
+        warp_paste_crop(self._image, m, self._size, out=slot.crop)
+        self._swapper.encode_target(slot.crop, slot.target)
+        ticket = self._swapper.submit(slot.target, self._sources[identity])
+        before = None if previous is None else self._swapper.submit(slot.target, self._sources[previous])
+        return PendingSwap(m, index, ticket, before)
 
-    def swap(self, identity: int, *, spare: bool = False) -> FaceCrop:
-        out = self._swapped_before if spare else self._swapped
-        return FaceCrop(self._m, host=self._swapper.swap(self._crop, self._latents[identity], out=out))
+    def submitting(self) -> AbstractContextManager[None]:
+        return self._swapper.client.holding()
+
+    def collect(self, pending: PendingSwap) -> tuple[FaceCrop, FaceCrop | None]:
+        slot = self._slots[pending.slot]
+        swapped = self._swapper.decode(np.asarray(pending.ticket.result()[0]), slot.swapped)
+        face = FaceCrop(pending.m, host=swapped, slot=pending.slot)
+        if pending.previous is None:
+            return face, None
+        before = self._swapper.decode(np.asarray(pending.previous.result()[0]), slot.before)
+        return face, FaceCrop(pending.m, host=before, slot=pending.slot)
+
+    def _slot(self, index: int) -> _HostSlot:
+        while len(self._slots) <= index:
+            s = self._size
+            self._slots.append(
+                _HostSlot(
+                    np.zeros((s, s, 3), dtype=np.uint8),
+                    np.zeros((1, 3, s, s), dtype=self._swapper.target_dtype),
+                    np.zeros((s, s, 3), dtype=np.uint8),
+                    np.zeros((s, s, 3), dtype=np.uint8),
+                )
+            )
+        return self._slots[index]
 
     def pixels(self, face: FaceCrop) -> ImageBGR:
         assert face.host is not None, "a host crop always has its pixels"
         return face.host
 
     def reference(self, face: FaceCrop) -> ImageBGR:
-        # The swap crop's own input: the frame as it was under this face.
-        return self._crop
+        if face.slot is not None:
+            return self._slots[face.slot].crop  # the swap's own input: the frame under this face
+        return warp_paste_crop(self._image, face.m, self._size, out=self._scratch)
 
     def enhance(
         self,
@@ -176,4 +236,4 @@ class HostBackend:
             stage.forget_except(keys)
 
 
-__all__ = ["FaceBackend", "FaceCrop", "HostBackend"]
+__all__ = ["FaceBackend", "FaceCrop", "HostBackend", "PendingSwap"]

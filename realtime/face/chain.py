@@ -1,11 +1,12 @@
 """The per-face chain: one list of steps, each written once against realtime.face.backend.FaceBackend.
 
-Per face: crop -> swap (steps/swap.py) -> masks (steps/masks.py) -> colour match (steps/colour.py)
--> [enhance in FFHQ space] (steps/enhance.py) -> sharpen (steps/sharpen.py) -> one region-limited
-paste (steps/paste.py). Each step that runs reports its own ms ("swap", "mask.occlusion",
-"mask.regions", "mask.mouth", "colour", "enhance" / "enhance.reuse", "sharpen", "paste"), summed
-over the frame's faces. A step reads the frame's settings from `FrameJob` and hands its result on
-in `FaceJob`; nothing calls back into the worker.
+First, for every face of the frame: crop and submit the swap (steps/swap.py, SubmitStep), so the
+faces share one model call. Then per face: its swap (SwapStep) -> masks (steps/masks.py) -> colour
+match (steps/colour.py) -> [enhance in FFHQ space] (steps/enhance.py) -> sharpen (steps/sharpen.py)
+-> one region-limited paste (steps/paste.py). Each step that runs reports its own ms ("swap",
+"mask.occlusion", "mask.regions", "mask.mouth", "colour", "enhance" / "enhance.reuse",
+"sharpen", "paste"), summed over the frame's faces. A step reads the frame's settings from
+`FrameJob` and hands its result on in `FaceJob`; nothing calls back into the worker.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from models.types import ImageBGR
 from realtime.core.contracts import SwapTarget
 from realtime.core.settings import MasksSettings, Settings
-from realtime.face.backend import FaceBackend, FaceCrop
+from realtime.face.backend import FaceBackend, FaceCrop, PendingSwap
 from realtime.face.host.compositor import Compositor, MaskArray
 
 if TYPE_CHECKING:
@@ -50,13 +51,15 @@ class FrameJob:
 class FaceJob:
     """One face going through the chain.
 
-    identity / previous: indices of the source latents (checked); crop: what is pasted in the end
-    (the swap, then the enhancer's output); skin: the colour match's measurement weights.
+    identity / previous: indices of the source latents (checked); pending: its submitted swap;
+    crop: what is pasted in the end (the swap, then the enhancer's output); skin: the colour
+    match's measurement weights.
     """
 
     target: SwapTarget
     identity: int
     previous: int | None
+    pending: PendingSwap | None = None
     crop: FaceCrop = field(init=False)
     skin: MaskArray | None = None
 
@@ -70,14 +73,20 @@ class FaceStep(Protocol):
 
 
 def run_chain(
+    first: tuple[FaceStep, ...],
     steps: tuple[FaceStep, ...],
     backend: FaceBackend,
     faces: list[FaceJob],
     frame: FrameJob,
     after: Sequence[tuple[FaceStep, FaceJob]] = (),
 ) -> None:
-    """Every face through every step, then each of `after` (a step on a face: the privacy covers,
-    over the swaps), then the frame finished by the backend."""
+    """Each of `first` over every face (submitting their model calls together), then every face
+    through every step, then each of `after` (a step on a face: the privacy covers, over the
+    swaps), then the frame finished by the backend."""
+    with backend.submitting():
+        for step in first:
+            for face in faces:
+                step.run(backend, face, frame)
     for face in faces:
         for step in steps:
             step.run(backend, face, frame)

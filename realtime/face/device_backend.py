@@ -39,6 +39,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Hashable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +54,15 @@ from models.ops.crop_geometry import CropSpec
 from models.ops.device_ops import DeviceOps
 from models.ops.device_twins import decode_crop, decode_signed_crop
 from models.ops.yuv import BT601_LIMITED
-from models.runtime.iobinding import BoundSession, TensorView
+from models.runtime.batch_window import BatchPolicy
+from models.runtime.device_batching import DeviceBatchRunner
+from models.runtime.inference_service import InferenceService, ServiceClient
+from models.runtime.iobinding import BoundSession, TensorView, session_device
 from models.runtime.session import SessionFactory
 from models.types import ImageBGR
 from models.wrappers.enhancers import FaceRestorer, ffhq_template
 from models.wrappers.swappers.base import SOURCE_NAME, TARGET_NAME, FaceSwapper
-from realtime.face.backend import FaceCrop
+from realtime.face.backend import FaceCrop, PendingSwap
 from realtime.face.host.compositor import Compositor, MaskArray, compose_affine, paste_region
 from realtime.face.host.enhancer import FaceEnhanceStage
 
@@ -126,15 +130,23 @@ class DeviceBackend:
     """
 
     def __init__(
-        self, swapper: FaceSwapper, latents: Sequence[npt.NDArray[np.float32]], ops: DeviceOps
+        self,
+        swapper: FaceSwapper,
+        latents: Sequence[npt.NDArray[np.float32]],
+        ops: DeviceOps,
+        client: ServiceClient | None = None,
     ) -> None:
+        """client: the stream's client of the swapper's shared device service (realtime.wiring);
+        None: a private one, each face run at once."""
         if not self.supports(swapper):
             raise ValueError("the device path needs a swapper with a float32 output")
         self.ops = ops
-        device = SessionFactory.device_type_of(swapper.session)
         self.device_id = ops.factory.config.device_id
-        self.swapper = BoundSession(swapper.session, device, self.device_id)
-        self.device_type: str = self.swapper.device_type
+        if client is None:
+            runner = DeviceBatchRunner(swapper.session, ops.factory, [swapper.output_name])
+            client = InferenceService([runner], BatchPolicy(max_batch=1), swapper.label).client("worker")
+        self.client = client
+        self.device_type: str = session_device(swapper.session, ops.factory.device_type)
         self._size = swapper.input_size
         self._fp16 = swapper.target_dtype == np.float16
         # The swapper's own preprocessing fused into the crop graph (its facts: RGB, mean, std).
@@ -164,8 +176,9 @@ class DeviceBackend:
         self._picture: Any = None
         self._timings: dict[str, float] = {}
         self._frame: Any = None  # the frame on the device once the first face needs it
-        self._crop_value: Any = None
-        self._m: Matrix2x3 = np.eye(2, 3)
+        # One device crop per face of a frame (the swapper's `target`), grown as needed, reused.
+        self._crops: list[Any] = []
+        self._used = 0
 
     @staticmethod
     def supports(swapper: FaceSwapper) -> bool:
@@ -192,21 +205,42 @@ class DeviceBackend:
         self._picture = picture
         self._timings = timings
         self._frame = None
+        self._used = 0
 
-    def crop(self, m: Matrix2x3) -> None:
+    def submit(self, m: Matrix2x3, identity: int, previous: int | None) -> PendingSwap:
         frame = self._device_frame()
-        self._m = m
-        self._crop_value = self.ops.crop(frame, m, self._crop_spec)
+        index = self._used
+        self._used += 1
+        crop = self.ops.crop(frame, m, self._crop_spec, out=self._crop_slot(index))
         self.last_copies.add_params(1, _THETA_BYTES)
+        ticket = self.client.submit({TARGET_NAME: crop, SOURCE_NAME: self._latents[identity]})
+        before = None
+        if previous is not None:
+            before = self.client.submit({TARGET_NAME: crop, SOURCE_NAME: self._latents[previous]})
+        return PendingSwap(m, index, ticket, before)
 
-    def swap(self, identity: int, *, spare: bool = False) -> FaceCrop:
-        # The swap is the first output (HyperSwap adds its mask after it).
-        out = self.swapper.run({TARGET_NAME: self._crop_value, SOURCE_NAME: self._latents[identity]})[0]
-        if spare:
-            # The bound output is reused by the next run: the spare comes to the host now.
-            host = self._fetch(out, signed=self._signed)
-            return FaceCrop(self._m, host=host, signed=self._signed, needs_host=True)
-        return FaceCrop(self._m, value=out, signed=self._signed, needs_host=self._fp16_out)
+    def submitting(self) -> AbstractContextManager[None]:
+        return self.client.holding()
+
+    def collect(self, pending: PendingSwap) -> tuple[FaceCrop, FaceCrop | None]:
+        # Each result is a device tensor of its own (the first output: HyperSwap adds its mask).
+        out = pending.ticket.result()[0]
+        face = FaceCrop(
+            pending.m, value=out, signed=self._signed, needs_host=self._fp16_out, slot=pending.slot
+        )
+        if pending.previous is None:
+            return face, None
+        host = self._fetch(pending.previous.result()[0], signed=self._signed)  # cross-faded on the host
+        return face, FaceCrop(pending.m, host=host, signed=self._signed, needs_host=True, slot=pending.slot)
+
+    def _crop_slot(self, index: int) -> Any:
+        while len(self._crops) <= index:
+            dtype = np.float16 if self._fp16 else np.float32
+            shape = [1, 3, self._size, self._size]
+            self._crops.append(
+                ort.OrtValue.ortvalue_from_shape_and_type(shape, dtype, self.device_type, self.device_id)
+            )
+        return self._crops[index]
 
     def pixels(self, face: FaceCrop) -> ImageBGR:
         if face.host is None:
@@ -275,7 +309,7 @@ class DeviceBackend:
         if face.host is not None or face.needs_host:
             value = self._send(self.pixels(face), signed=face.signed)
         self.ops.paste(
-            self._frame,
+            self._device_frame(),  # (a privacy cover may be the frame's first paste)
             value,
             face.mask,
             face.m,

@@ -79,7 +79,6 @@ class CoverStep:
     def run(self, backend: FaceBackend, face: FaceJob, frame: FrameJob) -> None:
         t0 = time.perf_counter()
         m = self.layout.matrix(face.target.kps)
-        backend.crop(m)
         crop = FaceCrop(m)
         crop.host = pixelate(backend.reference(crop))
         crop.mask = frame.compositor.crop_mask(self.crop_size, m)

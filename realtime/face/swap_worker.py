@@ -19,6 +19,7 @@ import numpy.typing as npt
 from models.errors import ModelError
 from models.ops.align import plausible_landmarks
 from models.ops.device_ops import DeviceOps
+from models.runtime.inference_service import ServiceClient
 from models.runtime.session import SessionFactory
 from models.types import ImageBGR
 from models.wrappers.enhancers import CodeFormer
@@ -38,7 +39,7 @@ from realtime.face.steps.enhance import EnhanceStep
 from realtime.face.steps.masks import FaceMasks, MaskStep
 from realtime.face.steps.paste import PasteStep
 from realtime.face.steps.sharpen import SharpenStep
-from realtime.face.steps.swap import SwapStep
+from realtime.face.steps.swap import SubmitStep, SwapStep
 
 T = TypeVar("T")
 
@@ -65,6 +66,10 @@ class FaceSwapWorker:
     runs there), the chain runs on realtime.face.device_backend.DeviceBackend: the frame stays on
     the device from upload (or NVDEC picture) to download, the enhancer runs there too, and the
     host steps (masks, colour match, sharpening, kept corrections) touch small crops only.
+
+    client / client_on_device: the engine's stream on the process's shared swapper service (its
+    requests device tensors, or host arrays), so this worker's faces are batched with every other
+    worker's and stream's; None: the swapper runs each face itself.
     `device_graphs` forces that choice (True: the device backend with the graphs even on the CPU
     provider, for tests; False: the host backend). Each frame on the device backend reports its
     host<->device transfers as timings["copies"].
@@ -79,6 +84,8 @@ class FaceSwapWorker:
         factory: SessionFactory | None = None,
         *,
         device_graphs: bool | None = None,
+        client: ServiceClient | None = None,
+        client_on_device: bool = False,
     ) -> None:
         identities = (identity,) if isinstance(identity, SourceIdentity) else tuple(identity)
         if not identities:
@@ -95,12 +102,17 @@ class FaceSwapWorker:
         self._enhancer: FaceEnhanceStage | None = None
         self._enhancer_name = "none"
         self._unavailable: dict[str, str] = {}  # model -> why it could not be loaded
-        self._device = self._device_backend(swapper, latents, factory, device_graphs)
+        device_client = client if client is not None and client_on_device else None
+        self._device = self._device_backend(swapper, latents, factory, device_graphs, device_client)
+        if self._device is None and client is not None and not client_on_device:
+            swapper.attach(client)  # the host path's model calls, batched with the process's
         self._backend: FaceBackend = (
             self._device if self._device is not None else HostBackend(swapper, latents)
         )
+        # Run over every face first: the frame's faces go to the swapper together.
+        self.first_steps: tuple[FaceStep, ...] = (SubmitStep(layout),)
         self.steps: tuple[FaceStep, ...] = (
-            SwapStep(layout),
+            SwapStep(),
             MaskStep(self._masks),
             ColourStep(),
             EnhanceStep(),
@@ -159,7 +171,7 @@ class FaceSwapWorker:
             if c.strength > 0.0 and plausible_landmarks(c.kps)
         ]
         self._backend.begin(image, timings, self._compositor, device_picture)
-        run_chain(self.steps, self._backend, faces, frame, covers)
+        run_chain(self.first_steps, self.steps, self._backend, faces, frame, covers)
         if self._device is not None:
             timings["copies"] = float(self._device.last_copies.total)
         return timings
@@ -180,6 +192,7 @@ class FaceSwapWorker:
         latents: Sequence[npt.NDArray[np.float32]],
         factory: SessionFactory | None,
         forced: bool | None,
+        client: ServiceClient | None,
     ) -> DeviceBackend | None:
         if forced and factory is None:
             raise ValueError("device_graphs=True needs the session factory")
@@ -190,7 +203,7 @@ class FaceSwapWorker:
         ):
             return None  # the CPU provider (or CUDA that did not load): OpenCV is much faster there
         ops = DeviceOps(factory, use_graphs=True if forced else None)
-        return DeviceBackend(swapper, latents, ops)
+        return DeviceBackend(swapper, latents, ops, client)
 
     def _sync_models(self, settings: Settings, *, live: bool) -> None:
         """Make the loaded quality models match the settings (a no-op on an unchanged frame)."""

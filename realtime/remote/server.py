@@ -31,6 +31,7 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from realtime.api import (
     DEFAULT_PRESET,
     FaceCastError,
+    InferenceHub,
     ModelOptions,
     SessionPool,
     Settings,
@@ -99,6 +100,9 @@ class Server:
             # Every stream's engine opens its models through one pool: each model once per process.
             models = replace(self.config.models, session_pool=SessionPool())
             self.config = replace(self.config, models=models)
+        if self.config.models.inference is None:
+            # ... and runs its swapper through one shared service: the streams' faces are batched.
+            self.config = replace(self.config, models=replace(self.config.models, inference=InferenceHub()))
         self.tokens = TokenFile(self.config.token_file)
         self.faces = FaceStore(self.config.data_dir / "faces", self.config.limits)
         self.audit = AuditLog(self.config.data_dir / "audit.jsonl")
@@ -189,6 +193,7 @@ class Server:
             "# HELP facecast_model_sessions Model sessions open, shared by every stream.",
             "# TYPE facecast_model_sessions gauge",
             f"facecast_model_sessions {len(self._pool())}",
+            *self._inference_lines(),
             "# TYPE facecast_requests_refused_total counter",
         ]
         lines += [
@@ -208,6 +213,21 @@ class Server:
             lines += session.stats_lines()
         lines += gpu_memory_lines(await asyncio.to_thread(gpu_memory_used))
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    def _inference_lines(self) -> list[str]:
+        """The shared model services: calls and requests (faces) so far, by model."""
+        hub = self.config.models.inference
+        lines = [
+            "# HELP facecast_inference_calls_total Model calls of the shared services (faces batched).",
+            "# TYPE facecast_inference_calls_total counter",
+            "# TYPE facecast_inference_requests_total counter",
+        ]
+        for shared in hub.services() if hub is not None else []:
+            stats = shared.service.stats()
+            model = shared.service.name
+            lines.append(f'facecast_inference_calls_total{{model="{model}"}} {stats.calls}')
+            lines.append(f'facecast_inference_requests_total{{model="{model}"}} {stats.requests}')
+        return lines
 
     def _pool(self) -> SessionPool:
         pool = self.config.models.session_pool

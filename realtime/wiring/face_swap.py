@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models.files.store import ModelStore, default_models_dir
+from models.runtime.inference_hub import InferenceHub
 from models.runtime.providers import auto_provider
 from models.runtime.session import InferenceClock, SessionConfig, SessionFactory
 from models.runtime.session_pool import SessionPool
@@ -31,6 +32,7 @@ from realtime.wiring.model_loading import (
     check_models_present,
     load_analysis_models,
     load_swapper_model,
+    shared_swapper,
 )
 
 
@@ -45,6 +47,9 @@ class ModelOptions:
     picks: LivePicks | None = field(default=None, compare=False, repr=False)
     # Sessions shared across runs of one process (the server's streams); None: each run its own.
     session_pool: SessionPool | None = field(default=None, compare=False, repr=False)
+    # The process's inference services (the swapper batched across every stream); None: each run
+    # has its own, shared by its workers.
+    inference: InferenceHub | None = field(default=None, compare=False, repr=False)
     # One store per run, so its hash cache and "unverified model" notes are shared by every load.
     _store: ModelStore | None = field(default=None, compare=False, repr=False)
 
@@ -117,6 +122,8 @@ class FaceSwapStages:
     _analysis: tuple[tuple[object, ...], AnalysisModels] | None = field(default=None, repr=False)
     fallbacks: list[str] = field(default_factory=list)
     mappings: tuple[IdentityMapping, ...] = ()
+    # The run's own inference hub where the options name none (a lone run: its workers share it).
+    _hub: InferenceHub = field(default_factory=InferenceHub, repr=False)
 
     @property
     def identities(self) -> tuple[SourceIdentity, ...]:
@@ -138,11 +145,26 @@ class FaceSwapStages:
         if analysis is None:
             analysis = load_analysis_models(paths, settings, factory)
         self._analysis = (key, analysis)
+        # One model session for every worker of every engine of the process, batched across them;
+        # each worker its own wrapper (its buffers), all on this engine's stream of the service.
+        hub = self._hub if self.options.inference is None else self.options.inference
+        shared = shared_swapper(paths, settings, factory, hub)
+        on_device = shared.kind == "device" and SessionFactory.device_type_of(shared.session) != "cpu"
+        client = shared.service.client(f"engine-{id(self):x}") if on_device or shared.kind == "host" else None
         swappers = [
-            load_swapper_model(paths, settings, factory) for _ in range(settings.pipeline.frames_in_flight)
+            load_swapper_model(paths, settings, factory, shared.session)
+            for _ in range(settings.pipeline.frames_in_flight)
         ]
         workers = tuple(
-            FaceSwapWorker(swapper, self.identities, settings, StoreQualityModels(paths, factory), factory)
+            FaceSwapWorker(
+                swapper,
+                self.identities,
+                settings,
+                StoreQualityModels(paths, factory),
+                factory,
+                client=client,
+                client_on_device=on_device,
+            )
             for swapper in swappers
         )
         self.fallbacks.extend(m for m in factory.fallbacks if m not in self.fallbacks)

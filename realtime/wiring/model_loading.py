@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from models.cli_text import app_command
 from models.errors import ModelError, ModelMissingError
 from models.files.catalogue import get_entry
 from models.files.store import ModelStore, download_command
+from models.runtime.inference_hub import InferenceHub, InputKind, ModelService
 from models.runtime.session import SessionFactory
 from models.wrappers.dlib_recognizer import DlibRecognizer
 from models.wrappers.enhancers import FaceRestorer, RestorerName, load_restorer
@@ -16,7 +18,7 @@ from models.wrappers.maskers import FaceParser, Occluder
 from models.wrappers.mtcnn import MTCNN
 from models.wrappers.router import load_detector, load_recognizer
 from models.wrappers.swappers.base import FaceSwapper
-from models.wrappers.swappers.registry import converter_entry, family_of, load_swapper
+from models.wrappers.swappers.registry import check_swapper_file, converter_entry, family_of, load_swapper
 from realtime.core.settings import DetectorSettings, Settings
 from realtime.face.model_api import AnalysisModels, FaceDetector, Recognizer
 
@@ -92,8 +94,11 @@ def load_identifier(settings: Settings) -> Recognizer | None:
     return None
 
 
-def load_swapper_model(paths: ModelPaths, settings: Settings, factory: SessionFactory) -> FaceSwapper:
-    """The swapper `swap.model` names (with its embedding converter where its family needs one)."""
+def load_swapper_model(
+    paths: ModelPaths, settings: Settings, factory: SessionFactory, session: Any = None
+) -> FaceSwapper:
+    """The swapper `swap.model` names (with its embedding converter where its family needs one).
+    session: the shared service's session of its file (each worker's wrapper is its own)."""
     name = settings.swap.model
     converter = converter_entry(name)
     return load_swapper(
@@ -101,7 +106,26 @@ def load_swapper_model(paths: ModelPaths, settings: Settings, factory: SessionFa
         factory,
         family_of(name).facts.family,
         None if converter is None else paths.path(converter),
+        session=session,
     )
+
+
+def shared_swapper(
+    paths: ModelPaths, settings: Settings, factory: SessionFactory, hub: InferenceHub
+) -> ModelService:
+    """The process's service for the swapper `swap.model` names on this factory's device (device
+    tensors where the pipeline runs on a GPU, host arrays on the CPU), one instance per frame in
+    flight."""
+    name = settings.swap.model
+    path = paths.path(name)
+    family = family_of(name).facts.family
+    kind: InputKind = "host" if factory.device_type == "cpu" else "device"
+    instances = settings.pipeline.frames_in_flight
+
+    def check(session: Any) -> None:
+        check_swapper_file(path, session, family)
+
+    return hub.service(path, factory, kind=kind, instances=instances, label=name, check=check)
 
 
 @dataclass
@@ -204,5 +228,6 @@ __all__ = [
     "load_identifier",
     "load_swapper_model",
     "quality_model_names",
+    "shared_swapper",
     "swapper_model_names",
 ]

@@ -8,12 +8,15 @@ outputs after it, which are not read). B is 1 in most published files; a dynamic
 accepted. Inputs and outputs are float32 or float16: the dtypes are read from the session, never
 assumed from the file name.
 
-One instance per thread: it owns its input blobs and the crop codec's scratch buffers.
+One instance per thread: it owns its input blobs and the crop codec's scratch buffers. Its model
+calls go through an inference service (models.runtime.inference_service): the process's shared one
+once `attach`ed (batched with every other stream's faces), else a private one of its own that runs
+each call at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -24,6 +27,8 @@ import onnxruntime as ort
 from models.errors import ModelContractError, ModelOutputError
 from models.ops.align import warp_paste_crop
 from models.ops.crop_codec import CropCodec
+from models.runtime.batch_window import BatchPolicy
+from models.runtime.inference_service import HostBatchRunner, InferenceService, ServiceClient, Ticket
 from models.types import FloatArray, ImageBGR, SourceFace
 from models.wrappers.arcface import l2_normalise
 from models.wrappers.swappers.converter import EmbeddingConverter
@@ -51,6 +56,15 @@ def _fits(shape: Sequence[Any] | None, rest: Sequence[int]) -> bool:
     """[B, *rest] with B as _batch_ok and every other dimension exactly as given."""
     dims = list(shape or [])
     return len(dims) == len(rest) + 1 and _batch_ok(dims[0]) and list(dims[1:]) == list(rest)
+
+
+def session_runner(session: Any, output: str) -> Callable[[Mapping[str, Any]], Sequence[Any]]:
+    """A batch runner's call: `session`'s output named `output` for the stacked feeds."""
+
+    def run(feeds: Mapping[str, Any]) -> Sequence[Any]:
+        return session.run([output], {TARGET_NAME: feeds[TARGET_NAME], SOURCE_NAME: feeds[SOURCE_NAME]})
+
+    return run
 
 
 def _non_finite(label: str) -> ModelOutputError:
@@ -93,7 +107,17 @@ class FaceSwapper:
         self._target: npt.NDArray[Any] = np.zeros((1, 3, size, size), dtype=self.target_dtype)
         self._source: npt.NDArray[Any] = np.zeros(self.source_shape(), dtype=self.source_dtype)
         self._feeds = {TARGET_NAME: self._target, SOURCE_NAME: self._source}
+        # Until attached to the process's shared service: a private one, each call run at once.
+        # Its runner holds the session, not this wrapper: no reference cycle, so a dropped swapper
+        # (a model reload) is freed at once, frozen heap or not.
+        runner = HostBatchRunner(session_runner(session, self.output_name))
+        self.client: ServiceClient = InferenceService([runner], BatchPolicy(max_batch=1), self.label).client(
+            self.label
+        )
 
+    def attach(self, client: ServiceClient) -> None:
+        """Send this swapper's model calls through `client` (a shared service's stream)."""
+        self.client = client
     # -- what it is ------------------------------------------------------------------------------
 
     @property
@@ -186,6 +210,11 @@ class FaceSwapper:
         """One model call on ready tensors: [B,3,S,S] + [B,...] -> the first output [B,3,S,S]."""
         return np.asarray(self.session.run([self.output_name], {TARGET_NAME: target, SOURCE_NAME: source})[0])
 
+    def submit(self, target: npt.NDArray[Any], source: npt.NDArray[Any]) -> Ticket:
+        """Queue one face: its encoded crop ([1,3,S,S], left untouched until the result is read)
+        and its identity tensor in the model's dtype; the ticket's result()[0] is the output."""
+        return self.client.submit({TARGET_NAME: target, SOURCE_NAME: source})
+
     def decode(self, pred: npt.NDArray[Any], out: ImageBGR | None = None) -> ImageBGR:
         """A model output ([1,3,S,S] or one [3,S,S] row) as a uint8 BGR crop (into `out` if given)."""
         dst, finite = self.codec.decode(pred, out, self.facts.output)
@@ -197,7 +226,12 @@ class FaceSwapper:
         """The swapped (S, S, 3) uint8 BGR crop for the `identity` tensor; into `out` when given."""
         self.encode_target(crop_bgr)
         self.load_source(identity)
-        return self.decode(self._infer(), out)
+        return self.decode(np.asarray(self.submit(self._target, self._source).result()[0]), out)
+
+    def source_tensor(self, identity: npt.ArrayLike) -> npt.NDArray[Any]:
+        """An identity tensor (from `identity()`) in the shape and dtype the model takes."""
+        shaped = np.asarray(identity).reshape(self.source_shape())
+        return np.ascontiguousarray(shaped, dtype=self.source_dtype)
 
     def load_source(self, identity: npt.ArrayLike) -> None:
         src = np.asarray(identity)

@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from models.errors import ModelContractError, ModelMissingError
 from models.files.catalogue import CATALOGUE, ModelEntry, get_entry
 from models.runtime.session import SessionFactory
-from models.wrappers.router import named_error, open_for_role
+from models.wrappers.router import check_role, named_error, open_for_role
 from models.wrappers.swappers.base import FaceSwapper
 from models.wrappers.swappers.converter import EmbeddingConverter
 from models.wrappers.swappers.families import (
@@ -120,13 +121,23 @@ def converter_entry(name: str) -> str | None:
 
 
 def load_swapper(
-    path: Path | str, factory: SessionFactory, family: str = "inswapper", converter: Path | None = None
+    path: Path | str,
+    factory: SessionFactory,
+    family: str = "inswapper",
+    converter: Path | None = None,
+    *,
+    session: Any = None,
 ) -> FaceSwapper:
     """The swapper of `family` in `path` (and its embedding converter), contracts checked: a file
     of another kind, another family's shapes or a missing converter is a ModelContractError naming
-    the file."""
+    the file. session: the file's session opened already (an inference service's, with its batch
+    axis), checked the same way."""
     cls = FAMILIES[family]
-    p, session = open_for_role(path, factory, "swapper", expected=cls.contract_text())
+    if session is None:
+        p, session = open_for_role(path, factory, "swapper", expected=cls.contract_text())
+    else:
+        p = Path(path)
+        check_role(p, session, "swapper", cls.contract_text())
     try:
         if issubclass(cls, InSwapper):
             # Cached: parsing the 554 MB protobuf for its emap holds the GIL ~1 s per load.
@@ -139,6 +150,17 @@ def load_swapper(
         raise named_error(p, err) from err
 
 
+def check_swapper_file(path: Path, session: Any, family: str) -> None:
+    """ModelContractError naming `path` when its session is no swapper of `family` (checked before
+    anything else is done with the file: giving it a batch axis, loading its wrapper)."""
+    cls = FAMILIES[family]
+    check_role(path, session, "swapper", cls.contract_text())
+    try:
+        cls.check_contract(session.get_inputs(), session.get_outputs())
+    except ModelContractError as err:
+        raise named_error(path, err) from err
+
+
 def _load_converter(path: Path, factory: SessionFactory) -> EmbeddingConverter:
     return EmbeddingConverter.from_file(path, factory)
 
@@ -146,6 +168,7 @@ def _load_converter(path: Path, factory: SessionFactory) -> EmbeddingConverter:
 __all__ = [
     "FAMILIES",
     "SwapperInfo",
+    "check_swapper_file",
     "converter_entry",
     "family_of",
     "load_swapper",

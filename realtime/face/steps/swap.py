@@ -1,7 +1,10 @@
 """Crop and swap: the face aligned to the swapper's crop (its template and size), swapped with its
 source identity.
 
-A face changing identity is swapped with both identities and cross-faded between them on the host.
+In two steps: `SubmitStep` crops every face of the frame and hands it to the swapper's inference
+service before any result is read, so the frame's faces (and other streams' faces) share one model
+call; `SwapStep` then takes each face's result. A face changing identity is swapped with both
+identities and cross-faded between them on the host.
 """
 
 from __future__ import annotations
@@ -19,25 +22,32 @@ if TYPE_CHECKING:
     from realtime.face.chain import FaceJob, FrameJob
 
 
-class SwapStep:
-    """Crop -> swap (-> cross-fade); reports "swap" ms (the crop included)."""
+class SubmitStep:
+    """Crop -> submit the swap (every face, before any is collected); its ms count as "swap"."""
 
-    name = "swap"
+    name = "submit"
 
     def __init__(self, crop: CropLayout) -> None:
         self.layout = crop
 
     def run(self, backend: FaceBackend, face: FaceJob, frame: FrameJob) -> None:
         t0 = time.perf_counter()
-        target = face.target
-        backend.crop(self.layout.matrix(target.kps))
-        if face.previous is not None:
-            before = backend.swap(face.previous, spare=True)
-            face.crop = backend.swap(face.identity)
+        face.pending = backend.submit(self.layout.matrix(face.target.kps), face.identity, face.previous)
+        frame.add_ms("swap", t0)
+
+
+class SwapStep:
+    """The submitted face's swap (-> cross-fade); reports "swap" ms (the model's call included)."""
+
+    name = "swap"
+
+    def run(self, backend: FaceBackend, face: FaceJob, frame: FrameJob) -> None:
+        t0 = time.perf_counter()
+        assert face.pending is not None, "the submit step runs first"
+        face.crop, before = backend.collect(face.pending)
+        if before is not None:
             pixels = backend.pixels(face.crop)
-            cross_fade(backend.pixels(before), pixels, target.mix, pixels)
-        else:
-            face.crop = backend.swap(face.identity)
+            cross_fade(backend.pixels(before), pixels, face.target.mix, pixels)
         frame.add_ms("swap", t0)
 
 
@@ -50,4 +60,4 @@ def cross_fade(old: ImageBGR, new: ImageBGR, mix: float, out: ImageBGR) -> Image
     return out
 
 
-__all__ = ["SwapStep", "cross_fade"]
+__all__ = ["SubmitStep", "SwapStep", "cross_fade"]

@@ -237,8 +237,29 @@ def test_a_swap_with_nan_is_refused_not_pasted_as_a_black_square(
 
     bad = np.full((1, 3, 128, 128), 0.5, np.float32)
     bad[0, :, 40:80, 40:80] = np.nan  # what an fp16 overflow looks like
-    monkeypatch.setattr(swapper, "_infer", lambda: bad)
+    from models.runtime.batch_window import BatchPolicy
+    from models.runtime.inference_service import HostBatchRunner, InferenceService
+
+    nan_model = InferenceService([HostBatchRunner(lambda feeds: [bad])], BatchPolicy(max_batch=1))
+    monkeypatch.setattr(swapper, "client", nan_model.client("overflowing"))
     crop = np.random.default_rng(0).integers(0, 256, (128, 128, 3), dtype=np.uint8)
     with pytest.raises(ModelOutputError) as info:
         swapper.swap(crop, unit(1))
     assert "NaN" in info.value.user_message() and "fp32 swapper" in info.value.user_message()
+
+
+def test_a_dropped_swapper_is_freed_at_once_not_left_to_the_cycle_collector(paths: dict[str, Path]) -> None:
+    """The app freezes its heap once the first models are loaded; a swapper kept alive by a
+    reference cycle would then never be freed after a model reload (its session with it)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        sw = InSwapper.from_file(paths["fp32"], FACTORY)
+        sw.swap(np.zeros((128, 128, 3), np.uint8), sw.latent(unit(1)))
+        gone = weakref.ref(sw)
+        del sw
+        assert gone() is None
+    finally:
+        gc.enable()

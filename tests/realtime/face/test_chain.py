@@ -33,7 +33,7 @@ def protocol_members() -> list[str]:
 @pytest.mark.parametrize("backend", [HostBackend, DeviceBackend])
 def test_every_backend_implements_every_backend_operation(backend: type) -> None:
     members = protocol_members()
-    assert {"begin", "crop", "swap", "pixels", "reference", "enhance", "paste", "end"} <= set(members)
+    assert {"begin", "submit", "collect", "pixels", "reference", "enhance", "paste", "end"} <= set(members)
     for name in members:
         want = inspect.signature(getattr(FaceBackend, name))
         have = inspect.signature(getattr(backend, name))

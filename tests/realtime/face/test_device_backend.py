@@ -23,6 +23,7 @@ from models.fakes.pixel_doubles import build_inswapper, build_restorer
 from models.files.store import ModelStore
 from models.ops.align import arcface_template, estimate_norm, invert_affine
 from models.ops.crop_geometry import CropSpec
+from models.runtime.device_batching import DeviceBatchRunner
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.swappers.inswapper import InSwapper
 from realtime.core.contracts import FramePlan, SwapTarget
@@ -114,12 +115,14 @@ def test_the_swapper_binds_the_crop_graphs_output_buffer(swapper_file: Path) -> 
     assert path is not None
     frame = smooth_frame(H, W, 4)
     worker.apply(frame, FramePlan([FACES[0]]), s)
-    crop_runner = path.ops._crops[CropSpec(128, rgb=True, scale=1.0 / 255.0)]
-    crop_out = crop_runner.bound.static_output("crop")
-    bound_target = path.swapper.bound_inputs["target"]
-    assert bound_target.data_ptr() == crop_out.data_ptr()
-    # ... and the paste graph read the swapper's own (reused) output buffer.
-    swapped = path.swapper.static_output("output")
+    assert CropSpec(128, rgb=True, scale=1.0 / 255.0) in path.ops._crops
+    runner = path.client.service.runners[0]
+    assert isinstance(runner, DeviceBatchRunner)
+    # The crop graph wrote the face's own slot, which the swapper read as is ...
+    bound_target = runner.model.bound_inputs["target"]
+    assert bound_target.data_ptr() == path._crops[0].data_ptr()
+    # ... and the paste graph read the swapper's output tensor as is.
+    swapped = runner.model._io.get_outputs()[0]
     paste = path.ops._pastes[(128, False)]
     assert paste.bound.bound_inputs["crop"].data_ptr() == swapped.data_ptr()
 
@@ -574,7 +577,9 @@ def test_a_float16_swapper_s_nan_is_refused_on_the_device_path_too(tmp_path: Pat
     s = Settings()
     worker = FaceSwapWorker(swapper(path), identity(1), s, factory=FACTORY, device_graphs=True)
     assert worker.device_path is not None and worker.device_path._fp16_out
-    bound = worker.device_path.swapper
+    runner = worker.device_path.client.service.runners[0]
+    assert isinstance(runner, DeviceBatchRunner)
+    bound = runner.model
     real_run = bound.run
 
     def overflowing(feeds: object) -> object:
