@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import platformdirs
 
-from models.errors import FaceCastError
+from models.errors import ExitCode, FaceCastError
+from realtime.core.failures import told
 from realtime.tools.cli import cmd_bench, cmd_doctor, cmd_models, cmd_serve
 from realtime.tools.cli_args import build_parser
 from realtime.tools.cli_jobs import cmd_bench_jobs, cmd_jobs, cmd_worker
@@ -144,13 +145,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     }
     try:
         return commands[args.command](args, out)
-    except FaceCastError as exc:
-        if args.debug:
+    except (Exception, KeyboardInterrupt) as exc:  # Ctrl+C before a run's first frame: Stopped's code
+        if args.debug and not isinstance(exc, KeyboardInterrupt):
             raise
-        print(f"error: {exc.user_message()}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt as exc:  # Ctrl+C before a run's first frame (Stopped says which signal)
-        return getattr(exc, "exit_code", 130)
+        failure = told(exc)
+        if failure.message:
+            print(f"error: {failure.message}", file=sys.stderr)
+        return failure.exit_code
 
 
 def run_main() -> int:
@@ -161,7 +162,7 @@ def run_main() -> int:
     try:
         return main()
     except KeyboardInterrupt:  # before a command's own handling (while the arguments are parsed)
-        return 130
+        return ExitCode.SIGINT
 
 
 if __name__ == "__main__":

@@ -22,13 +22,13 @@ from gui.log_file import install_log_file
 from gui.main_window import MainWindow
 from gui.services import AppServices
 from gui.theme import apply_dark_theme
-from realtime.api import consent_path, consent_recorded, freeze_heap, record_consent
+from realtime.api import ExitCode, consent_path, consent_recorded, freeze_heap, record_consent
 
 log = logging.getLogger(__name__)
 
 LOAD_WAIT_AT_EXIT_S = 10.0
-DECLINED_CODE = 1  # the exit code when the user quits at the consent dialog
-SIGNAL_CODE = 0  # Ctrl+C, `kill`: the window closes as its close button does, and so exits 0
+DECLINED_CODE = ExitCode.CHECK_FAILED  # the user quit at the consent dialog
+SIGNAL_CODE = ExitCode.OK  # Ctrl+C, `kill`: the window closes as its close button does, and so exits 0
 _CLOSED_BY_SIGNAL = 2  # a dialog result beside Rejected (0) and Accepted (1)
 
 
@@ -165,5 +165,5 @@ def report_unhandled(
 
 def freeze_startup_heap() -> None:
     """Everything allocated at start-up (Qt, numpy, ONNX Runtime, ...) out of the collector's reach
-    (realtime/core/heap.py): a full scan stalls the pipeline and the window alike for ~50-200 ms."""
+    (realtime/core/heap.py): a full scan stalls the pipeline and the window alike for tens of ms."""
     freeze_heap()

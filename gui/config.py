@@ -114,6 +114,7 @@ class GuiConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     window_geometry: str = ""  # QWidget.saveGeometry() as base64
     models_dir: str = ""  # chosen in the Models dialog; "" = $FACECAST_MODELS_DIR or the default
+    allow_unverified: bool = False  # the Models dialog's "Allow unverified files" (the test doubles)
     # The person picked in the preview: the recogniser that embedded them and the embedding.
     picked_recognizer: str = ""
     picked_embedding: tuple[float, ...] = ()
@@ -242,6 +243,7 @@ def config_to_dict(config: GuiConfig) -> dict[str, Any]:
         "output": _section_to_dict(config.output),
         "window": {"geometry": config.window_geometry},
         "models_dir": config.models_dir,
+        "allow_unverified": config.allow_unverified,
         "pick": {"recognizer": config.picked_recognizer, "embedding": list(config.picked_embedding)},
         "map": [
             {"recognizer": e.recognizer, "embedding": list(e.embedding), "face": e.face}
@@ -261,6 +263,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
     default = GuiConfig()
     known = {"version", "consent_accepted", "preset", "disclosure_label", "active_face", "view"}
     known |= {"overrides", "faces", "input", "output", "window", "models_dir", "pick", "map", "remote"}
+    known |= {"allow_unverified"}
     problems += [f"unknown setting '{k}' ignored" for k in data if k not in known]
 
     def top(key: str, kind: type, fallback: Any, check: Callable[[Any], bool] | None = None) -> Any:
@@ -294,6 +297,7 @@ def config_from_dict(data: dict[str, Any]) -> tuple[GuiConfig, list[str]]:
             photos=tuple(photos),
             active_face=top("active_face", str, default.active_face),
             models_dir=top("models_dir", str, default.models_dir),
+            allow_unverified=top("allow_unverified", bool, default.allow_unverified),
             picked_recognizer=_take(pick, "recognizer", str, "", problems, "pick") if embedding else "",
             picked_embedding=embedding,
             face_map=_face_map(data.get("map", []), problems),

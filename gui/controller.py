@@ -31,6 +31,7 @@ from realtime.api import (
     ModelOptions,
     OutputInfo,
     OutputRequest,
+    Run,
     Settings,
     SourceError,
     SourceIdentity,
@@ -42,6 +43,7 @@ from realtime.api import (
     open_input,
     open_outputs,
     passthrough_stages,
+    told,
 )
 
 log = logging.getLogger(__name__)
@@ -100,16 +102,6 @@ def make_source(config: InputConfig, provider: str = "cpu") -> FrameSource:
     return source
 
 
-def free_path(path: Path) -> Path:
-    """`path`, or `name-2.mp4`, `name-3.mp4`, ... when it exists: a new take (every Start, and a
-    restart for a new face or output) must never replace the recording before it."""
-    candidate, n = path, 1
-    while candidate.exists():
-        n += 1
-        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
-    return candidate
-
-
 def make_sink(
     config: OutputConfig,
     on_vcam_unavailable: Callable[[VirtualCameraUnavailableError], None],
@@ -119,16 +111,15 @@ def make_sink(
 ) -> FanOutSink:
     """Recording (on its own thread) and the virtual camera. Neither paces: every GUI source
     (camera, test pattern, video in real time) delivers frames at its own rate, and a second clock
-    in the virtual camera would hold each frame up to one frame period (measured: +19-33 ms p50 at
-    30 fps). A recording that fails (a full disk) stops alone: `on_recording_failed` is told."""
+    in the virtual camera would hold each frame up to one frame period (docs/PERFORMANCE.md). A
+    recording that fails (a full disk) stops alone: `on_recording_failed` is told."""
     requests: list[OutputRequest] = []
     if config.record:
         path = Path(config.record_path) if config.record_path else default_record_path()
-        requests.append(
-            OutputRequest(
-                str(free_path(path)), file_kind="video", on_failed=on_recording_failed or _log_failure
-            )
-        )
+        # A new take: never replaces a recording (NAME-2.mp4, ...); a folder it cannot write stops
+        # the recording alone, said through on_recording_failed (the preview and camera go on).
+        failed = on_recording_failed or _log_failure
+        requests.append(OutputRequest(str(path), file_kind="video", on_failed=failed, new_take=True))
     if config.vcam:
         requests.append(
             OutputRequest(
@@ -183,7 +174,7 @@ class EngineController(QObject):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-control")
         self._opening: TappedSource | None = None  # the source a start is opening (control thread)
         self._stopped_engines: list[Engine] = []  # whose model loads may still be running
-        self._control_engine: Engine | None = None  # touched only on the control thread
+        self._control_run: Run | None = None  # touched only on the control thread
         self._engine: Engine | None = None  # touched only on the GUI thread
         self._state = RunState.IDLE
         self._models = ModelsState.NONE
@@ -326,38 +317,35 @@ class EngineController(QObject):
                 if plan.faces
                 else passthrough_stages
             )
-            engine = (
-                maker(source, sink, plan.settings, on_event)
-                if maker is not None
-                else Engine(source, sink, plan.settings, factory, on_event=on_event, load_in_background=True)
-            )
-            engine.subscribe_preview(self._feed.offer)
+            # The remote panel's maker builds an engine whose stages run on a server.
+            remote = None if maker is None else (lambda _src, _sink, st, ev: maker(source, sink, st, ev))
+            run = Run(source, sink, plan.settings, factory, on_event=on_event, make_engine=remote,
+                      load_in_background=True)  # fmt: skip
+            run.engine.subscribe_preview(self._feed.offer)
             self._opening = source
             try:
-                engine.start()
+                run.start()  # the user's error, whatever failed (realtime.lifecycle)
             finally:
                 self._opening = None
-        except FaceCastError as exc:
-            self._start_failed.emit(generation, exc.user_message())
+        except Exception as exc:  # told() words it: ours as they are, a system error in one line
+            failure = told(exc)
+            if not isinstance(exc, FaceCastError):
+                log.debug("starting failed", exc_info=exc)
+            self._start_failed.emit(generation, failure.message)
             return
-        except Exception as exc:
-            log.exception("starting the engine failed")
-            self._start_failed.emit(generation, f"Could not start: {exc}")
-            return
-        self._control_engine = engine
+        self._control_run = run
         description = f"{source.description} → {sink.description}"
-        self._started.emit(generation, engine, description, collect_output_info(sink))
+        self._started.emit(generation, run.engine, description, collect_output_info(sink))
 
     def _control_stop(self, generation: int) -> None:
-        engine, self._control_engine = self._control_engine, None
-        if engine is not None:
+        run, self._control_run = self._control_run, None
+        engine = run.engine if run is not None else None
+        if run is not None:
             try:
-                engine.stop(timeout=1.0)
-            except FaceCastError as exc:
-                self.message.emit("error", exc.user_message())
+                # A recording still writing finishes on its own thread (BackgroundSink): not waited for.
+                run.stop(timeout=1.0, finish_s=0.0)
             except Exception as exc:
-                log.exception("stopping the engine failed")
-                self.message.emit("error", f"Stopping failed: {exc}")
+                self.message.emit("error", f"Stopping failed: {told(exc).message}")
         # Stopped engines are kept only while a model load of theirs runs (a stopped engine holds
         # its models' memory), so that the exit can wait for it: pruned at every stop.
         self._stopped_engines = [e for e in self._stopped_engines if not e.loads_finished(0.0)]

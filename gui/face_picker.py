@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from PyQt6.QtCore import QObject, Qt, pyqtSignal
+from PyQt6.QtCore import QObject, Qt, QTimer, pyqtSignal
 from PyQt6.QtGui import QCursor
 from PyQt6.QtWidgets import QMenu
 
@@ -22,6 +22,7 @@ from realtime.api import MTCNN, Detection, FloatArray, ImageBGR, LivePicks
 log = logging.getLogger(__name__)
 
 MIN_INTERVAL = 0.3  # s between two searches while the mouse moves over the preview
+NOTE_CHECK_MS, NOTE_CHECKS = 300, 10  # how often, and how long, a click waits for the analysis' word
 
 Detect = Callable[[ImageBGR], list[Detection]]
 
@@ -123,6 +124,16 @@ class FacePicker(QObject):
     def _lock(self, picture: ImageBGR, kps: FloatArray) -> None:
         self.picks.pick(picture, kps)
         self.note.emit("Swapping the face you clicked (right-click the preview to let go).")
+        self._hear_back(NOTE_CHECKS)
+
+    def _hear_back(self, checks_left: int) -> None:
+        """What the analysis says about the click (its detector finds no face there), once it has
+        had a frame to look: asked a few times, since a frame takes longer on a loaded machine."""
+        notes = self.picks.take_notes()
+        if notes:
+            self.note.emit(notes[-1])
+        elif checks_left > 0:
+            QTimer.singleShot(NOTE_CHECK_MS, lambda: self._hear_back(checks_left - 1))
 
     def _only(self, picture: ImageBGR, kps: FloatArray) -> None:
         """This person and nobody else: the map goes (a mapped person would keep their own face)."""

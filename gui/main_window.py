@@ -38,9 +38,10 @@ from gui.gallery import FaceGallery
 from gui.graph import FpsLatencyGraph
 from gui.input_panel import InputPanel
 from gui.io_banners import IoBanners
+from gui.log_viewer import LogViewer
 from gui.messages import Level, MessageBar
 from gui.models_banner import MODELS_BANNER, models_banner
-from gui.models_dialog import ModelsDialog
+from gui.models_dialog import UNVERIFIED_HELP, ModelsDialog
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
 from gui.remote_panel import attach_remote_panel
@@ -71,6 +72,11 @@ APPLY_DELAY_MS = 150  # spin boxes fire per step: settle before asking the engin
 STATUS_NOTE_MS = 8000  # how long a status-bar note stays
 VCAM_UNAVAILABLE = (
     "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it."
+)
+FPS_HELP = "Frames per second that reach the outputs (the preview, the virtual camera, the recording)."
+LATENCY_HELP = (
+    "Glass-to-glass latency: from the moment a frame is captured to the moment it is sent out, "
+    "median (p50) and the slowest 1 % (p99). Set the audio delay in your call app to the p99."
 )
 DROPPED_HELP = (
     "Frames dropped to stay live: when the face stages fall behind the input, the frame waiting\n"
@@ -109,14 +115,16 @@ class MainWindow(QMainWindow):
         if config.picked_embedding:
             self._picks.restore(PickedIdentity(config.picked_recognizer, config.picked_embedding))
         self.face_map = FaceMapKeeper(self._picks, self._note_info)
+        allow = services.model_options.allow_unverified or config.allow_unverified
         self._model_options = _model_options(
-            replace(services.model_options, picks=self._picks), config.models_dir
+            replace(services.model_options, picks=self._picks, allow_unverified=allow), config.models_dir
         )
         self.photos = PhotoAnalysisService(self._model_options, self._composer.effective(), self)
         self.controller = EngineController(
             self._model_options, self._active, self._feed, services.vcam_backend, self
         )
         self.models_dialog: ModelsDialog | None = None  # made when first opened
+        self.log_viewer: LogViewer | None = None  # made when Log finds no viewer on the desktop
         self._models_dialog_offered = not services.models_dialog_at_start
 
         self.messages = MessageBar()
@@ -140,6 +148,7 @@ class MainWindow(QMainWindow):
         self.state_label = QLabel("Stopped")
         self.rec_indicator = RecIndicator()
         self._take: Path | None = None  # the recording of the run started with Start, as restarts go on
+        self._take_note_text = ""  # the "a new take began" note on show, if any
         self.gallery = FaceGallery(self.photos)
         self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
         self.output_panel = OutputPanel()
@@ -148,6 +157,11 @@ class MainWindow(QMainWindow):
         self.latency_label = QLabel("latency –")
         self.dropped_label = QLabel("dropped –")
         self.fallback_label = QLabel("")  # which faces are in the privacy fallback, and why
+        # A visible state, not a hidden environment variable: the models need not be the published ones.
+        self.unverified_label = QLabel("unverified models allowed")
+        self.unverified_label.setStyleSheet("color:#c0c060;")
+        self.unverified_label.setToolTip(UNVERIFIED_HELP + " Change it in Models….")
+        self.unverified_label.setVisible(self._model_options.allow_unverified)
         self.stages_label = QLabel("")
         self.status_note = ElidedLabel()  # left of the live numbers: the run, the active face
         self._note_timer = QTimer(self)
@@ -191,8 +205,13 @@ class MainWindow(QMainWindow):
         toolbar.addWidget(self.start_button)
         toolbar.addWidget(self.rec_indicator)
         toolbar.addWidget(self.state_label, 1)
+        toolbar.addWidget(self.unverified_label)
         toolbar.addWidget(QLabel("View"))
         toolbar.addWidget(self.view_combo)
+        # Here, not in the tab bar's corner: there they took the room of the last tab, which hid
+        # behind scroll arrows at the window's default size.
+        toolbar.addWidget(self.models_button)
+        toolbar.addWidget(self.log_button)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(6, 6, 6, 6)
@@ -208,14 +227,9 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(PageScrollArea(self.input_panel), "Input")
         self.tabs.addTab(PageScrollArea(self.output_panel), "Output")
         self.tabs.addTab(PageScrollArea(self.stage_panel), "Stages")
-        corner = QWidget()
-        corner_layout = QHBoxLayout(corner)
-        corner_layout.setContentsMargins(0, 0, 4, 0)
-        corner_layout.addWidget(self.models_button)
-        corner_layout.addWidget(self.log_button)
-        self.tabs.setCornerWidget(corner, Qt.Corner.TopRightCorner)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = splitter
         splitter.addWidget(left)
         splitter.addWidget(self.tabs)
         splitter.setStretchFactor(0, 1)
@@ -230,6 +244,8 @@ class MainWindow(QMainWindow):
         for label in (self.fps_label, self.latency_label, self.dropped_label):
             label.setMinimumWidth(90)
             status.addPermanentWidget(label)
+        self.fps_label.setToolTip(FPS_HELP)
+        self.latency_label.setToolTip(LATENCY_HELP)
         self.dropped_label.setToolTip(DROPPED_HELP)
         self.fallback_label.setToolTip(FALLBACK_HELP)
         status.addPermanentWidget(self.fallback_label)
@@ -261,7 +277,7 @@ class MainWindow(QMainWindow):
         self.output_panel.changed.connect(self._on_io_changed)
         self.output_panel.disclosure_changed.connect(self._on_disclosure)
         self.output_panel.help_panel.retry_requested.connect(self._retry_output)
-        self.output_panel.open_folder_requested.connect(self._services.open_path)
+        self.output_panel.open_folder_requested.connect(self._open_folder)
         self.stage_panel.preset_requested.connect(self.set_preset)
         self.stage_panel.override_requested.connect(self.set_override)
         self.stage_panel.reset_requested.connect(self.reset_to_preset)
@@ -416,6 +432,7 @@ class MainWindow(QMainWindow):
             self._io_banners.clear_before(self._runs)
             self._stats_timer.start()
         elif state == RunState.IDLE:
+            self._drop_take_note()  # about the run that ended
             self._stats_timer.stop()
             self._refresh_stats()
             self.preview.clear()
@@ -596,8 +613,23 @@ class MainWindow(QMainWindow):
                 self.messages.dismiss("warning", shown)
 
     def _open_log(self) -> None:
-        if self._services.log_path is not None:
-            self._services.open_path(self._services.log_path)
+        """The log in the desktop's text viewer, or in a window of its own where there is none
+        (the button did nothing visible then)."""
+        path = self._services.log_path
+        if path is not None:
+            self._services.open_path(path, lambda: self._show_log(path))
+
+    def _show_log(self, path: Path) -> None:
+        self.log_viewer = LogViewer(path, self)
+        self.log_viewer.show()
+
+    def _open_folder(self, folder: Path) -> None:
+        def failed() -> None:
+            self.messages.show_message(
+                "info", f"No file manager opens folders here; the take is in {folder}."
+            )
+
+        self._services.open_path(folder, failed)
 
     # ---- models --------------------------------------------------------------------------------------------
 
@@ -608,9 +640,16 @@ class MainWindow(QMainWindow):
     def open_models_dialog(self) -> ModelsDialog:
         if self.models_dialog is None:
             services = self._services
-            dialog = ModelsDialog(self.models_folder, services.catalogue, services.download_tuning, self)
+            dialog = ModelsDialog(
+                self.models_folder,
+                services.catalogue,
+                services.download_tuning,
+                self,
+                allow_unverified=self._model_options.allow_unverified,
+            )
             dialog.models_changed.connect(self._on_models_downloaded)
             dialog.folder_changed.connect(self.set_models_folder)
+            dialog.unverified_changed.connect(self.set_allow_unverified)
             self.models_dialog = dialog
         self.models_dialog.show()
         self.models_dialog.raise_()
@@ -622,6 +661,16 @@ class MainWindow(QMainWindow):
         self._model_options = _model_options(self._services.model_options, str(folder))
         self.controller.set_model_options(self._model_options)
         self.photos.set_model_options(self._model_options)
+        self._on_models_downloaded()
+
+    def set_allow_unverified(self, allow: bool) -> None:
+        """The Models dialog's "Allow unverified files": remembered, used by photos now and from
+        the next Start, and shown beside the live numbers while it is on."""
+        self._config = replace(self._config, allow_unverified=allow)
+        self._model_options = replace(self._model_options, allow_unverified=allow, _store=None)
+        self.controller.set_model_options(self._model_options)
+        self.photos.set_model_options(self._model_options)
+        self.unverified_label.setVisible(allow)
         self._on_models_downloaded()
 
     def _on_models_downloaded(self) -> None:
@@ -658,14 +707,28 @@ class MainWindow(QMainWindow):
             self.output_panel.set_take(self._take, running=False)
             return
         if self._take is not None and path != self._take:
-            self.messages.show_message(
-                "info",
-                f"Recording: a new take began, {path.name}. The run restarted for the change; the take "
-                f"before it, {self._take.name}, is complete in the same folder.",
+            before = self._take
+            same = before.parent == path.parent  # names alone; in two folders, where each is
+            new, old = (path.name, before.name) if same else (str(path), str(before))
+            self._show_take_note(
+                f"Recording: a new take began, {new}. The run restarted for the change; the take "
+                f"before it, {old}, is complete{' in the same folder' if same else ''}."
             )
         self._take = path
         self.rec_indicator.start(path)
         self.output_panel.set_take(path, running=True)
+
+    def _show_take_note(self, text: str) -> None:
+        """The note of a take begun by a restart: about this run only, so it goes at Stop and
+        when a later restart begins another take."""
+        self._drop_take_note()
+        self.messages.show_message("info", text)
+        self._take_note_text = text
+
+    def _drop_take_note(self) -> None:
+        if self._take_note_text:
+            self.messages.dismiss("info", self._take_note_text)
+            self._take_note_text = ""
 
     def _on_vcam_unavailable(self, error_text: str) -> None:
         fix = virtual_camera_fix(self._services.platform, error_text)

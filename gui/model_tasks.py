@@ -30,9 +30,12 @@ from realtime.api import (
 
 log = logging.getLogger(__name__)
 
-EntryStatus = Literal["missing", "verified", "unverified", "damaged"]
+# unverified: no published hash (the file parses as a model), or its hash differs and unverified
+# files are allowed (the offline test doubles); different: its hash differs and they are not.
+EntryStatus = Literal["missing", "verified", "unverified", "different", "damaged", "unreadable"]
 PROGRESS_EVERY_S = 0.1  # a 554 MB download in 64 KiB chunks is ~8500 chunks: not a signal each
-_BAD = ("mismatch", "truncated", "corrupt", "wrong_kind")
+_BROKEN = ("corrupt", "wrong_kind")  # unusable whatever the user allows
+_UNPUBLISHED = ("truncated", "mismatch")  # not the published bytes: used when unverified files are allowed
 
 
 class DownloadCancelled(Exception):
@@ -50,11 +53,26 @@ class EntryState:
 
 
 def entry_state(store: ModelStore, entry: ModelEntry, use_cache: bool = True) -> EntryState:
-    """Missing, verified (SHA-256 matches), unverified (no published hash) or damaged."""
+    """What the user needs to know of an entry's files (see EntryStatus)."""
     results = [store.check(spec, use_cache=use_cache) for spec in entry.files]
-    bad = [r for r in results if r.status in _BAD]
-    if bad:
-        return EntryState(entry.name, "damaged", f"{bad[0].name}: {bad[0].detail}")
+    for status in ("unreadable", *_BROKEN):
+        found = [r for r in results if r.status == status]
+        if found:
+            kind: EntryStatus = "unreadable" if status == "unreadable" else "damaged"
+            return EntryState(entry.name, kind, f"{found[0].name}: {found[0].detail}")
+    other = [r for r in results if r.status in _UNPUBLISHED]
+    if other and store.allow_unverified:
+        why = f"{other[0].name} is not the published file ({other[0].detail})"
+        return EntryState(entry.name, "unverified", f"{why}; used: unverified files are allowed")
+    # Smaller than the published file: a download cut short, or another file on purpose (the
+    # offline doubles); the same size with other bytes: damaged.
+    smaller = [r for r in other if r.status == "truncated"]
+    if smaller:
+        return EntryState(
+            entry.name, "different", f"{smaller[0].name} is not the published file ({smaller[0].detail})"
+        )
+    if other:
+        return EntryState(entry.name, "damaged", f"{other[0].name}: {other[0].detail}")
     if any(r.status == "missing" for r in results):
         parts = [part_path(store.path_for(entry.archive))] if entry.archive else []
         parts += [part_path(store.path_for(spec.name)) for spec in entry.files]
@@ -234,7 +252,7 @@ class ModelTasks(QObject):
             try:
                 state = entry_state(store, entry, use_cache=not thorough)
             except OSError as exc:
-                state = EntryState(entry.name, "damaged", f"cannot read it ({exc.strerror or exc})")
+                state = EntryState(entry.name, "unreadable", f"cannot read it ({exc.strerror or exc})")
             self.state.emit(state)
 
     def _download(self, name: str) -> None:
@@ -274,7 +292,7 @@ class ModelTasks(QObject):
 
 
 def size_text(size: int | None, *, exact: bool = True) -> str:
-    """"76.3 MB"; "≈ 402.7 MB" for a publisher's rounded figure; "size unknown"."""
+    """ "76.3 MB"; "≈ 402.7 MB" for a publisher's rounded figure; "size unknown"."""
     if size is None:
         return "size unknown"
     text = f"{size / 1e3:,.0f} kB" if size < 100_000 else f"{size / 1e6:,.1f} MB"

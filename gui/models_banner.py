@@ -34,7 +34,8 @@ def models_banner(message: str, cwd: Path | None = None) -> str:
     if many:
         return (
             f"{MODELS_BANNER}models that are not downloaded yet: {many['files']} "
-            f"(folder {absolute_path(many['folder'], here)}). Download them with Models… (top right)"
+            f"(folder {absolute_path(many['folder'], here)}). "
+            "Download them with Models… (beside View, above the preview)"
             ", or in a terminal: "
             f"`{absolute_command(many['command'], here)}`{many['about'] or ''}. "
             "They are used from the next Start."
@@ -43,7 +44,8 @@ def models_banner(message: str, cwd: Path | None = None) -> str:
     if one:
         return (
             f"{MODELS_BANNER}a model that is not downloaded yet: {one['file']} "
-            f"(folder {absolute_path(one['folder'], here)}). Download it with Models… (top right)"
+            f"(folder {absolute_path(one['folder'], here)}). "
+            "Download it with Models… (beside View, above the preview)"
             ", or in a terminal: "
             f"`{absolute_command(one['command'], here)}`, or put the file in that folder. "
             "It is used from the next Start."
@@ -53,6 +55,10 @@ def models_banner(message: str, cwd: Path | None = None) -> str:
     fixed = _COMMAND.sub(lambda m: f"`{absolute_command(m[1], here)}`", message)
     fixed = _FOLDER.sub(lambda m: f"(folder {absolute_path(m[1], here)})", fixed)
     fixed = fixed.replace(", then again;", ";")
+    # The panel has no --allow-unverified: its Models dialog has the switch.
+    fixed = fixed.replace(
+        "or pass --allow-unverified to use it anyway", "or allow unverified files in Models…"
+    )
     return f"{MODELS_BANNER}the face models. {fixed}"
 
 

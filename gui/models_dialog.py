@@ -15,6 +15,7 @@ from pathlib import Path
 from PyQt6.QtCore import Qt, QUrl, pyqtSignal
 from PyQt6.QtGui import QCloseEvent, QDesktopServices
 from PyQt6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QFileDialog,
     QFrame,
@@ -32,8 +33,20 @@ from PyQt6.QtWidgets import (
 from gui.model_tasks import DownloadTuning, EntryState, ModelTasks, size_text
 from realtime.api import CATALOGUE, ModelEntry, ModelStore
 
-_COLOURS = {"missing": "#e0a040", "verified": "#60c080", "unverified": "#c0c060", "damaged": "#e06060"}
-_FETCHABLE = ("missing", "damaged")
+_COLOURS = {
+    "missing": "#e0a040",
+    "verified": "#60c080",
+    "unverified": "#c0c060",
+    "different": "#e0a040",
+    "damaged": "#e06060",
+    "unreadable": "#e06060",
+}
+_FETCHABLE = ("missing", "different", "damaged")
+UNVERIFIED_HELP = (
+    "Use model files whose SHA-256 is not the published one: a re-export, or the offline test "
+    "doubles that `main.py models doubles DIR` writes (they do not swap faces: they tint them). "
+    "A file that does not load as the model it stands for is still refused."
+)
 _INTRO = (
     "Face swapping needs the models marked <b>default</b>. Each file is checked against its "
     "published SHA-256 before it is used; a stopped download resumes where it stopped."
@@ -77,6 +90,7 @@ class ModelsDialog(QDialog):
 
     models_changed = pyqtSignal()
     folder_changed = pyqtSignal(object)
+    unverified_changed = pyqtSignal(bool)  # the user allowed (or no longer allows) unverified files
 
     def __init__(
         self,
@@ -84,11 +98,13 @@ class ModelsDialog(QDialog):
         catalogue: Sequence[ModelEntry] = CATALOGUE,
         tuning: DownloadTuning | None = None,
         parent: QWidget | None = None,
+        allow_unverified: bool = False,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Models")
         self._catalogue = tuple(catalogue)
-        self.tasks = ModelTasks(ModelStore(folder, catalogue=self._catalogue), tuning, self)
+        self._allow_unverified = allow_unverified
+        self.tasks = ModelTasks(self._store(folder), tuning, self)
         self._states: dict[str, EntryState] = {}
         self._busy = ""  # the entry downloading now
         self._queued: list[str] = []  # downloads asked for, not finished
@@ -109,6 +125,10 @@ class ModelsDialog(QDialog):
         folder_row.addWidget(self.folder_edit, 1)
         folder_row.addWidget(self.choose_button)
         folder_row.addWidget(self.open_button)
+        self.unverified_check = QCheckBox("Allow unverified files (e.g. the offline test doubles)")
+        self.unverified_check.setChecked(allow_unverified)
+        self.unverified_check.setToolTip(UNVERIFIED_HELP)
+        self.unverified_check.toggled.connect(self.set_allow_unverified)
 
         grid = QGridLayout()
         grid.setHorizontalSpacing(12)
@@ -170,6 +190,7 @@ class ModelsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
         layout.addLayout(folder_row)
+        layout.addWidget(self.unverified_check)
         layout.addWidget(scroll, 1)
         layout.addWidget(self.licence_box)
         layout.addWidget(self.error_label)
@@ -276,13 +297,35 @@ class ModelsDialog(QDialog):
         """Use another models folder (a running download is stopped first; it resumes there later)."""
         if self._busy or self._queued:
             self.tasks.cancel()
-        self.tasks.set_store(ModelStore(folder, catalogue=self._catalogue))
         self.folder_edit.setText(str(folder))
+        self._check_again(folder)
+        self.folder_changed.emit(folder)
+
+    def set_allow_unverified(self, allow: bool) -> None:
+        """Allow (or stop allowing) files whose hash is not the published one; every row is checked
+        again, and the window uses them from the next Start."""
+        if allow == self._allow_unverified:
+            return
+        self._allow_unverified = allow
+        if self.unverified_check.isChecked() != allow:
+            self.unverified_check.setChecked(allow)
+        self._check_again(self.folder)
+        self.unverified_changed.emit(allow)
+
+    @property
+    def allow_unverified(self) -> bool:
+        return self._allow_unverified
+
+    def _store(self, folder: Path) -> ModelStore:
+        return ModelStore(folder, allow_unverified=self._allow_unverified, catalogue=self._catalogue)
+
+    def _check_again(self, folder: Path) -> None:
+        self.tasks.set_store(self._store(folder))
+        self.error_label.hide()  # about the folder (or the choice) before: a stale error misleads
         self._states.clear()
         for row in self._rows.values():
             row.status.setText("checking…")
         self.tasks.refresh()
-        self.folder_changed.emit(folder)
 
     def closeEvent(self, event: QCloseEvent | None) -> None:
         self.hide()  # downloads carry on; the window's Models… button shows it again
@@ -342,7 +385,9 @@ class ModelsDialog(QDialog):
             "missing": "missing",
             "verified": "verified (SHA-256 matches)",
             "unverified": f"unverified: {state.detail}",
+            "different": f"{state.detail}. Download replaces it, or allow unverified files above",
             "damaged": f"damaged: {state.detail}",
+            "unreadable": f"cannot be read: {state.detail}",
         }[state.status]
         if state.status == "missing" and state.kept_bytes:
             text = f"paused: {state.kept_bytes / 1e6:,.1f} MB downloaded; Download resumes"

@@ -157,6 +157,8 @@ class OutputPanel(QWidget):
 
         self.latency_value = QLabel("Latency: – (start to measure)")
         self.latency_value.setStyleSheet("font-size:15px; font-weight:bold;")
+        # Wrapped: unwrapped, its running text widened the tab and moved the divider at every Start.
+        self.latency_value.setWordWrap(True)
         latency_hint = QLabel(
             "Set OBS's audio Sync Offset (Edit → Advanced Audio Properties) — or your call app's audio "
             "delay — to the suggested delay so speech matches the lips. It is the p99 latency: 99 frames "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,12 +32,36 @@ def _probe_modes(index: int) -> tuple[CameraMode, ...]:
     return probe_modes(index)
 
 
-def _open_path(path: Path) -> None:
-    """A file or folder in the desktop's own application (file manager, text editor)."""
-    from PyQt6.QtCore import QUrl
+def _open_path(path: Path, failed: Callable[[], None]) -> None:
+    """A file or folder in the desktop's own application (file manager, text editor); `failed` is
+    called (on the GUI thread) when nothing opened it. On Linux xdg-open is run and its exit status
+    read: Qt reports success as soon as xdg-open starts, even when it then finds no application (a
+    bare X session), and the click did nothing visible."""
+    from PyQt6.QtCore import QProcess, QUrl
     from PyQt6.QtGui import QDesktopServices
 
-    QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+    opener = shutil.which("xdg-open") if sys.platform.startswith("linux") else None
+    if opener is None:
+        if not QDesktopServices.openUrl(QUrl.fromLocalFile(str(path))):
+            failed()
+        return
+    process = QProcess()
+    _OPENERS.add(process)  # kept alive until it ends
+
+    def done(code: int, status: QProcess.ExitStatus) -> None:
+        _OPENERS.discard(process)
+        process.deleteLater()
+        if code != 0 or status != QProcess.ExitStatus.NormalExit:
+            failed()
+
+    process.finished.connect(done)
+    process.errorOccurred.connect(lambda _error: done(1, QProcess.ExitStatus.CrashExit))
+    process.setStandardOutputFile(QProcess.nullDevice())
+    process.setStandardErrorFile(QProcess.nullDevice())
+    process.start(opener, [str(path)])
+
+
+_OPENERS: set[object] = set()  # xdg-open processes still running (see _open_path)
 
 
 @dataclass(frozen=True)
@@ -57,7 +82,8 @@ class AppServices:
     models_dialog_at_start: bool = True
     log_path: Path | None = None  # the log file, when this run writes one
     log_dir: Path | None = None  # where run_gui starts one (None: the user's log folder)
-    open_path: Callable[[Path], None] = _open_path
+    # Opens a file or folder on the desktop; calls its second argument when nothing could.
+    open_path: Callable[[Path, Callable[[], None]], None] = _open_path
 
     @staticmethod
     def from_environment() -> AppServices:

@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
-# Exit codes beside 0 (done): README lists every command's, all distinct; the remote client's
-# own are in realtime/remote/errors.py, the file jobs' in realtime/jobs/errors.py.
-EXIT_USAGE = 2  # a bad argument, input or model file (every FaceCastError's default)
-EXIT_IMAGE_TOO_LARGE = 9  # a picture over the pixel limit, refused before decoding
-EXIT_NO_CONSENT = 10  # the consent confirmation was not given
-EXIT_MODELS_FOLDER = 11  # the models folder (or a model file's place in it) is the wrong kind of thing
-EXIT_INTERRUPTED = 130  # Ctrl+C (128 + SIGINT, as a shell reports it)
+from enum import IntEnum, unique
+
+
+@unique
+class ExitCode(IntEnum):
+    """Every exit code of every command, in this one place (README.md lists them): each means one
+    thing whichever command gives it, so a script that checks `$?` can tell the failures apart.
+    `unique` refuses two names for one number."""
+
+    OK = 0  # done: the input ended, the window was closed, the job finished
+    CHECK_FAILED = 1  # the panel's consent dialog declined; `doctor` or `models verify` found a problem
+    USAGE = 2  # a bad argument, input, output or model file (every FaceCastError's default)
+    UNREACHABLE = 3  # run --remote: no server answered (connection refused, DNS, timeout)
+    AUTH = 4  # run --remote: the server refused the token (401) or the request (403)
+    FULL = 5  # run --remote: the server is at --max-streams (503)
+    TLS = 6  # run --remote: the server's certificate is not the pinned one
+    REFUSED = 7  # run --remote: the server refused the request as given (400, 404, 413, 415, 422)
+    LOST = 8  # run --remote: the link dropped and did not come back within --reconnect-for
+    IMAGE_TOO_LARGE = 9  # a picture over the pixel limit, refused before decoding
+    NO_CONSENT = 10  # the consent confirmation was not given
+    MODELS_FOLDER = 11  # the models folder (or a model file's place in it) is the wrong kind of thing
+    JOB_BUSY = 12  # file jobs: another process works on the same job right now
+    BROKER = 13  # file jobs: the job queue (broker) cannot be reached
+    JOB_FAILED = 14  # file jobs: a queued job failed, was cancelled or vanished from the queue
+    ENDED = 15  # run --remote: the server ended the stream for good (its --max-session limit)
+    OUTPUT_EXISTS = 16  # the output file is there and --overwrite was not given
+    INPUT_ENDS_EARLY = 17  # file jobs: the input is truncated or damaged: only part of it was processed
+    SOME_JOBS_FAILED = 18  # file jobs: a batch finished with at least one job failed
+    NO_WORKER = 19  # file jobs: `jobs submit --wait` gave up: no worker took the job (it stays queued)
+    FRAMES_MISSING = 20  # run --remote: a file through the server did not come back whole (nothing written)
+    INTERNAL = 70  # a fault of FaceCast itself (a bug): `--debug` shows its traceback
+    SIGHUP = 129  # the terminal closed (128 + SIGHUP): the output was finished first
+    SIGINT = 130  # Ctrl+C (128 + SIGINT, as a shell reports it)
+    SIGTERM = 143  # `kill` (128 + SIGTERM): as Ctrl+C
 
 
 class FaceCastError(Exception):
@@ -17,7 +44,7 @@ class FaceCastError(Exception):
     `hint` (optional) is the next step, printed after the message.
     """
 
-    exit_code: int = EXIT_USAGE
+    exit_code: int = ExitCode.USAGE
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -43,7 +70,7 @@ class ModelHashError(ModelError):
 class ModelsFolderError(ModelError):
     """The models folder is a file, or a model file's name is taken by a folder."""
 
-    exit_code = EXIT_MODELS_FOLDER
+    exit_code = ExitCode.MODELS_FOLDER
 
 
 class ModelContractError(ModelError):

@@ -6,7 +6,14 @@ rules in pyproject.toml hold the GUI to this module.
 
 from __future__ import annotations
 
-from models.errors import DownloadError, FaceCastError, LicenceNotAcceptedError, ModelError, ModelMissingError
+from models.errors import (
+    DownloadError,
+    ExitCode,
+    FaceCastError,
+    LicenceNotAcceptedError,
+    ModelError,
+    ModelMissingError,
+)
 from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
 from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
@@ -26,13 +33,16 @@ from realtime.consent import (
     record_consent,
     settings_path,
 )
+from realtime.core import job_names
 from realtime.core.contracts import FrameSink, FrameSource
 from realtime.core.engine import Engine
-from realtime.core.errors import SinkError, SourceError, VirtualCameraUnavailableError
+from realtime.core.errors import OutputExistsError, SinkError, SourceError, VirtualCameraUnavailableError
 from realtime.core.events import EngineEvent
+from realtime.core.failures import Failure, told
 from realtime.core.flow import CatchUpSlot
 from realtime.core.frames import VideoFrame
 from realtime.core.heap import freeze_heap
+from realtime.core.image_header import picture_size
 from realtime.core.metrics import Metrics, StatsSnapshot, Summary
 from realtime.core.overlay import draw_disclosure_label
 from realtime.core.settings import (
@@ -51,22 +61,24 @@ from realtime.face.source_face import SourceIdentity, load_identity, pick_face, 
 from realtime.io.camera_source import CameraSource
 from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_modes
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
-from realtime.io.file_sinks import VideoFileSink
+from realtime.io.file_sinks import VideoFileSink, check_video_container
 from realtime.io.inputs import open_input
 from realtime.io.output_info import OutputInfo, collect_output_info
-from realtime.io.outputs import OutputRequest, open_output, open_outputs
-from realtime.io.partial_files import PartialLock, new_partial_path
+from realtime.io.outputs import OutputRequest, check_output_free, open_output, open_outputs, output_file
+from realtime.io.partial_files import ASSEMBLING, PartialLock, new_partial_path, remove_stale_partials
 from realtime.io.provenance import can_sign, provenance_tags, read_provenance, sign_video
 from realtime.io.sinks import NullSink
 from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource, astronaut_photo
 from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
+from realtime.lifecycle.run import Ending, EngineMaker, Run, RunOutcome
 from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.wiring.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.wiring.model_loading import check_models_present, load_analysis_models, quality_model_names
 
 __all__ = [
+    "ASSEMBLING",
     "CATALOGUE",
     "CONSENT_TEXT",
     "DEFAULT_PRESET",
@@ -84,11 +96,15 @@ __all__ = [
     "Detection",
     "DownloadError",
     "Downloader",
+    "Ending",
     "Engine",
     "EngineEvent",
+    "EngineMaker",
+    "ExitCode",
     "FaceCastError",
     "FaceDetector",
     "FacePick",
+    "Failure",
     "FanOutSink",
     "FloatArray",
     "FrameSink",
@@ -110,10 +126,13 @@ __all__ = [
     "ModelStore",
     "NullSink",
     "OptionalSink",
+    "OutputExistsError",
     "OutputInfo",
     "OutputRequest",
     "PartialLock",
     "PickedIdentity",
+    "Run",
+    "RunOutcome",
     "SessionConfig",
     "SessionFactory",
     "SessionPool",
@@ -138,6 +157,8 @@ __all__ = [
     "available_presets",
     "can_sign",
     "check_models_present",
+    "check_output_free",
+    "check_video_container",
     "collect_output_info",
     "consent_path",
     "consent_recorded",
@@ -146,6 +167,7 @@ __all__ = [
     "draw_disclosure_label",
     "freeze_heap",
     "get_entry",
+    "job_names",
     "licence_lines",
     "list_cameras",
     "load_analysis_models",
@@ -155,10 +177,12 @@ __all__ = [
     "open_input",
     "open_output",
     "open_outputs",
+    "output_file",
     "parse_override",
     "part_path",
     "passthrough_stages",
     "pick_face",
+    "picture_size",
     "prepare_face_swap",
     "probe_modes",
     "provenance_tags",
@@ -167,12 +191,14 @@ __all__ = [
     "read_provenance",
     "record_consent",
     "refuse_stream_url",
+    "remove_stale_partials",
     "requests_get",
     "resolve_provider",
     "settings_path",
     "sign_video",
     "swapper_info",
     "swapper_names",
+    "told",
     "virtual_camera_fix",
     "write_model_doubles",
 ]

@@ -16,7 +16,7 @@ from typing import TextIO
 
 import platformdirs
 
-from models.errors import EXIT_NO_CONSENT, FaceCastError
+from models.errors import ExitCode, FaceCastError
 from models.files.catalogue import CATALOGUE, get_entry
 
 CONFIG_ENV = "FACECAST_CONFIG"  # the panel's settings file; consent.toml lives beside it
@@ -33,7 +33,7 @@ CONSENT_TEXT = (
 class ConsentRequiredError(FaceCastError):
     """No consent was given (or it was declined) for a run that needs it."""
 
-    exit_code = EXIT_NO_CONSENT
+    exit_code = ExitCode.NO_CONSENT
 
 
 def settings_path() -> Path:

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from typing import TextIO
 
 from models.cli_text import app_command
-from models.errors import FaceCastError
+from models.errors import ExitCode, FaceCastError
 from models.files.catalogue import ModelEntry, default_entries, get_entry
 from models.files.download import Downloader
 from models.files.store import ModelStore, VerifyResult
 
-_BAD = ("mismatch", "truncated", "corrupt", "wrong_kind")
+_BAD = ("mismatch", "truncated", "corrupt", "wrong_kind", "unreadable")
 
 
 def _entry_status(results: list[VerifyResult]) -> str:
@@ -129,7 +129,7 @@ def download_models(
             "\nDownload stopped. What arrived is kept (*.part) and the same command resumes it.",
             file=out,
         )
-        return 130
+        return ExitCode.SIGINT
     return code
 
 
@@ -143,7 +143,7 @@ def verify_models(store: ModelStore, out: TextIO) -> int:
     if bad:
         names = ", ".join(r.name for r in bad)
         print(f"\n{len(bad)} corrupt file(s): {names}. Delete them and download again.", file=out)
-        return 1
+        return ExitCode.CHECK_FAILED
     return 0
 
 

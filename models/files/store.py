@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeGuard
 import platformdirs
 
 from models.cli_text import app_command, shown_arg
-from models.errors import ModelHashError, ModelMissingError, ModelsFolderError
+from models.errors import ModelError, ModelHashError, ModelMissingError, ModelsFolderError
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, entry_for_file
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ PUBLISHER_CRC32 = ".publisher-crc32.json"  # CRC-32s read from their publishers 
 _HASH_CHUNK = 1 << 20
 
 # wrong_kind: the models folder is a file, or a folder stands where a model file should be.
-Status = Literal["ok", "missing", "mismatch", "truncated", "unpinned", "corrupt", "wrong_kind"]
+Status = Literal["ok", "missing", "mismatch", "truncated", "unpinned", "corrupt", "wrong_kind", "unreadable"]
 
 
 def default_models_dir() -> Path:
@@ -288,8 +288,16 @@ class ModelStore:
     def check(self, spec: ModelFile, hash_unpinned: bool = False, use_cache: bool = True) -> VerifyResult:
         """Status of one catalogue file on disk. Unpinned files (no published hash) must parse as
         ONNX ("corrupt" when not: a web page, a cut-off body) and are hashed only if `hash_unpinned`.
-        `use_cache=False` reads every byte again instead of trusting the cached results."""
+        `use_cache=False` reads every byte again instead of trusting the cached results. A folder
+        or file that may not be read is "unreadable" (said as such, not as a damaged file)."""
         path = self.path_for(spec.name)
+        try:
+            return self._check(spec, path, hash_unpinned, use_cache)
+        except OSError as exc:
+            where = exc.filename or path
+            return VerifyResult(spec.name, path, "unreadable", f"cannot read {where} ({exc.strerror or exc})")
+
+    def _check(self, spec: ModelFile, path: Path, hash_unpinned: bool, use_cache: bool) -> VerifyResult:
         problem = self.folder_problem()
         if problem is not None:
             return VerifyResult(spec.name, path, "wrong_kind", problem)
@@ -347,6 +355,12 @@ class ModelStore:
                 f"Cannot use model {spec.name}: {result.detail}.",
                 hint=folder_hint if self.folder_problem() else f"Remove it, then run `{fix}`.",
             )
+        if result.status == "unreadable":
+            raise ModelError(
+                f"Cannot use model {spec.name}: {result.detail}.",
+                hint="Let FaceCast read the models folder, or choose another one (--models-dir, or "
+                "the panel's Models… dialog).",
+            )
         if result.status == "missing":
             raise ModelMissingError(
                 f"Model file {spec.name} (sha256 {spec.sha256 or 'not published'}) is missing "
@@ -365,10 +379,11 @@ class ModelStore:
                 self._warned.add(result.path)
                 log.warning("Using unverified model %s (%s)", result.path, result.detail)
             return result.path
-        if result.status == "truncated":
+        if result.status == "truncated":  # a download cut short, or a smaller file on purpose (a double)
             raise ModelHashError(
                 f"Model file {result.path} is truncated: {result.detail}.",
-                hint=f"Delete it and run `{fix}`.",
+                hint=f"Delete it and run `{fix}`, or pass --allow-unverified to use it anyway "
+                "(a file meant to differ, such as the offline test doubles).",
             )
         if result.status == "mismatch":
             raise ModelHashError(

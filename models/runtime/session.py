@@ -580,8 +580,12 @@ def open_wrapped(
 ) -> Wrapped:
     """Open a model file and wrap its session in a contract class; a contract error names the file."""
     p = Path(path)
-    session = factory.create(p, label=p.name)
+    return wrap_checked(p, factory.create(p, label=p.name), wrap)
+
+
+def wrap_checked(path: Path, session: Any, wrap: Callable[[Any], Wrapped]) -> Wrapped:
+    """Wrap `session` (of the file `path`) in a contract class; a contract error names the file."""
     try:
         return wrap(session)
     except ModelContractError as err:
-        raise ModelContractError(f"{p.name}: {err.message}", hint=err.hint) from err
+        raise ModelContractError(f"{path.name}: {err.message}", hint=err.hint) from err

@@ -447,9 +447,9 @@ class Engine:
     def _prepare(self, frame: VideoFrame) -> None:
         """(Capture thread.) Let the analyser do its stateless per-picture work here, off the
         analysis thread, the pipeline's one serial stage: the flow's shrink of a frame this thread
-        just wrote costs 0.15 ms here and 0.45-0.6 ms on the analysis thread, which reads the frame
-        from another core's cache while the swaps run. GPU frames are left alone (their picture
-        is downloaded where it is first needed)."""
+        just wrote costs a third as much here as on the analysis thread, which reads the frame from
+        another core's cache while the swaps run (docs/PERFORMANCE.md). GPU frames are left alone
+        (their picture is downloaded where it is first needed)."""
         if frame.device_picture is not None:
             return
         with self._lock:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from models.errors import EXIT_IMAGE_TOO_LARGE, FaceCastError
+from models.errors import ExitCode, FaceCastError
 
 
 class SourceError(FaceCastError):
@@ -12,7 +12,7 @@ class SourceError(FaceCastError):
 class ImageTooLargeError(SourceError):
     """A picture whose header says it is larger than FaceCast decodes (checked before decoding)."""
 
-    exit_code = EXIT_IMAGE_TOO_LARGE
+    exit_code = ExitCode.IMAGE_TOO_LARGE
 
 
 class NoFaceError(SourceError):
@@ -25,3 +25,9 @@ class SinkError(FaceCastError):
 
 class VirtualCameraUnavailableError(SinkError):
     pass
+
+
+class OutputExistsError(SinkError):
+    """The output file is there and replacing it was not asked for (--overwrite)."""
+
+    exit_code = ExitCode.OUTPUT_EXISTS

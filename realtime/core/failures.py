@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 
-from models.errors import FaceCastError
+from models.errors import ExitCode, FaceCastError
 from realtime.core.errors import SinkError, SourceError
 
 log = logging.getLogger(__name__)
@@ -54,3 +55,29 @@ def output_failure(description: str, exc: Exception) -> SinkError:
     as the output failing, not as an internal error of whichever thread stopped the run."""
     log.error("finishing the output failed", exc_info=exc)
     return SinkError(f"Finishing {description} failed: {type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What ended a command, as its user is told: one line (empty when there is nothing to say,
+    e.g. Ctrl+C before anything was opened) and the exit code (models.errors.ExitCode)."""
+
+    message: str
+    exit_code: int
+
+
+def told(exc: BaseException) -> Failure:
+    """The one place where whatever ended a command (an error of ours, a signal's stop, a system
+    call that failed, a bug) becomes what the user reads and the exit status a script sees."""
+    if isinstance(exc, FaceCastError):
+        return Failure(exc.user_message(), exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl+C, or a stop a signal asked for during start-up
+        return Failure("", int(getattr(exc, "exit_code", ExitCode.SIGINT)))
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return Failure(f"{exc.strerror or exc}{where}.", ExitCode.USAGE)
+    log.debug("internal error", exc_info=exc)
+    return Failure(
+        f"Internal error: {type(exc).__name__}: {exc}. Run it again with --debug for the details.",
+        ExitCode.INTERNAL,
+    )

@@ -66,7 +66,8 @@ def fit_processing_size(frame: VideoFrame, longest: int) -> VideoFrame:
     image = frame.image
     # Halve while 2x or more too large, then one bilinear step. A bilinear halving averages each
     # 2x2 block (a box filter, no aliasing) at memory speed; OpenCV's area filter does the same for
-    # integer factors but takes 7-11 ms for a non-integer one (1280 -> 960, 1080p -> 720p).
+    # integer factors but is several times slower for a non-integer one (1280 -> 960, 1080p -> 720p;
+    # docs/PERFORMANCE.md).
     while image.shape[1] >= 2 * new_w and image.shape[0] >= 2 * new_h:
         half = (image.shape[1] // 2, image.shape[0] // 2)
         image = np.asarray(cv2.resize(image, half, interpolation=cv2.INTER_LINEAR))

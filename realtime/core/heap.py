@@ -1,7 +1,7 @@
 """The garbage collector kept off the frame path.
 
-A full collection holds the GIL for as long as it takes to scan every tracked object: 18-96 ms on
-this machine once the models, PyAV and aiortc are loaded (measured in a remote call's client),
+A full collection holds the GIL for as long as it takes to scan every tracked object: tens of ms
+once the models, PyAV and aiortc are loaded (docs/PERFORMANCE.md, figures behind the code),
 which stalls capture, the face stages and the network alike for up to three frame periods.
 Frozen objects are left out of every later scan, so a collection then costs only what was made
 since. Freezing is done once per process, when what lives for the whole run is loaded: frozen

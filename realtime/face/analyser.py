@@ -54,6 +54,9 @@ class FaceAnalyser:
         # next load, so until then its threshold is the one that fits the embeddings here.
         self._recognizer = settings.swap.recognizer
         self._picked: npt.NDArray[np.float32] | None = None  # the picked person's embedding
+        # Where the last pick was clicked (frame pixels, the face's nose), until the frame after it
+        # locks onto the face there: the person under the pointer, whoever looks alike.
+        self._pick_at: npt.NDArray[np.float32] | None = None
         # The live map (people clicked and mapped to an identity): its version as last read, a
         # selector over its people and, per person of that selector, their identity.
         self._map_version = -1
@@ -196,6 +199,7 @@ class FaceAnalyser:
                 self._map_selector.new_shot()
             self._selection = {}
         size = (image.shape[1], image.shape[0])
+        self._lock_under_pick(faces)
         was_seeking = self._seeking()
         # Mapped people first, each with their own identity; the settings' choice among the rest.
         chosen: list[tuple[TrackedFace, int]] = []
@@ -283,8 +287,25 @@ class FaceAnalyser:
             self._picked = _unit(self._models.identity.embed(pick.image, pick.kps))
             assert self._picks is not None
             self._picks.remember(self._recognizer, self._picked)
+            self._pick_at = np.asarray(pick.kps, np.float32)[2].copy()
         self._selector = self._new_selector(settings)
         self._selection = {}
+
+    def _lock_under_pick(self, faces: Sequence[TrackedFace]) -> None:
+        """The frame after a pick: lock onto the face under the pointer (its box holds the clicked
+        nose), not the best look-alike elsewhere. None there: the run's detector misses that face
+        (the user is told); the pick's embedding then chooses, as a reference photo would."""
+        at, self._pick_at = self._pick_at, None
+        if at is None or not isinstance(self._selector, TargetSelector):
+            return
+        under = [f for f in faces if f.lost_frames == 0 and _holds(f.box, at)]
+        if under:
+            self._selector.lock(min(under, key=lambda f: _centre_distance(f.box, at)).track_id)
+        elif self._picks is not None:
+            self._picks.tell(
+                f"The run's face detector ({self._models.detector_name}) finds no face where you "
+                "clicked; another detector (Stages > Detector, e.g. mtcnn) may."
+            )
 
     def _seeking(self) -> bool:
         """Some locked or mapped person went out of view a moment ago (eager analysers only)."""
@@ -456,3 +477,13 @@ def _ms(t0: float) -> float:
 
 
 __all__ = ["FaceAnalyser"]
+
+
+def _holds(box: npt.ArrayLike, point: npt.NDArray[np.float32]) -> bool:
+    x1, y1, x2, y2 = (float(v) for v in np.asarray(box, np.float32).ravel()[:4])
+    return x1 <= float(point[0]) <= x2 and y1 <= float(point[1]) <= y2
+
+
+def _centre_distance(box: npt.ArrayLike, point: npt.NDArray[np.float32]) -> float:
+    x1, y1, x2, y2 = (float(v) for v in np.asarray(box, np.float32).ravel()[:4])
+    return float(np.hypot((x1 + x2) / 2.0 - float(point[0]), (y1 + y2) / 2.0 - float(point[1])))

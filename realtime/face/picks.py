@@ -64,6 +64,7 @@ class LivePicks:
         self._to_map: list[FacePick] = []  # clicked faces waiting to be embedded and mapped
         self._map: tuple[MappedPerson, ...] = ()
         self._map_version = 0
+        self._notes: list[str] = []  # what the analysis has to say about a pick (see tell)
 
     def pick(self, image: ImageBGR, kps: FloatArray) -> None:
         with self._lock:
@@ -144,6 +145,18 @@ class LivePicks:
         """The live map and its version (which changes with every change of the map)."""
         with self._lock:
             return self._map_version, self._map
+
+    def tell(self, note: str) -> None:
+        """The analysis thread: something the user should know about their last click (the run's
+        detector finds no face where they clicked)."""
+        with self._lock:
+            self._notes.append(note)
+
+    def take_notes(self) -> list[str]:
+        """The panel: what the analysis said about the clicks since it last asked."""
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return notes
 
     def take(self) -> FacePick | PickedIdentity | Literal["unpick"] | None:
         with self._lock:

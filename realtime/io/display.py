@@ -8,9 +8,12 @@ display's socket is tried first: a plain connect, no X protocol (no Qt, no Xlib 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,3 +72,34 @@ def _unix_connects(address: str) -> bool:
         except OSError:
             return False
     return True
+
+
+def qt_x11_libraries_missing(env: Mapping[str, str] | None = None) -> list[str]:
+    """The system libraries Qt's X11 plugin needs and this machine lacks (Linux, X11 only), e.g.
+    ["libxcb-icccm.so.4"]: without them Qt aborts at start-up saying only that reinstalling the
+    application may help. Read with `ldd` from the installed plugin; [] when there is nothing to
+    check (another system, Wayland, another Qt platform, no PyQt6 or no ldd)."""
+    env = os.environ if env is None else env
+    if not sys.platform.startswith("linux") or env.get("QT_QPA_PLATFORM") or env.get("WAYLAND_DISPLAY"):
+        return []
+    spec = importlib.util.find_spec("PyQt6")  # found, not imported: the engine never imports Qt
+    ldd = shutil.which("ldd")
+    if spec is None or not spec.submodule_search_locations or ldd is None:
+        return []
+    plugin = Path(next(iter(spec.submodule_search_locations))) / "Qt6/plugins/platforms/libqxcb.so"
+    if not plugin.is_file():
+        return []
+    try:
+        listing = subprocess.run([ldd, str(plugin)], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    missing = re.findall(r"^\s*(\S+) => not found", listing.stdout, flags=re.MULTILINE)
+    return sorted(set(missing))
+
+
+def debian_package(soname: str) -> str:
+    """The Debian/Ubuntu package that ships a library: libxcb-icccm.so.4 -> libxcb-icccm4,
+    libxkbcommon-x11.so.0 -> libxkbcommon-x11-0 (a hyphen when the name ends in a digit)."""
+    name, _, version = soname.partition(".so.")
+    major = version.split(".", 1)[0]
+    return f"{name}-{major}" if name[-1:].isdigit() else f"{name}{major}"

@@ -3,8 +3,8 @@
 FanOutSink sends every frame to each of its sinks in turn, on the engine's sink thread. OptionalSink
 wraps the virtual camera so a missing driver is reported once and the rest of the run goes on
 (preview and recording keep working) instead of failing the whole start. BackgroundSink runs the
-recording on its own thread, so its H.264 encode does not delay the virtual camera (it would add
-60 ms p50 at 720p on 2 cores), and a full disk stops the recording, not the call's camera.
+recording on its own thread, so its H.264 encode does not delay the virtual camera (what it would
+cost: docs/PERFORMANCE.md), and a full disk stops the recording, not the call's camera.
 """
 
 from __future__ import annotations
@@ -162,20 +162,27 @@ class BackgroundSink:
 
     @property
     def description(self) -> str:
-        return self.sink.description
+        return f"{self.sink.description} (stopped)" if self._failed is not None else self.sink.description
 
     @property
     def inner_sinks(self) -> Sequence[FrameSink]:
-        return (self.sink,)
+        return () if self._failed is not None and self._thread is None else (self.sink,)
 
     @property
     def failed(self) -> FaceCastError | None:
         return self._failed
 
     def open(self, width: int, height: int, fps: float) -> None:
-        self.sink.open(width, height, fps)
-        self._queue = queue.Queue(self._depth)
+        """Opens the sink here; one that cannot open (a folder it may not write) stops alone as one
+        failing later does: `on_failed` is told and the other outputs open and run."""
         self._failed = self._close_error = None
+        try:
+            self.sink.open(width, height, fps)
+        except FaceCastError as exc:
+            self._thread = None
+            self._fail(exc)
+            return
+        self._queue = queue.Queue(self._depth)
         self._discard = self._drop_rest = False
         self.dropped = 0
         self._thread = threading.Thread(target=self._write_loop, name="recorder", daemon=True)

@@ -4,9 +4,9 @@ name the user asked for (see realtime/io/partial_files.py)."""
 
 from __future__ import annotations
 
+import io
 import logging
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -23,15 +23,13 @@ from realtime.core.frames import VideoFrame
 from realtime.io.frame_fit import DEFAULT_FPS, _even, letterbox_into
 from realtime.io.output_info import OutputInfo
 from realtime.io.partial_files import (
-    PartialLock,
-    _container_options,
+    PartialFile,
     _partial_path,
     _prepare_target,
     _reason,
-    _recover_partial,
     _remove,
-    _survives_truncation,
     _write_error,
+    final_path,
 )
 
 log = logging.getLogger(__name__)
@@ -42,19 +40,33 @@ IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", 
 Finalise = Callable[[Path], object]
 
 
-def _disk_full(folder: Path) -> bool:
-    try:
-        return shutil.disk_usage(folder).free < 256 * 1024
-    except OSError:
-        return False
-
-
 def codec_available(name: str) -> bool:
     try:
         av.Codec(name, "w")
     except ValueError:  # av.codec.codec.UnknownCodecError
         return False
     return True
+
+
+def check_video_container(path: Path) -> None:
+    """Refuse a video output whose container cannot hold the H.264 video FaceCast writes (`.xyz`,
+    `.webm`, `.gif`), before any frame is processed: a file job found out only when it joined its
+    chunks at the end. Nothing is written: the muxer is only looked up and tried in memory."""
+    try:
+        # Guessed from the name alone: opening for writing touches no file before encoding starts.
+        muxer = av.open(str(path.with_name(f".{path.stem}.facecast-check{path.suffix}")), "w").format.name
+        container = av.open(io.BytesIO(), "w", format=muxer)
+        try:
+            stream = container.add_stream("libx264" if codec_available("libx264") else "mpeg4", rate=25)
+            stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+            container.start_encoding()
+        finally:
+            container.close()
+    except (ValueError, av.error.FFmpegError) as err:
+        raise SinkError(
+            f"Cannot write video {path}: {_reason(err)}.",
+            hint="Use a video extension such as .mp4, .mkv or .mov.",
+        ) from err
 
 
 # cv2.rotate codes that turn an upright picture back to how a file with this display rotation
@@ -94,11 +106,14 @@ class VideoFileSink:
         tags: Mapping[str, str] | None = None,
         finalise: Finalise | None = None,
         stored_rotation: int = 0,
+        new_take: bool = False,
     ) -> None:
-        self.path = Path(path)
+        self._file = PartialFile(Path(path))  # the partial file, its lock, its name when finished
         # A display rotation to keep (degrees counterclockwise, as the input had it): upright
         # frames are turned back and stored as the input stored them, with the same tag.
         self.stored_rotation = stored_rotation
+        # True: a file of that name is never replaced; the recording takes `NAME-2.EXT`, ... instead.
+        self.new_take = new_take
         self.tags = dict(tags or {})  # container metadata (comment, description, ...)
         self.finalise = finalise
         # Set (a file job): each frame is placed at its own media time (frame.pts) in this time
@@ -107,7 +122,6 @@ class VideoFileSink:
         # False: no B-frames, so packets decode in the order they show and chunks written apart
         # join into one stream with rising timestamps.
         self.b_frames = b_frames
-        self._lock: PartialLock | None = None
         self.codec = codec
         self.crf = crf
         self.bitrate = bitrate
@@ -115,9 +129,6 @@ class VideoFileSink:
         self.preset = preset
         self.frames_written = 0
         self._packets_written = 0  # encoded packets in the file (the encoder holds the first frames)
-        self._keep_temp = False  # a failed write left the recording in the temp file (see _stop_writing)
-        self._existed = False  # whether `path` was there at open() (see _final_path)
-        self._temp = _partial_path(self.path)
         self._container: av.container.OutputContainer | None = None
         self._stream: av.VideoStream | None = None
         self._buffer: ImageBGR | None = None
@@ -128,6 +139,11 @@ class VideoFileSink:
         self._last_pts = -1
 
     @property
+    def path(self) -> Path:
+        """The file's name: the one asked for, or `NAME-2.EXT` when another took it meanwhile."""
+        return self._file.path
+
+    @property
     def description(self) -> str:
         return f"video file {self.path} ({self.codec})"
 
@@ -135,19 +151,13 @@ class VideoFileSink:
         return OutputInfo(record_path=self.path)
 
     def open(self, width: int, height: int, fps: float) -> None:
-        _recover_partial(self.path)
-        self._keep_temp = False
-        self._existed = self.path.exists()
-        self._temp = _partial_path(self.path)
-        _prepare_target(self.path, self._temp)
-        self._lock = PartialLock(self._temp)
+        temp = self._file.begin(self.new_take)
         try:
-            container = av.open(str(self._temp), mode="w", options=_container_options(self.path))
+            container = av.open(str(temp), mode="w", options=self._file.container_options)
             if self.tags:
                 container.metadata.update(self.tags)
         except (ValueError, OSError, av.error.FFmpegError) as err:
-            self._release_lock()
-            _remove(self._temp)
+            self._file.discard()
             raise SinkError(
                 f"Cannot write video {self.path} ({_reason(err)}).",
                 hint="Use a video extension such as .mp4, .mkv or .mov.",
@@ -161,8 +171,7 @@ class VideoFileSink:
                 self._stream.set_display_rotation(rotation)
         except (ValueError, av.error.FFmpegError) as err:
             container.close()
-            self._release_lock()
-            _remove(self._temp)
+            self._file.discard()
             raise SinkError(f"Cannot encode video for {self.path} ({_reason(err)}).") from err
         self._container = container
         # Sized to the encoded (even) picture; odd sources and other sizes are fitted into it.
@@ -256,22 +265,15 @@ class VideoFileSink:
         """A write failed (a full disk): keep what the file holds when its container can be read
         without a proper ending (fragmented MP4, MKV, TS) and frames are in it, else remove it."""
         container = self._container
-        if self._packets_written == 0 or not _survives_truncation(self.path) or container is None:
+        if self._packets_written == 0 or not self._file.survives_truncation or container is None:
             self.abort()
             return _write_error(self.path, err)
         self._container = self._stream = None
         try:
             container.close()  # writes what it can; on a full disk the last fragment may be cut
         except (OSError, av.error.FFmpegError) as close_err:
-            log.debug("Error while closing %s after a failed write: %s", self._temp, close_err)
-        try:
-            os.replace(self._temp, self._final_path())
-            self._release_lock()
-        except OSError as move_err:
-            log.warning("Could not move %s to %s: %s", self._temp, self.path, move_err)
-            self._keep_temp = True  # the message says the recording is in it: abort() must not delete it
-            return _write_error(self._temp, err, kept=True)
-        return _write_error(self.path, err, kept=True)
+            log.debug("Error while closing %s after a failed write: %s", self._file.temp, close_err)
+        return self._file.keep_cut(err)
 
     @staticmethod
     def _fit(image: ImageBGR, buffer: ImageBGR) -> ImageBGR:
@@ -302,34 +304,13 @@ class VideoFileSink:
             container.mux(stream.encode(None))  # flush the frames the encoder still holds
             container.close()
             self._container = self._stream = None
-            os.replace(self._temp, self._final_path())
-            self._release_lock()
+            self._file.finish()
         except (OSError, av.error.FFmpegError) as err:
             self.abort()
             raise _write_error(self.path, err) from err
-        if _disk_full(self.path.parent):
-            # The muxer writes the last fragment inside close() and PyAV does not raise a failed
-            # write there: a full disk is the only sign that the file's end may be cut.
-            raise SinkError(
-                f"The disk holding {self.path} is full: the last seconds of the recording may be cut.",
-                hint="Free some space before the next recording, or record to another drive.",
-            )
+        self._file.check_end()
         if self.finalise is not None:
             self.finalise(self.path)
-
-    def _final_path(self) -> Path:
-        """Where the finished file goes: `path`, unless a file of that name appeared while this
-        one was recorded (another FaceCast writing the same take): then `NAME-2.EXT`, ... — the
-        other recording is not replaced. (A file that was there at open() is replaced, as asked.)"""
-        if self._existed or not self.path.exists():
-            return self.path
-        n, target = 2, self.path.with_name(f"{self.path.stem}-2{self.path.suffix}")
-        while target.exists():
-            n += 1
-            target = self.path.with_name(f"{self.path.stem}-{n}{self.path.suffix}")
-        log.warning("%s appeared while recording; this recording is kept as %s.", self.path, target)
-        self.path = target
-        return target
 
     def abort(self) -> None:
         container = self._container
@@ -339,15 +320,8 @@ class VideoFileSink:
                 container.close()
             except (OSError, av.error.FFmpegError) as err:
                 # The file is deleted next; the error only matters for the log.
-                log.debug("Error while discarding %s: %s", self._temp, err)
-        self._release_lock()
-        if not self._keep_temp:
-            _remove(self._temp)
-
-    def _release_lock(self) -> None:
-        lock, self._lock = self._lock, None
-        if lock is not None:
-            lock.release()
+                log.debug("Error while discarding %s: %s", self._file.temp, err)
+        self._file.discard()
 
 
 class ImageFileSink:
@@ -357,6 +331,7 @@ class ImageFileSink:
         self.path = Path(path)
         self.finalise = finalise
         self._temp = _partial_path(self.path)
+        self._existed = False  # whether `path` was there at open() (partial_files.final_path)
         self._last: ImageBGR | None = None
         self.frames_received = 0
 
@@ -372,6 +347,7 @@ class ImageFileSink:
         self._temp = _partial_path(self.path)
         _prepare_target(self.path, self._temp)
         _remove(self._temp)  # proves the folder is writable; the file comes at close()
+        self._existed = self.path.exists()
         self._last = None
         self.frames_received = 0
 
@@ -395,6 +371,7 @@ class ImageFileSink:
             # (its OSError on a full disk has no errno, so "disk full" cannot be said).
             with open(temp, "wb") as f:
                 f.write(encoded.tobytes())
+            self.path = final_path(self.path, self._existed)
             os.replace(temp, self.path)
         except OSError as err:
             _remove(temp)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import importlib
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from realtime.io.file_sinks import Finalise, VideoFileSink, _fraction
 from realtime.io.frame_fit import DEFAULT_FPS, _even
 from realtime.io.nvdec_device import nvc_errors, nvdec_available
 from realtime.io.output_info import OutputInfo
-from realtime.io.partial_files import _partial_path, _prepare_target, _reason, _remove, _write_error
+from realtime.io.partial_files import PartialFile, _reason, _write_error
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +94,7 @@ class NvencFileSink:
     ) -> None:
         if codec not in NVENC_CODECS:
             raise ValueError(f"codec must be one of {NVENC_CODECS}, got {codec!r}")
-        self.path = Path(path)
+        self._file = PartialFile(Path(path))  # finished as VideoFileSink's are: one way for every file
         self.gpu_id = gpu_id
         self.codec = codec
         self.preset = preset
@@ -110,13 +109,16 @@ class NvencFileSink:
         self._errors: tuple[type[BaseException], ...] = nvc_errors(None)
         self._container: av.container.OutputContainer | None = None
         self._stream: Any = None
-        self._temp = self.path
         self._buffer: ImageBGR | None = None
         self._nv12: npt.NDArray[np.uint8] | None = None
         self._pending_pts: collections.deque[int] = collections.deque()
         self._first_index: int | None = None
         self._last_pts = -1
         self._last_muxed = -1
+
+    @property
+    def path(self) -> Path:
+        return self._fallback.path if self._fallback is not None else self._file.path
 
     @property
     def description(self) -> str:
@@ -140,10 +142,9 @@ class NvencFileSink:
         except self._errors as err:  # e.g. a GPU without NVENC (A100, H100): PyNvVCException
             self._fall_back(width, height, fps, err)
             return
-        self._temp = _partial_path(self.path)
-        _prepare_target(self.path, self._temp)
+        temp = self._file.begin()
         try:
-            container = av.open(str(self._temp), mode="w")
+            container = av.open(str(temp), mode="w", options=self._file.container_options)
             if self.tags:
                 container.metadata.update(self.tags)
             # A stream without a codec context: NVENC's packets are muxed as they are.
@@ -151,7 +152,7 @@ class NvencFileSink:
             stream.time_base = 1 / _fraction(rate)
         except (ValueError, OSError, av.error.FFmpegError) as err:
             self._encoder = None
-            _remove(self._temp)
+            self._file.discard()
             raise SinkError(
                 f"Cannot write video {self.path} ({_reason(err)}).",
                 hint="Use .mp4, .mkv or .mov for NVENC output.",
@@ -238,10 +239,11 @@ class NvencFileSink:
             self._mux(encoder.EndEncode())  # the frames NVENC still holds
             container.close()
             self._container = self._encoder = None
-            os.replace(self._temp, self.path)
+            self._file.finish()
         except self._write_errors() as err:
             self.abort()
             raise _write_error(self.path, err) from err
+        self._file.check_end()
         if self.finalise is not None:
             self.finalise(self.path)
 
@@ -255,8 +257,8 @@ class NvencFileSink:
             try:
                 container.close()
             except (OSError, av.error.FFmpegError) as err:
-                log.debug("Error while discarding %s: %s", self._temp, err)
-        _remove(self._temp)
+                log.debug("Error while discarding %s: %s", self._file.temp, err)
+        self._file.discard()
 
 
 def _packet_payloads(packets: Any) -> list[bytes]:

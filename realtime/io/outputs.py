@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from models.errors import FaceCastError
 from realtime.core.contracts import FrameSink
-from realtime.core.errors import SinkError, VirtualCameraUnavailableError
+from realtime.core.errors import OutputExistsError, SinkError, VirtualCameraUnavailableError
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
 from realtime.io.file_sinks import IMAGE_EXTENSIONS, Finalise, ImageFileSink, VideoFileSink
 from realtime.io.provenance import provenance_tags, sign_in_place
@@ -44,8 +44,9 @@ class OutputRequest:
     an error.
     on_unavailable: set, the virtual camera is optional (OptionalSink): a missing driver is
     reported to it and the run goes on; on_lost is told when it fails mid-run.
-    on_failed: set, the sink runs on its own thread (BackgroundSink) and a failure while writing
-    stops it alone: on_failed is told.
+    on_failed: set, the sink runs on its own thread (BackgroundSink) and a failure, at open or
+    while writing, stops it alone: on_failed is told and the other outputs carry on.
+    new_take: a video file never replaces one of its name (`NAME-2.EXT`, ... instead).
     file_options: VideoFileSink's own options (codec, crf, ...).
     provenance: a file output is tagged and, once finished, signed (sign_in_place); False leaves
     it as it was encoded.
@@ -65,6 +66,7 @@ class OutputRequest:
     on_unavailable: Callable[[VirtualCameraUnavailableError], None] | None = None
     on_lost: Callable[[FaceCastError], None] | None = None
     on_failed: Callable[[FaceCastError], None] | None = None
+    new_take: bool = False
     file_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     provenance: bool = True
 
@@ -118,7 +120,8 @@ def _finalise(request: OutputRequest) -> Finalise | None:
 
 
 def _video_sink(request: OutputRequest) -> VideoFileSink:
-    return VideoFileSink(Path(request.spec), **{**_provenance(request), **request.file_options})
+    options = {**_provenance(request), **request.file_options, "new_take": request.new_take}
+    return VideoFileSink(Path(request.spec), **options)
 
 
 def _cpu_sink(request: OutputRequest) -> FrameSink:
@@ -148,6 +151,29 @@ def _cpu_sink(request: OutputRequest) -> FrameSink:
     if path.suffix.lower() in IMAGE_EXTENSIONS:
         return ImageFileSink(path, finalise=_finalise(request))
     return _video_sink(request)
+
+
+OUTPUT_KEYWORDS = ("vcam", "window", "null")
+
+
+def output_file(spec: str) -> Path | None:
+    """The file an output name writes, or None for a keyword (vcam, window, null)."""
+    name = spec.strip()
+    if not name or name.lower() in OUTPUT_KEYWORDS:
+        return None
+    return Path(name).expanduser()
+
+
+def check_output_free(spec: str, overwrite: bool) -> None:
+    """Refuse, before anything is opened or loaded, an output file that is there already unless
+    replacing it was asked for: a run must never destroy a file it was not told to replace."""
+    path = output_file(spec)
+    if path is None or overwrite or not path.exists() or path.is_dir():
+        return  # a folder is refused by the sink, with its own message
+    raise OutputExistsError(
+        f"{path} exists already; nothing was written.",
+        hint="Pass --overwrite to replace it, or choose another output name.",
+    )
 
 
 _REQUEST_FIELDS = frozenset(OutputRequest.__dataclass_fields__) - {"spec", "file_options"}

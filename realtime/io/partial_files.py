@@ -7,6 +7,8 @@ import errno
 import logging
 import os
 import re
+import shutil
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -22,12 +24,12 @@ from realtime.core.errors import SinkError
 log = logging.getLogger(__name__)
 
 
-def _partial_path(path: Path) -> Path:
+def _partial_path(path: Path, marker: str = "partial") -> Path:
     """A new hidden temp name in the target's own folder (same file system, so the rename is
     atomic), this writer's own: `.NAME.PID-TAG.partial.EXT` (two recordings of one name, in one
     process or two, must not share, nor take over, a partial file). The real extension stays last
     because the muxer is chosen from it."""
-    return path.with_name(f".{path.stem}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial{path.suffix}")
+    return path.with_name(f".{path.stem}.{os.getpid()}-{uuid.uuid4().hex[:8]}.{marker}{path.suffix}")
 
 
 _PARTIAL_TAG = re.compile(r"\d+(-[0-9a-f]{8})?")  # PID-TAG, or PID alone (written before the tag)
@@ -167,11 +169,11 @@ def _recover_partial(path: Path) -> None:
         log.warning("A recording that was interrupted earlier (%s) was kept as %s.", path.name, target)
 
 
-def _stale_partials(path: Path) -> list[Path]:
-    """Partial files of `path` (`.NAME.PID-TAG.partial.EXT`, or the older `.NAME.partial.EXT`)
+def _stale_partials(path: Path, marker: str = "partial") -> list[Path]:
+    """Partial files of `path` (`.NAME.PID-TAG.MARKER.EXT`, or the older `.NAME.partial.EXT`)
     whose writer is gone (see PartialLock)."""
     legacy = f".{path.stem}.partial{path.suffix}"
-    prefix, suffix = f".{path.stem}.", f".partial{path.suffix}"
+    prefix, suffix = f".{path.stem}.", f".{marker}{path.suffix}"
     found: list[Path] = []
     try:
         entries = list(path.parent.iterdir())
@@ -189,6 +191,18 @@ def _stale_partials(path: Path) -> list[Path]:
 
 
 _EMPTY_PARTIAL_BYTES = 1024  # a container header with no frame in it is smaller
+ASSEMBLING = "assembling"  # the marker of a file job's output while its chunks are joined
+
+
+def remove_stale_partials(path: Path) -> None:
+    """Before a file job writes `path` again (a resume): what an earlier run killed while joining
+    its chunks left beside it holds nothing the chunks do not, and an empty partial file of a
+    recording holds nothing at all. Both go; a recording's partial with frames in it is left for
+    the next recording to recover, and a writer still at work is left alone."""
+    stale = _stale_partials(path, ASSEMBLING)
+    stale += [p for p in _stale_partials(path) if _size(p) < _EMPTY_PARTIAL_BYTES]
+    for entry in stale:
+        _remove(entry)
 
 
 def _size(path: Path) -> int:
@@ -196,6 +210,29 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def _free_name(path: Path) -> Path:
+    """`path`, or the first of `NAME-2.EXT`, `NAME-3.EXT`, ... that does not exist."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
+
+
+def final_path(path: Path, existed: bool) -> Path:
+    """Where a finished file goes: `path`, unless a file of that name appeared while this one was
+    written (another FaceCast writing the same name): then `NAME-2.EXT`, ... — the other file is not
+    replaced. (A file that was there when the writer opened, `existed`, is replaced, as asked.)"""
+    if existed or not path.exists():
+        return path
+    n, target = 2, path.with_name(f"{path.stem}-2{path.suffix}")
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    log.warning("%s appeared while this output was written; it is kept as %s.", path, target)
+    return target
 
 
 def _reason(err: BaseException) -> str:
@@ -207,6 +244,127 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
     except OSError as err:
         log.warning("Could not remove the partial file %s: %s", path, err)
+
+
+class PartialFile:
+    """One output file's life on disk, the same for every file sink (CPU or NVENC encoded): it is
+    written under a hidden partial name (`temp`) that this writer locks; what a crash left of an
+    earlier writer is recovered first; the finished file takes its name by one rename, keeping a
+    file that appeared meanwhile (final_path); and its end is checked for a cut (a full disk)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temp = _partial_path(path)
+        self._lock: PartialLock | None = None
+        self._existed = False
+        self._kept_in_temp = False  # a failed write left the recording in `temp` (see keep_cut)
+
+    @property
+    def container_options(self) -> dict[str, str]:
+        return _container_options(self.path)
+
+    @property
+    def survives_truncation(self) -> bool:
+        return _survives_truncation(self.path)
+
+    def begin(self, new_take: bool = False) -> Path:
+        """Recover what a crash left, prove the folder writable, lock a new partial file: its path.
+        `new_take`: never replace a file; `NAME-2.EXT`, `NAME-3.EXT`, ... when the name is taken
+        (every Start of the panel's recording is a take of its own). Raises SinkError when the
+        folder cannot be read or written."""
+        try:
+            if new_take:
+                self.path = _free_name(self.path)
+            self._existed = self.path.exists()
+        except OSError as err:  # a folder we may not look into (Path.exists raises EACCES)
+            raise SinkError(f"Cannot write output {self.path} ({_reason(err)}).") from err
+        _recover_partial(self.path)
+        self._kept_in_temp = False
+        self.temp = _partial_path(self.path)
+        _prepare_target(self.path, self.temp)
+        self._lock = PartialLock(self.temp)
+        return self.temp
+
+    def finish(self) -> Path:
+        """The finished partial file into place (an OSError is raised as it is): its final path."""
+        target = final_path(self.path, self._existed)
+        os.replace(self.temp, target)
+        self.path = target
+        self._release()
+        return target
+
+    def check_end(self) -> None:
+        """After finish(): a SinkError when the file's end may be cut. The muxer writes the last
+        fragment while it closes and PyAV does not raise a failed write there."""
+        if end_may_be_cut(self.path):
+            raise SinkError(
+                f"The disk holding {self.path} is full: the last seconds of the recording may be cut.",
+                hint="Free some space before the next recording, or record to another drive.",
+            )
+
+    def keep_cut(self, err: BaseException) -> SinkError:
+        """A write failed midway (a full disk) in a container readable without its ending: what
+        it holds takes the file's name; the error to raise says where the recording is."""
+        try:
+            self.finish()
+        except OSError as move_err:
+            log.warning("Could not move %s to %s: %s", self.temp, self.path, move_err)
+            self._kept_in_temp = True  # the message says the recording is in it: discard() keeps it
+            return _write_error(self.temp, err, kept=True)
+        return _write_error(self.path, err, kept=True)
+
+    def discard(self) -> None:
+        self._release()
+        if not self._kept_in_temp:
+            _remove(self.temp)
+
+    def _release(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
+
+def end_may_be_cut(path: Path) -> bool:
+    """Whether a finished file's end may be missing. A fragmented MP4/MOV says it exactly: its
+    top-level boxes must fill the file (a write cut short leaves the last one's declared size past
+    the end). Whatever the container, a disk with no block left may have refused the last write
+    whole. (A disk with a little room left is not a sign: a recording that fit leaves that.)"""
+    if path.suffix.lower() in _FRAGMENTED and _boxes_cut(path):
+        return True
+    return _no_space_left(path.parent)
+
+
+def _boxes_cut(path: Path) -> bool:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            at = 0
+            while at < size:
+                handle.seek(at)
+                header = handle.read(16)
+                if len(header) < 8:
+                    return True
+                length = struct.unpack(">I", header[:4])[0]
+                if length == 1:  # a 64-bit size follows the type
+                    if len(header) < 16:
+                        return True
+                    length = struct.unpack(">Q", header[8:16])[0]
+                elif length == 0:  # the box runs to the end of the file
+                    return False
+                if length < 8:
+                    return True  # not a box: the file is damaged
+                at += length
+            return at != size
+    except OSError as err:
+        log.debug("Could not read the boxes of %s: %s", path, err)
+        return False
+
+
+def _no_space_left(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free == 0
+    except OSError:
+        return False
 
 
 # Public names for the layers above, which write their own files the same way.

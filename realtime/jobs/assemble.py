@@ -17,7 +17,7 @@ from pathlib import Path
 import av
 import av.error
 
-from realtime.api import PartialLock, SinkError, new_partial_path
+from realtime.api import ASSEMBLING, PartialLock, SinkError, new_partial_path
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class AssembleReport:
     copied: list[str] = field(default_factory=list)  # "audio aac (copied)", "subtitle srt (as mov_text)", ...
     dropped: list[str] = field(default_factory=list)  # streams the output's container cannot hold
     video_frames: int = 0  # what the chunks held: fewer than planned where the input was damaged
+    unsigned: str = ""  # why the output carries no C2PA manifest although one was asked for, if so
 
 
 Signer = Callable[[Path, Path], None]  # (finished file, signed copy to write)
@@ -58,8 +59,8 @@ def assemble(
 ) -> AssembleReport:
     """Write `output` from the video of `chunks` (in order) and the other streams of `source`;
     `sign` embeds the provenance manifest before the file takes its name."""
-    temp = new_partial_path(output)
-    signed = new_partial_path(output)
+    temp = new_partial_path(output, ASSEMBLING)
+    signed = new_partial_path(output, ASSEMBLING)
     output.parent.mkdir(parents=True, exist_ok=True)
     lock = PartialLock(temp)
     report = AssembleReport()
@@ -86,8 +87,7 @@ def assemble(
                 packet.stream = stream
                 out.mux(packet)
                 report.video_frames += kind == 0
-        if sign is not None:
-            sign(temp, signed)
+        if sign is not None and _signed(sign, temp, signed, output, report):
             os.replace(signed, output)
             _remove(temp)
         else:
@@ -103,6 +103,19 @@ def assemble(
     finally:
         lock.release()
     return report
+
+
+def _signed(sign: Signer, temp: Path, signed: Path, output: Path, report: AssembleReport) -> bool:
+    """Sign the finished file into `signed`. A signer that fails (a full disk, a bad key) leaves the
+    output unsigned, with a warning, as a recording is: the video is not thrown away for it."""
+    try:
+        sign(temp, signed)
+    except Exception as err:  # c2pa raises its own errors, a full disk among them
+        _remove(signed)
+        report.unsigned = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        log.warning("Could not sign %s with its C2PA manifest; it is kept unsigned: %s", output, err)
+        return False
+    return True
 
 
 def _add_other_streams(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from realtime.api import FaceCastError, Settings, SourceError, StageFactory
+from realtime.api import ExitCode, FaceCastError, Settings, SourceError, StageFactory
 from realtime.jobs.errors import JobInterrupted
 from realtime.jobs.filejob import JobResult, JobSpec, StopRequest, build_stages, run_file_job
 
@@ -23,11 +23,11 @@ class BatchItem:
     spec: JobSpec
     result: JobResult | None
     error: str = ""
-    exit_code: int = 0
+    exit_code: int = ExitCode.OK
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0
+        return self.exit_code == ExitCode.OK
 
 
 def specs_from_jobs_file(path: Path, template: JobSpec) -> list[JobSpec]:

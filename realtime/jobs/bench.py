@@ -20,7 +20,7 @@ from realtime.api import ImageBGR, Settings, StageFactory
 from realtime.jobs.chunks import DEFAULT_WARMUP_FRAMES, plan_chunks
 from realtime.jobs.filejob import JobSpec, build_stages, run_file_job
 from realtime.jobs.probe import probe
-from realtime.jobs.workers import run_with_workers
+from realtime.jobs.process_pool import run_with_workers
 
 Landmarks = dict[float, tuple[np.ndarray, float]]  # frame time -> (first target's kps, its weight)
 

@@ -1,38 +1,41 @@
-"""A file job's failures, each with its own exit code (docs/JOBS.md lists them; every command's
-codes are distinct: README.md has the whole table)."""
+"""A file job's failures, each with its own exit code (models/errors.py's ExitCode holds every
+command's; docs/JOBS.md lists a job's)."""
 
 from __future__ import annotations
 
-from realtime.api import FaceCastError
+from realtime.api import ExitCode, FaceCastError, OutputExistsError
 
-EXIT_OUTPUT_EXISTS = 16  # the output file is there and --overwrite was not given
-EXIT_INPUT_ENDS_EARLY = 17  # the input is truncated or damaged: only part of it was processed
-EXIT_SOME_JOBS_FAILED = 18  # a batch finished with at least one job failed
-EXIT_JOB_BUSY = 12  # another process works on the same job right now
-EXIT_BROKER = 13  # the job queue (broker) cannot be reached
-EXIT_JOB_FAILED = 14  # a queued job failed or was cancelled
-EXIT_SIGINT = 130  # stopped by Ctrl+C (128 + SIGINT)
-EXIT_SIGTERM = 143  # stopped by `kill` (128 + SIGTERM)
-
-
-class OutputExistsError(FaceCastError):
-    exit_code = EXIT_OUTPUT_EXISTS
+__all__ = [
+    "BrokerError",
+    "InputEndsEarlyError",
+    "JobBusyError",
+    "JobFailedError",
+    "JobInterrupted",
+    "NoWorkerError",
+    "OutputExistsError",
+]
 
 
 class InputEndsEarlyError(FaceCastError):
-    exit_code = EXIT_INPUT_ENDS_EARLY
+    exit_code = ExitCode.INPUT_ENDS_EARLY
 
 
 class JobBusyError(FaceCastError):
-    exit_code = EXIT_JOB_BUSY
+    exit_code = ExitCode.JOB_BUSY
 
 
 class BrokerError(FaceCastError):
-    exit_code = EXIT_BROKER
+    exit_code = ExitCode.BROKER
 
 
 class JobFailedError(FaceCastError):
-    exit_code = EXIT_JOB_FAILED
+    exit_code = ExitCode.JOB_FAILED
+
+
+class NoWorkerError(FaceCastError):
+    """`jobs submit --wait` gave up: no worker answered on the queue; the job stays queued."""
+
+    exit_code = ExitCode.NO_WORKER
 
 
 class JobInterrupted(FaceCastError):

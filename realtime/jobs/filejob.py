@@ -21,10 +21,13 @@ from realtime.api import (
     SourceError,
     StageFactory,
     can_sign,
+    check_output_free,
+    check_video_container,
     load_preset,
     parse_override,
     prepare_face_swap,
     provenance_tags,
+    remove_stale_partials,
     resolve_provider,
     sign_video,
 )
@@ -135,6 +138,7 @@ def build_stages(spec: JobSpec) -> tuple[Settings, StageFactory]:
 def check_paths(spec: JobSpec) -> None:
     """Refuse, before any work, an output that is there already or is the input itself. (An
     S3 input is checked when it is fetched, an S3 output here by asking the store.)"""
+    check_video_container(Path(spec.output))  # the name alone says whether it can hold the video
     if is_s3(spec.input) or is_s3(spec.output):
         if is_s3(spec.output) and not spec.overwrite and exists(spec.output):
             raise OutputExistsError(f"{spec.output} exists already.", hint="Pass --overwrite to replace it.")
@@ -150,8 +154,7 @@ def check_paths(spec: JobSpec) -> None:
         raise SinkError(f"--output {output} is the --input file: writing there would destroy it.")
     if output.is_dir():
         raise SinkError(f"Output {output} is a folder.", hint=f"Give a file name, e.g. {output / 'out.mp4'}.")
-    if output.exists() and not spec.overwrite:
-        raise OutputExistsError(f"{output} exists already.", hint="Pass --overwrite to replace it.")
+    check_output_free(str(output), spec.overwrite)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         probe_file = output.with_name(f".{output.name}.facecast-check")
@@ -167,6 +170,7 @@ def prepare_job(spec: JobSpec, info: MediaInfo) -> tuple[Manifest, set[int]]:
     source, output = Path(spec.input), Path(spec.output)
     folder = job_folder(output)
     folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(output)  # what a run killed while joining the chunks left beside it
     identity = file_identity(source)
     old = read_manifest(folder)
     if old is not None and old.input_identity == identity and old.settings_key == spec.settings_key():
@@ -302,3 +306,21 @@ def check_complete(result: JobResult, info: MediaInfo) -> None:
         f"processed {result.frames} of ~{result.expected_frames} frames: {what} ({where}); "
         f"{result.output} holds those {result.frames} frames."
     )
+
+
+def process_chunk(
+    spec: JobSpec,
+    index: int,
+    built: tuple[Settings, StageFactory] | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Do chunk `index` of the job (planned already) unless its file is there: the frames written."""
+    folder = job_folder(Path(spec.output))
+    manifest = read_job(spec)
+    chunk = manifest.chunks[index]
+    if (folder / chunk.name).is_file():
+        return 0  # done already (a task delivered twice)
+    settings, stages = built if built is not None else build_stages(spec)
+    info = probe(Path(spec.input))
+    result = run_chunk(info, chunk, folder / chunk.name, settings, stages, stop or threading.Event())
+    return result.frames_written

@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any
 
+from realtime.api import job_names
 from realtime.jobs.chunks import Chunk
 from realtime.jobs.errors import JobBusyError
 
@@ -52,8 +53,7 @@ class Manifest:
         return Manifest(**data)
 
 
-def job_folder(output: Path) -> Path:
-    return output.with_name(f".{output.name}.facecast-job")
+job_folder = job_names.job_folder  # where a job's plan and chunks are kept (shared with the server)
 
 
 def write_atomically(path: Path, text: str) -> None:

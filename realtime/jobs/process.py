@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from realtime.api import (
-    Engine,
     EngineEvent,
     FaceCastError,
+    Run,
     Settings,
     StageFactory,
     VideoFileSink,
@@ -25,8 +25,6 @@ from realtime.jobs.chunks import Chunk
 from realtime.jobs.probe import MediaInfo
 
 log = logging.getLogger(__name__)
-
-OUTPUT_FINISH_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,18 +94,15 @@ def run_chunk(
         if event.kind == "warning":  # an error ends the run and is raised below
             log.warning("chunk %d: %s", chunk.index, event.message)
 
-    engine = Engine(source, sink, settings, stages, on_event=on_event)
-    engine.start()
+    run = Run(source, sink, settings, stages, on_event=on_event)
+    run.start()
     try:
-        while not engine.ended(0.1):
-            if stop.is_set():
-                break
+        run.watch(stop.wait)
     finally:
-        engine.stop()
-        engine.finish_output(OUTPUT_FINISH_S)
-    if engine.error is not None:
+        outcome = run.stop()
+    if outcome.error is not None:
         _discard(temp)
-        raise engine.error
+        raise outcome.error
     if stop.is_set():
         _discard(temp)  # a cut chunk is redone whole: its frames are not kept
         return ChunkResult(sink.written, completed=False)

@@ -28,7 +28,6 @@ from realtime.remote.tokens import new_token
 
 DEFAULT_PORT = 8443
 DEFAULT_PRESET = "balanced"
-EXIT_OK = 0
 DEFAULTS = Limits()
 
 
@@ -155,7 +154,17 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
 
     asyncio.run(serve())
     print("stopped", file=out)
-    return EXIT_OK
+    return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0 and value != float("inf")):  # nan fails the first test
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds above 0")
+    return value
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool = True) -> None:
@@ -187,7 +196,9 @@ def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool 
         help="the most video the call sends each way, in kbit/s (default: what the picture's size "
         "needs for a clean picture: 2000 at 640x480, 3000 at 1280x720; less when the link carries less)",
     )
-    group.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    group.add_argument(
+        "--duration", type=_seconds, default=None, metavar="S", help="stop after S seconds (local runs too)"
+    )
 
 
 def _bitrate(kbps: int | None) -> int | None:
@@ -312,7 +323,7 @@ def run_remote(
     )
     if client.stopped_by is not None and exit_for_signal is not None:
         return exit_for_signal(client.stopped_by)  # hung up and finished, yet a signal ended it
-    return EXIT_OK
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

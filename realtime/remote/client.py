@@ -371,8 +371,12 @@ class RemoteClient:
         return self.stats
 
     def _finish_output(self, failure: BaseException | None, whole: bool) -> None:
-        """A live output keeps what it showed when the link failed; a file is written only whole."""
-        if not whole or (failure is not None and not isinstance(failure, RemoteError)):
+        """A live output keeps what it showed when the link failed; a file is written only whole.
+        Refused before a connection (a photo too large, no face), the output holds only the local
+        picture: it is dropped, and a file it would replace is left as it was."""
+        refused_before_call = isinstance(failure, RemoteError) and self.stats.connects == 0
+        local_fault = failure is not None and not isinstance(failure, RemoteError)
+        if not whole or refused_before_call or local_fault:
             self.sink.abort()
         else:
             self.sink.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from realtime.api import picture_size
 from realtime.remote.limits import Limits
 
 
@@ -29,29 +29,13 @@ class UploadRefused(Exception):
         self.message = message
 
 
-def picture_size(data: bytes) -> tuple[str, int, int]:
-    """(format, width, height) from a PNG or JPEG header, read before anything is decoded (a small
-    file can hold a huge picture)."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24 and data[12:16] == b"IHDR":
-        width, height = struct.unpack(">II", data[16:24])
-        return "png", int(width), int(height)
-    if data[:2] == b"\xff\xd8":
-        pos = 2
-        while pos + 4 <= len(data):
-            if data[pos] != 0xFF:
-                pos += 1
-                continue
-            marker = data[pos + 1]
-            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
-                pos += 2
-                continue
-            (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
-            # Start-of-frame markers (baseline, progressive, ...) carry the size; C4/C8/CC do not.
-            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC) and pos + 9 <= len(data):
-                height, width = struct.unpack(">HH", data[pos + 5 : pos + 9])
-                return "jpeg", int(width), int(height)
-            pos += 2 + length
-    raise UploadRefused(415, "The photo must be a PNG or JPEG file.")
+def png_or_jpeg_size(data: bytes) -> tuple[int, int]:
+    """(width, height) of an upload, from its header (the engine's one header reader), before
+    anything is decoded (a small file can hold a huge picture); PNG and JPEG only."""
+    found = picture_size(data)
+    if found is None or found[0] not in ("png", "jpeg"):
+        raise UploadRefused(415, "The photo must be a PNG or JPEG file.")
+    return found[1], found[2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +65,7 @@ class FaceStore:
             raise UploadRefused(413, f"The photo is over {self.limits.max_upload_bytes} bytes.")
         if not data:
             raise UploadRefused(400, "The upload is empty: send the photo as the request body.")
-        _, width, height = picture_size(data)
+        width, height = png_or_jpeg_size(data)
         if width <= 0 or height <= 0 or width * height > self.limits.max_upload_pixels:
             raise UploadRefused(
                 413,

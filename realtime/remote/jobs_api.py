@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from realtime.api import FaceCastError, ModelOptions, Settings
+from realtime.api import FaceCastError, ModelOptions, Settings, job_names
 from realtime.remote.faces import FaceStore
 
 
@@ -61,13 +61,6 @@ class RequestChecks:
 
 log = logging.getLogger(__name__)
 
-# The queue's side of this contract is realtime/jobs/queue.py (a test holds the two together).
-BROKER_ENV = "FACECAST_BROKER_URL"
-JOB_TASK = "facecast.job"
-JOB_KEY = "facecast:job:"
-CANCELLED = "cancelled"
-FINISHED_STATES = frozenset({"SUCCESS", "FAILURE", "REVOKED"})
-
 
 @dataclass(frozen=True, slots=True)
 class JobsLimits:
@@ -77,10 +70,6 @@ class JobsLimits:
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
-
-
-def job_folder_of(output: Path) -> Path:
-    return output.with_name(f".{output.name}.facecast-job")
 
 
 class JobsApi:
@@ -93,7 +82,7 @@ class JobsApi:
     ) -> None:
         self.server = server
         self.checks = checks
-        self.broker_url = broker_url or os.environ.get(BROKER_ENV) or None
+        self.broker_url = broker_url or os.environ.get(job_names.BROKER_ENV) or None
         self.limits = limits or JobsLimits()
         self.root = server.config.data_dir / "jobs"
         self._celery: Any = None
@@ -120,25 +109,25 @@ class JobsApi:
 
     def _record(self, job_id: str) -> dict[str, Any] | None:
         _, store = self._clients()
-        raw = store.get(JOB_KEY + job_id)
+        raw = store.get(job_names.JOB_KEY + job_id)
         return None if raw is None else dict(json.loads(raw))
 
     def _state(self, job_id: str, record: dict[str, Any]) -> str:
         celery, _ = self._clients()
         spec = json.loads(record["spec"])
-        if (job_folder_of(Path(spec["output"])) / CANCELLED).exists():
+        if (job_names.job_folder(Path(spec["output"])) / job_names.CANCELLED).exists():
             return "CANCELLED"
         return str(celery.AsyncResult(job_id).state)
 
     def _active(self, owner: str) -> int:
         _, store = self._clients()
         count = 0
-        for key in store.scan_iter(JOB_KEY + "*"):
+        for key in store.scan_iter(job_names.JOB_KEY + "*"):
             raw = store.get(key)
             record = json.loads(raw) if raw else {}
             if record.get("owner") == owner:
-                job_id = key.decode()[len(JOB_KEY) :]
-                count += self._state(job_id, record) not in FINISHED_STATES | {"CANCELLED"}
+                job_id = key.decode()[len(job_names.JOB_KEY) :]
+                count += self._state(job_id, record) not in job_names.FINISHED_STATES | {"CANCELLED"}
         return count
 
     # ---- routes ------------------------------------------------------------------------------
@@ -191,7 +180,7 @@ class JobsApi:
 
     async def post_job(self, request: web.Request) -> web.Response:
         if self.broker_url is None:
-            return _error(503, f"This server has no job queue ({BROKER_ENV} is not set).")
+            return _error(503, f"This server has no job queue ({job_names.BROKER_ENV} is not set).")
         if not self.checks.consented(request):
             self.server._count_refusal("consent")
             return _error(403, self.checks.consent_help)
@@ -223,12 +212,12 @@ class JobsApi:
     def _send(self, job_id: str, spec: dict[str, Any], owner: str) -> None:
         celery, store = self._clients()
         record = {"spec": json.dumps(spec), "owner": owner, "submitted": time.time()}
-        store.set(JOB_KEY + job_id, json.dumps(record))
-        celery.send_task(JOB_TASK, args=[json.dumps(spec)], task_id=job_id)
+        store.set(job_names.JOB_KEY + job_id, json.dumps(record))
+        celery.send_task(job_names.JOB_TASK, args=[json.dumps(spec)], task_id=job_id)
 
     async def _owned(self, request: web.Request) -> tuple[str, dict[str, Any]] | web.Response:
         if self.broker_url is None:
-            return _error(503, f"This server has no job queue ({BROKER_ENV} is not set).")
+            return _error(503, f"This server has no job queue ({job_names.BROKER_ENV} is not set).")
         job_id = request.match_info["job_id"]
         record = await asyncio.to_thread(self._record, job_id)
         if record is None or record.get("owner") != self.checks.token_name(request):
@@ -259,9 +248,9 @@ class JobsApi:
 
         def cancel() -> dict[str, Any]:
             celery, _ = self._clients()
-            folder = job_folder_of(Path(json.loads(record["spec"])["output"]))
+            folder = job_names.job_folder(Path(json.loads(record["spec"])["output"]))
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / CANCELLED).write_text("cancelled\n", encoding="utf-8")
+            (folder / job_names.CANCELLED).write_text("cancelled\n", encoding="utf-8")
             celery.control.revoke(job_id)
             return self._public(job_id, record)
 

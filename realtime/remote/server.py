@@ -318,7 +318,10 @@ class Server:
             rate = self.rate_from(request.query.get("max_kbps"))
         except FaceCastError as exc:
             return _error(422, exc.user_message())
-        offer = await request.text()
+        try:
+            offer = (await request.read()).decode("utf-8")
+        except UnicodeDecodeError:
+            return _error(400, "The SDP offer is not UTF-8 text.")
         if "m=video" not in offer:
             return _error(400, "The offer has no video.")
         assert self._prepare_lock is not None
@@ -330,7 +333,7 @@ class Server:
                     prepare_face_swap, [f.path for f in faces], settings, self.config.models
                 )
             except FaceCastError as exc:
-                return _error(422, exc.user_message())
+                return _error(422, _without_paths(exc.user_message(), faces))
             stream_id = secrets.token_hex(12)
             pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
             session = StreamSession(
@@ -452,6 +455,14 @@ class Server:
             return session
         await session.close("the client hung up")
         return web.Response(status=204)
+
+
+def _without_paths(message: str, faces: list[StoredFace]) -> str:
+    """A message about an uploaded photo names it as the client knows it (its place in the request),
+    never by the file the server stored it in."""
+    for number, face in enumerate(faces, 1):
+        message = message.replace(str(face.path), f"#{number} of this stream")
+    return message
 
 
 def _ended(stream_id: str, reason: str, final: bool) -> web.Response:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from aiortc import MediaStreamTrack, RTCPeerConnection
 
-from realtime.api import Engine, EngineEvent, Settings, StageFactory, freeze_heap
+from realtime.api import Engine, EngineEvent, Run, Settings, StageFactory, freeze_heap, told
 from realtime.remote.faces import StoredFace
 from realtime.remote.limits import Limits
 from realtime.remote.media import (
@@ -40,7 +40,7 @@ class StreamSession:
     limits: Limits
     on_closed: Callable[[StreamSession, str], Awaitable[None]]
     created: float = field(default_factory=time.monotonic)
-    engine: Engine | None = None
+    run: Run | None = None
     source: TrackSource | None = None
     close_reason: str = ""
     final: bool = False  # ended by a limit a reconnect must not get round (the session's length)
@@ -58,6 +58,11 @@ class StreamSession:
 
     def take_track(self, track: MediaStreamTrack) -> None:
         self._tasks.append(asyncio.ensure_future(self._consume(track)))
+
+    @property
+    def engine(self) -> Engine | None:
+        """The running stream's engine (None before the first picture came)."""
+        return self.run.engine if self.run is not None else None
 
     @property
     def closed(self) -> bool:
@@ -84,20 +89,21 @@ class StreamSession:
             if self.source is not None or self._closing or self._out is None:
                 return
             source = TrackSource(first, idle_s=self.limits.idle_s)
-            engine = Engine(source, TrackSink(self._out), self.settings, self.stages, on_event=self._on_event)
+            run = Run(source, TrackSink(self._out), self.settings, self.stages, on_event=self._on_event)
             self.source = source
             try:
-                await asyncio.to_thread(engine.start)
+                await asyncio.to_thread(run.start)
             except Exception as exc:
-                log.warning("stream %s: the engine did not start: %s", self.stream_id, exc)
-                await self.close(f"the engine did not start: {exc}")
+                why = told(exc).message
+                log.warning("stream %s: the engine did not start: %s", self.stream_id, why)
+                await self.close(f"the engine did not start: {why}")
                 return
-            self.engine = engine
+            self.run = run
             # The first stream's models are what this server keeps: out of the collector's scans
             # from now on (no collection now: the other streams run).
             freeze_heap(collect=False)
             if self._closing:
-                await asyncio.to_thread(engine.stop)
+                await asyncio.to_thread(run.stop)
 
     def _on_event(self, event: EngineEvent) -> None:
         if event.kind in ("error", "warning"):
@@ -114,8 +120,10 @@ class StreamSession:
                 await self.close(f"no video for {self.limits.idle_s:g} s")
             elif self.pc.connectionState in ("failed", "closed"):
                 await self.close(f"the connection {self.pc.connectionState}")
-            elif self.engine is not None and self.engine.ended(0):
-                await self.close("the engine stopped")
+            elif self.run is not None and self.run.ended():
+                error = self.run.engine.error
+                why = f": {error.user_message()}" if error is not None else ""
+                await self.close(f"the engine stopped{why}")
 
     async def close(self, reason: str, final: bool = False) -> None:
         if self._closing:
@@ -129,8 +137,8 @@ class StreamSession:
                 task.cancel()
         if self.source is not None:
             self.source.close()
-        if self.engine is not None:
-            await asyncio.to_thread(self.engine.stop)
+        if self.run is not None:
+            await asyncio.to_thread(self.run.stop)
         if self._out is not None:
             self._out.close_threadsafe()
         await self.pc.close()
@@ -138,13 +146,13 @@ class StreamSession:
 
     def update(self, settings: Settings) -> None:
         self.settings = settings
-        if self.engine is not None:
-            self.engine.update_settings(settings)
+        if self.run is not None:
+            self.run.engine.update_settings(settings)
 
     def stats_lines(self) -> list[str]:
-        if self.engine is None:
+        if self.run is None:
             return []
-        s = self.engine.stats()
+        s = self.run.stats()
         # Where frames were left out: on arrival (the engine had two waiting already), in the
         # engine (its analyser behind), before the encoder (still busy with an earlier one).
         dropped = {

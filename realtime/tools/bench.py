@@ -298,8 +298,8 @@ def prepare_models(
     from models.fakes.doubles import write_all
 
     scratch.mkdir(parents=True, exist_ok=True)
-    # The detector double that finds faces in the picture costs ~5-10 ms a frame here: the bench
-    # measures the pipeline's own cost, so its detector answers without looking.
+    # The detector double that finds faces in the picture has a cost of its own (docs/PERFORMANCE.md):
+    # the bench measures the pipeline's own cost, so its detector answers without looking.
     write_all(scratch, det_size=settings.detector.size, fixed_detector=True)
     return BenchSetup(scratch, True, "contract-exact doubles (near-zero model cost)")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from models.files.catalogue import names_of_role
 from realtime.remote.cli import add_remote_arguments, add_serve_arguments
-from realtime.tools.cli_jobs_args import add_jobs_arguments
+from realtime.tools.cli_jobs_args import add_jobs_arguments, chunk_seconds
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--chunk-seconds",
-        type=float,
+        type=chunk_seconds,
         default=4.0,
         metavar="S",
         help="a video file into a video file is processed in chunks of about S seconds, cut at "

@@ -52,7 +52,9 @@ def spec_from_args(
     args: argparse.Namespace, input_path: str | None = None, output: str | None = None
 ) -> JobSpec:
     from realtime.jobs.filejob import JobSpec
+    from realtime.tools.cli_overrides import checked_overrides
 
+    checked_overrides(args)  # a bogus --set, or one a flag contradicts, is refused here
     overrides = list(args.overrides)
     if args.provider:
         overrides.append(f"pipeline.provider={args.provider}")
@@ -84,8 +86,9 @@ def _location(text: str) -> str:
 
 @contextmanager
 def stop_on_signals(say: Callable[[str], None]) -> Iterator[StopRequest]:
-    """SIGINT/SIGTERM ask the job to stop after the frame in progress (the finished chunks are
-    kept); the second says to wait; the third quits at once (the next run redoes the chunk)."""
+    """SIGINT/SIGTERM/SIGHUP (a closed terminal) ask the job to stop after the frame in progress
+    (the finished chunks are kept); the second says to wait; the third quits at once (the next
+    run redoes the chunk)."""
     import os
 
     from realtime.jobs.filejob import StopRequest
@@ -104,7 +107,8 @@ def stop_on_signals(say: Callable[[str], None]) -> Iterator[StopRequest]:
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        previous = {int(s): signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        wanted = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+        previous = {int(s): signal.signal(s, on_signal) for s in wanted}
     try:
         yield stop
     finally:
@@ -153,6 +157,8 @@ def cmd_file_job(args: argparse.Namespace, out: TextIO) -> int:
     show(f"done: {result.output} ({result.frames} frames, {result.chunks} chunks; {kept})")
     for what in result.report.dropped:
         show(f"warning: the input's {what} stream was left out: {Path(spec.output).suffix} cannot hold it")
+    if result.report.unsigned:
+        show(f"warning: {result.output} carries no C2PA manifest (signing failed: {result.report.unsigned})")
     return 0
 
 
@@ -168,10 +174,9 @@ def cmd_jobs(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
-    from realtime.api import SourceError
+    from realtime.api import ExitCode, SourceError
     from realtime.io.provenance import provenance_tags
     from realtime.jobs.batch import BatchItem, run_batch, specs_for_folder, specs_from_jobs_file
-    from realtime.jobs.errors import EXIT_SOME_JOBS_FAILED
 
     template = spec_from_args(args, input_path=".", output=".")
     if args.jobs is not None:
@@ -192,7 +197,7 @@ def _cmd_batch(args: argparse.Namespace, out: TextIO) -> int:
         items = run_batch(specs, stop, on_done, tags=provenance_tags())
     failed = [i for i in items if not i.ok]
     show(f"batch: {len(items) - len(failed)} of {len(specs)} jobs done, {len(failed)} failed")
-    return EXIT_SOME_JOBS_FAILED if failed else 0
+    return ExitCode.SOME_JOBS_FAILED if failed else 0
 
 
 def cmd_bench_jobs(args: argparse.Namespace, out: TextIO) -> int:
@@ -224,25 +229,28 @@ def cmd_bench_jobs(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _app(args: argparse.Namespace, required: bool = True) -> Any:
+def _app(args: argparse.Namespace, required: bool = True, worker_models: Any = None) -> Any:
+    from realtime.api import job_names
     from realtime.jobs.errors import BrokerError
-    from realtime.jobs.queue import BROKER_ENV, broker_url, make_app
+    from realtime.jobs.queue import broker_url, make_app
 
     url = broker_url(getattr(args, "broker", None))
     if url is None:
         if not required:
             return None
         raise BrokerError(
-            "No job queue is set.", hint=f"Pass --broker redis://HOST:6379/0 or set {BROKER_ENV}."
+            "No job queue is set.", hint=f"Pass --broker redis://HOST:6379/0 or set {job_names.BROKER_ENV}."
         )
-    return make_app(url, getattr(args, "visibility_timeout", None))
+    return make_app(url, getattr(args, "visibility_timeout", None), worker_models)
 
 
 def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     """`main.py worker`: take chunks from the queue until stopped (SIGTERM: after the chunk in hand)."""
+    from realtime.api import ModelOptions
     from realtime.jobs.queue import check_broker, run_worker
 
-    app = _app(args)
+    models = ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified)
+    app = _app(args, worker_models=models if args.models_dir or args.allow_unverified else None)
     check_broker(app)
     print(f"worker: taking file-job chunks from {app.conf.broker_url}; Ctrl+C stops", file=out, flush=True)
     run_worker(app, concurrency=args.concurrency)
@@ -252,7 +260,7 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.io.provenance import provenance_tags
     from realtime.jobs import queue
-    from realtime.jobs.workers import run_with_workers
+    from realtime.jobs.process_pool import run_with_workers
 
     spec = spec_from_args(args)
     show = SafeOutput(out)
@@ -267,11 +275,8 @@ def _cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     show(job_id)
     if not args.wait:
         return 0
-    value = queue.wait(app, job_id)
-    if value.get("cancelled"):
-        from realtime.jobs.errors import JobFailedError
-
-        raise JobFailedError(f"Job {job_id} was cancelled; {spec.output} was not written.")
+    limits = queue.WaitLimits(worker_s=args.worker_wait)
+    value = queue.wait(app, job_id, say=SafeOutput(sys.stderr), limits=limits)
     show(f"done: {value['output']} ({value['frames']} frames, {value['chunks']} chunks)")
     return 0
 

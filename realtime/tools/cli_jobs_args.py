@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from models.files.catalogue import names_of_role
+
+
+def _seconds(text: str) -> float:
+    """A finite, positive number of seconds (nan, inf and negatives are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds above 0")
+    return value
+
+
+def chunk_seconds(text: str) -> float:
+    """A chunk length: 0 (the whole video as one chunk) or a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: 0 (one chunk) or a number of seconds above 0")
+    return value
 
 
 def _add_job_options(
@@ -36,7 +59,9 @@ def _add_job_options(
     )
     p.add_argument("--label", action="store_true", help='draw a small "AI-modified" mark on the output')
     p.add_argument("--overwrite", action="store_true", help="replace output files that exist")
-    p.add_argument("--chunk-seconds", type=float, default=4.0, metavar="S", help="chunk length (default: 4)")
+    p.add_argument(
+        "--chunk-seconds", type=chunk_seconds, default=4.0, metavar="S", help="chunk length (default: 4)"
+    )
     add_model_args(p)
 
 
@@ -76,6 +101,14 @@ def add_queue_arguments(
     submit.add_argument("--output", required=True, metavar="VIDEO", help="where the result goes")
     submit.add_argument("--wait", action="store_true", help="wait for the job to finish")
     submit.add_argument(
+        "--worker-wait",
+        type=_seconds,
+        default=60.0,
+        metavar="S",
+        help="with --wait: give up (exit 19, the job stays queued) when no worker answers for S "
+        "seconds (default: 60)",
+    )
+    submit.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -94,6 +127,7 @@ def add_queue_arguments(
     _add_broker(jsub.add_parser("list", help="the jobs on the queue"))
     worker = sub.add_parser("worker", help="take file-job chunks from the job queue (docs/JOBS.md)")
     _add_broker(worker)
+    add_model_args(worker)  # this machine's models folder, instead of the one a job names
     worker.add_argument("--concurrency", type=int, default=1, help="chunks at once (default: 1, one per GPU)")
     worker.add_argument(
         "--visibility-timeout",

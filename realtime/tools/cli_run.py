@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
@@ -50,7 +49,8 @@ def sink_for_args(
 ) -> FrameSink:
     """The sink `--output` names. A virtual camera paces itself only for sources that do not: a
     camera (or a video played in real time) already delivers frames at its rate, and a second clock
-    in the sink would hold each frame up to one frame period (measured: +19-33 ms p50 at 30 fps)."""
+    in the sink would hold each frame up to one frame period (docs/PERFORMANCE.md, figures behind the
+    code)."""
     from realtime.io.outputs import open_output
 
     width, height = args.width, args.height
@@ -94,10 +94,16 @@ def check_display(*, for_gui: bool = False) -> None:
     """A window needs a display that answers: without one Qt aborts the process (after the models
     loaded), blaming a library that is not missing."""
     from models.cli_text import app_command
-    from realtime.io.display import display_problem
+    from realtime.io.display import debian_package, display_problem, qt_x11_libraries_missing
 
     problem = display_problem()
     if problem is None:
+        missing = qt_x11_libraries_missing()
+        if missing:  # Qt would abort with "Reinstalling the application may fix this problem"
+            raise SinkError(
+                f"The window cannot open: Qt's X11 support needs {', '.join(missing)}, not installed here.",
+                hint=f"Debian/Ubuntu: sudo apt install {' '.join(debian_package(m) for m in missing)}.",
+            )
         return
     other = (
         f"`{app_command('run --source PHOTO --input CAMERA|VIDEO --output vcam|FILE')}` works without one"
@@ -111,16 +117,11 @@ def check_display(*, for_gui: bool = False) -> None:
 
 
 def _settings_for_run(args: argparse.Namespace) -> Settings:
-    from realtime.core.settings import DEFAULT_PRESET, load_preset, parse_override
+    from realtime.core.settings import DEFAULT_PRESET, load_preset
+    from realtime.tools.cli_overrides import checked_overrides
 
     settings = load_preset(args.preset or DEFAULT_PRESET)
-    overrides = dict(parse_override(o) for o in args.overrides)
-    if args.provider:
-        overrides["pipeline.provider"] = args.provider
-    if args.detector:
-        overrides["detector.model"] = args.detector
-    if args.swapper:
-        overrides["swap.model"] = args.swapper
+    overrides = checked_overrides(args)
     if args.reference:
         overrides["swap.target"] = "reference"
     if args.maps:
@@ -221,11 +222,17 @@ def probe_input(source: FrameSource) -> None:
 def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None = None) -> int:
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
     from realtime.consent import ensure_consent
+    from realtime.io.outputs import check_output_free
+    from realtime.tools.cli_overrides import checked_overrides
     from realtime.tools.run_control import SafeOutput, StopSignals, signal_exit_code
 
     show, complain = SafeOutput(out), SafeOutput(sys.stderr)
     # The confirmation the panel asks for on first use, stored in the same place (realtime.consent).
     ensure_consent(bool(getattr(args, "consent", False)), sys.stdin, show)
+    # Every path below (remote, file job, live run) writes the output only if it may.
+    check_not_an_input(args)
+    check_output_free(args.output, overwrite=bool(getattr(args, "overwrite", False)))
+    checked_overrides(args)  # a bogus --set, or one a flag contradicts, whichever path runs it
     if args.label is False and args.output.strip().lower() in LIVE_OUTPUTS:
         show('note: --no-label: the output carries no "AI-modified" mark; tell the people who see it')
     from realtime.tools.cli_jobs import cmd_file_job, is_file_job, is_remote_file_job
@@ -260,15 +267,14 @@ def _run(
     show: Callable[[str], None],
     complain: Callable[[str], None],
 ) -> int:
-    from realtime.core.engine import Engine
     from realtime.core.events import EngineEvent
     from realtime.core.heap import freeze_heap
     from realtime.io.inputs import open_input
     from realtime.io.sources import FallbackSource, camera_index
+    from realtime.lifecycle.run import Ending, Run
     from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 
     signals.checkpoint()
-    check_not_an_input(args)
     if args.output.strip().lower() == "window":
         check_display()
     mappings = _parse_maps(args)
@@ -306,30 +312,26 @@ def _run(
         elif event.kind == "info":
             complain(f"note: {event.message}")
 
-    engine = Engine(source, sink, settings, stages, on_event=on_event)
+    run = Run(source, sink, settings, stages, on_event=on_event)
     in_window = window is not None and args.output.strip().lower() == "window"
     if window is not None and in_window:
         window.prepare(sink)  # on the GUI thread, before the engine opens the sink
     signals.checkpoint()  # the last moment a stop request means "nothing was run"
     # From here a stop request finishes the output: the loops below poll for it (see run_control).
     try:
-        engine.start()
+        run.start()
         freeze_heap(collect=False)  # the models and the run's objects out of the collector's scans
-        show(f"running: {source.description} -> {sink.description} ({engine.stages_label}); Ctrl+C stops")
+        show(f"running: {run.description} ({run.engine.stages_label}); Ctrl+C stops")
         if window is not None and in_window:
-            window.run_loop(engine, sink, args.stats, show, signals)
+            window.run_loop(run.engine, sink, args.stats, show, signals)
         else:
-            _wait_with_stats(engine, args.stats, show, signals)
+            stats_line = (lambda: show(run.stats().format_line())) if args.stats else None
+            run.watch(signals.wait, duration_s=getattr(args, "duration", None), on_tick=stats_line)
     finally:
         if signals.requested:
             show("stopping ...")
-        engine.stop()  # finalises the output (the wait above only watched the run end)
-        if not engine.finish_output(0.5):
-            # A write still running (a slow disk): exiting now would leave the recording unfinished.
-            show("finishing the output ...")
-            if not engine.finish_output(OUTPUT_FINISH_S):
-                show(f"warning: {sink.description} did not finish in {OUTPUT_FINISH_S:.0f} s")
-    stats = engine.stats()
+        outcome = run.stop(say=show, stop_code=signals.exit_code)  # finishes the output
+    stats = outcome.stats
     show(f"done: {stats.frames_out} frames out, {stats.frames_dropped} dropped; {stats.format_line()}")
     unswapped = _nothing_swapped_note(
         stats.frames_out,
@@ -345,28 +347,14 @@ def _run(
 
     if isinstance(sink, ImageFileSink) and stats.frames_out > 1:
         # A video into a picture: only one frame can be kept, so the user is told which.
-        show(f"note: {args.output} holds the last of the {stats.frames_out} frames (an image keeps one)")
+        show(f"note: {sink.path} holds the last of the {stats.frames_out} frames (an image keeps one)")
     to_file = not live_output and args.output.strip().lower() != "null"
-    if signals.requested and to_file and not args.loop and camera_index(str(args.input)) is None:
+    cut = outcome.ending in (Ending.STOPPED, Ending.DURATION)
+    if cut and to_file and not args.loop and camera_index(str(args.input)) is None:
         show(f"note: stopped before the input ended: {args.output} holds its first {stats.frames_out} frames")
-    if engine.error is not None:
-        if engine.error.user_message() in said:
-            return engine.error.exit_code  # already said while running: once is enough
-        raise engine.error
+    if outcome.error is not None:
+        if outcome.error.user_message() in said:
+            return outcome.exit_code  # already said while running: once is enough
+        raise outcome.error
     # Stopped by a signal: the output is finished, and the exit status still says a signal ended it.
-    return signals.exit_code
-
-
-OUTPUT_FINISH_S = 30.0  # how long `run` waits for a recording still being written when it stops
-
-
-def _wait_with_stats(
-    engine: Engine, show_stats: bool, show: Callable[[str], None], signals: StopSignals
-) -> None:
-    """Until the input ends, an error ends the run, or a signal asks to stop. Only watches: the
-    caller's engine.stop() closes the output, after signals have stopped being able to cut it."""
-    last = time.monotonic()
-    while not engine.ended(0.0) and not signals.wait(0.1):
-        if show_stats and time.monotonic() - last >= 1.0:
-            last = time.monotonic()
-            show(engine.stats().format_line())
+    return outcome.exit_code

@@ -185,17 +185,21 @@ def _check_platform() -> list[Check]:
         # The PyQt6 6.11 wheels are manylinux_2_34 (x86_64) / 2_39 (aarch64): the newest glibc floor.
         detail += f", {libc} {libc_version}"
     checks = [Check("Platform", "info", detail)]
-    if sys.platform.startswith("linux") and ctypes.util.find_library("xcb-cursor") is None:
-        # Qt 6.5+ aborts at start-up without it on X11, saying only that reinstalling may help.
+    from realtime.io.display import debian_package, display_problem, qt_x11_libraries_missing
+
+    missing = qt_x11_libraries_missing()
+    if sys.platform.startswith("linux") and not missing and ctypes.util.find_library("xcb-cursor") is None:
+        missing = ["libxcb-cursor.so.0"]  # (no PyQt6 or ldd to ask: the one Qt 6.5+ always needs)
+    if missing:
+        # Qt aborts at start-up without them on X11, saying only that reinstalling may help.
         checks.append(
             Check(
                 "Qt window (X11)",
                 "warn",
-                "libxcb-cursor0 not found: the control panel will not open on X11",
-                "sudo apt install libxcb-cursor0 (Fedora: xcb-util-cursor)",
+                f"{', '.join(missing)} not found: the control panel will not open on X11",
+                f"sudo apt install {' '.join(debian_package(m) for m in missing)} (Fedora: xcb-util-*)",
             )
         )
-    from realtime.io.display import display_problem
 
     problem = display_problem()
     if problem is not None:
@@ -319,6 +323,8 @@ def _check_models(models_dir: Path | None) -> list[Check]:
                 checks.append(Check(spec.name, "warn", "not downloaded", fix))
             elif result.status == "wrong_kind":
                 checks.append(Check(spec.name, "fail", result.detail, f"remove it, then {fix}"))
+            elif result.status == "unreadable":
+                checks.append(Check(spec.name, "fail", result.detail, "let this user read the models folder"))
             else:
                 checks.append(
                     Check(spec.name, "fail", f"{result.status}: {result.detail}", f"delete it, then {fix}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from models.errors import ExitCode
+
 Status = Literal["ok", "warn", "fail", "info"]
 
 SYSTEM = "System"
@@ -57,7 +59,7 @@ class DoctorReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.essential_failures else 0
+        return ExitCode.CHECK_FAILED if self.essential_failures else ExitCode.OK
 
 
 @dataclass(frozen=True, slots=True)

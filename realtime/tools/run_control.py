@@ -104,6 +104,9 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             wanted = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+            # A signal the process was started ignoring (a background job's Ctrl+C, `nohup`'s hang-up)
+            # stays ignored, as the panel leaves it.
+            wanted = [sig for sig in wanted if signal.getsignal(sig) != signal.SIG_IGN]
             self._previous = {int(sig): signal.signal(sig, self._on_signal) for sig in wanted}
         return self
 

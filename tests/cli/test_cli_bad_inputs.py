@@ -325,7 +325,9 @@ def test_an_output_that_is_one_of_the_inputs_is_refused(capsys, tmp_path, models
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"), [("--fps", "-5"), ("--fps", "nan"), ("--width", "-4"), ("--output", "")]
+    ("flag", "value"),
+    [("--fps", "-5"), ("--fps", "nan"), ("--width", "-4"), ("--output", "")]
+    + [("--chunk-seconds", v) for v in ("nan", "-1", "inf")],  # accepted once: a job of 1 chunk, or none
 )
 def test_bad_numbers_and_names_are_refused_by_the_parser(capsys, flag: str, value: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SystemExit) as info:
@@ -423,3 +425,45 @@ def test_a_huge_picture_is_refused_before_decoding_with_its_own_exit_code(
     line = error_line(err)
     assert code == 9 and "40000x40000 pixels" in line and "up to 100 MP" in line
     assert not (tmp_path / "o.mp4").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
+def test_a_bad_chunk_length_is_refused_for_batches_and_the_queue(capsys, value: str) -> None:  # type: ignore[no-untyped-def]
+    for command in (["jobs", "batch", "--targets", "."], ["jobs", "submit", "--input", "a", "--output", "b"]):
+        with pytest.raises(SystemExit) as info:
+            main.main([*command, "--chunk-seconds", value])
+        assert info.value.code == 2
+        assert "argument --chunk-seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["o.xyz", "o.webm"])
+def test_a_video_output_its_container_cannot_hold_is_refused_before_any_frame(  # type: ignore[no-untyped-def]
+    capsys, tmp_path, models, photo, clip, name, monkeypatch
+) -> None:
+    """A file job processed every frame, then failed joining them, and left its job folder."""
+    import realtime.jobs.filejob as filejob
+
+    def no_models(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("the models loaded before the output was checked")
+
+    monkeypatch.setattr(filejob, "prepare_face_swap", no_models)
+    code, err = run_cli(capsys, *base_args(models, photo, clip, tmp_path / name))
+    assert code == 2 and "Cannot write video" in error_line(err) and ".mp4" in err
+    assert list(tmp_path.iterdir()) == []  # no job folder, no partial file
+
+
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        (["--set", "detector.model=bogus", "--detector", "mtcnn"], "choose one of"),
+        (["--set", "detector.model=det_10g", "--detector", "mtcnn"], "disagree"),
+    ],
+)
+def test_a_set_value_a_flag_would_replace_is_still_checked(  # type: ignore[no-untyped-def]
+    capsys, tmp_path, models, photo, clip, overrides, said
+) -> None:
+    """`--set detector.model=bogus --detector mtcnn` ran, the --set dropped without a word."""
+    for out in (tmp_path / "o.png", tmp_path / "o.mp4"):  # a live run, and a file job
+        code, err = run_cli(capsys, *base_args(models, photo, clip, out)[:-2], *overrides)
+        assert code == 2 and said in error_line(err) and "detector.model" in err
+    assert list(tmp_path.iterdir()) == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import main
-from models.errors import EXIT_NO_CONSENT
+from models.errors import ExitCode
 from realtime.consent import CONSENT_ENV, consent_path, consent_recorded, ensure_consent
 from realtime.tools.cli_args import build_parser
 from realtime.tools.cli_run import _settings_for_run
@@ -42,7 +42,7 @@ def test_a_non_interactive_run_without_consent_fails_with_its_own_code(
     code = main.main(run_args(tmp_path), out=io.StringIO())
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert code == EXIT_NO_CONSENT == 10 and len(lines) == 1 and "Traceback" not in err
+    assert code == ExitCode.NO_CONSENT == 10 and len(lines) == 1 and "Traceback" not in err
     assert "--consent" in lines[0] and "FACECAST_CONSENT=1" in lines[0]
     assert not no_consent.exists()
 
@@ -76,7 +76,7 @@ def test_an_interactive_terminal_is_asked(no_consent: Path, answer: str, accepte
     else:
         with pytest.raises(Exception, match="consent was not confirmed") as info:
             ensure_consent(False, Terminal(answer), said.append)
-        assert getattr(info.value, "exit_code", None) == EXIT_NO_CONSENT
+        assert getattr(info.value, "exit_code", None) == ExitCode.NO_CONSENT
     text = "\n".join(said)
     assert "inswapper_128" in text and "I have the consent of every person" in text
     assert consent_recorded(no_consent) is accepted

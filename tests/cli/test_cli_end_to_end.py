@@ -21,6 +21,7 @@ from realtime.tools import cli_run
 from realtime.tools.bench import astronaut_bgr, make_clip_with_faces
 from tests.fixtures_media import write_video
 from tests.paths import REPO_ROOT
+from tests.signals import CHILD_SIGNALS
 from tests.vcam_recorder import RecordingBackendHandle
 
 W, H, N = 480, 360, 24
@@ -258,7 +259,11 @@ def start_run(args: list[str], *, stderr: int = subprocess.STDOUT) -> subprocess
     """`main.py` with `args` in a child process, returned once it says it is running."""
     root = REPO_ROOT
     proc = subprocess.Popen(
-        [sys.executable, str(root / "main.py"), *args], stdout=subprocess.PIPE, stderr=stderr, text=True
+        [sys.executable, str(root / "main.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        **CHILD_SIGNALS,
     )
     assert proc.stdout is not None
     for line in proc.stdout:

@@ -18,6 +18,7 @@ from models.fakes.doubles import write_all
 from tests.cli.test_cli_end_to_end import run_args
 from tests.fixtures_media import make_test_video
 from tests.paths import REPO_ROOT
+from tests.signals import CHILD_SIGNALS, default_handlers
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child: POSIX")
 
@@ -41,7 +42,7 @@ def test_ctrl_c_at_several_points_of_start_up_exits_130_with_nothing_recorded(tm
         args = run_args(models, photo, clip, out, "--loop", "--realtime")
         return subprocess.Popen(
             [sys.executable, str(REPO_ROOT / "main.py"), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, **CHILD_SIGNALS,
         )  # fmt: skip
 
     # How long start-up takes here (a first run compiles; a loaded machine is slower): the
@@ -117,7 +118,8 @@ def test_ctrl_c_inside_a_native_callback_during_start_up_is_not_lost(
     monkeypatch.setattr(wiring, "prepare_face_swap", prepare)
     out = tmp_path / "take.mp4"
     # --realtime: the engine's own run (a file job handles its signals itself).
-    code = main.main(run_args(models, photo, clip, out, "--realtime"), out=io.StringIO())
+    with default_handlers():  # as from a terminal: an inherited "ignore Ctrl+C" would hide it
+        code = main.main(run_args(models, photo, clip, out, "--realtime"), out=io.StringIO())
     assert code == 130
     assert not out.exists() and not list(tmp_path.glob(".*partial*"))
 
@@ -141,7 +143,7 @@ def _start_run(tmp_path: Path, *python_flags: str) -> tuple[subprocess.Popen[str
     args = run_args(models, photo, clip, out, "--realtime")
     proc = subprocess.Popen(
         [sys.executable, *python_flags, str(REPO_ROOT / "main.py"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **CHILD_SIGNALS,
     )  # fmt: skip
     return proc, out
 

@@ -19,12 +19,7 @@ import pytest
 
 import main
 from models.fakes.doubles import write_all
-from realtime.jobs.errors import (
-    EXIT_INPUT_ENDS_EARLY,
-    EXIT_OUTPUT_EXISTS,
-    EXIT_SIGTERM,
-    EXIT_SOME_JOBS_FAILED,
-)
+from realtime.api import ExitCode
 from realtime.jobs.manifest import finished_chunk_files, job_folder
 from realtime.tools.bench import astronaut_bgr
 from tests.paths import REPO_ROOT
@@ -37,6 +32,7 @@ from tests.realtime.jobs.media import (
     with_subtitles,
     write_clip,
 )
+from tests.signals import CHILD_SIGNALS
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +95,7 @@ def test_an_existing_output_is_refused_unless_overwrite(
     out.write_bytes(b"my earlier take")
     code, _ = run_cli(job_args(models, photo, vfr_clip, out))
     err = capsys.readouterr().err
-    assert code == EXIT_OUTPUT_EXISTS and "exists already" in err and "--overwrite" in err
+    assert code == ExitCode.OUTPUT_EXISTS and "exists already" in err and "--overwrite" in err
     assert "Traceback" not in err and out.read_bytes() == b"my earlier take"
     code, text = run_cli(job_args(models, photo, vfr_clip, out, "--overwrite"))
     assert code == 0, text
@@ -116,7 +112,7 @@ def test_a_truncated_input_says_how_much_was_processed(
     out = tmp_path / "out.mkv"
     code, _ = run_cli(job_args(models, photo, cut, out))
     err = capsys.readouterr().err
-    assert code == EXIT_INPUT_ENDS_EARLY, err
+    assert code == ExitCode.INPUT_ENDS_EARLY, err
     assert "of ~100 frames: the input ends early" in err and "Traceback" not in err
     processed = int(err.split("processed ")[1].split(" ")[0])
     assert 30 <= processed < 100 and len(video_times(out)) == processed
@@ -135,7 +131,9 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     could fill and block it)."""
     code = _KILLABLE.format(root=str(REPO_ROOT), args=args)
     with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT, **CHILD_SIGNALS
+        )
 
 
 def _wait_for_chunks(folder: Path, n: int, proc: subprocess.Popen[bytes]) -> None:
@@ -147,7 +145,9 @@ def _wait_for_chunks(folder: Path, n: int, proc: subprocess.Popen[bytes]) -> Non
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill-9"])
+@pytest.mark.parametrize(
+    "how", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=["term", "hang-up", "kill-9"]
+)
 def test_a_cut_run_resumes_from_its_finished_chunks_and_equals_one_run(
     tmp_path: Path, models: Path, photo: Path, how: signal.Signals
 ) -> None:
@@ -161,10 +161,11 @@ def test_a_cut_run_resumes_from_its_finished_chunks_and_equals_one_run(
     _wait_for_chunks(job_folder(out), 3, proc)
     os.kill(proc.pid, how)
     proc.wait(timeout=60)
-    if how == signal.SIGTERM:
-        assert proc.returncode == EXIT_SIGTERM and b"Run the same command again" in log.read_bytes()
-    else:
+    if how == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
+    else:  # a closed terminal (SIGHUP) killed the job with no word and left a partial chunk
+        assert proc.returncode == 128 + how and b"Run the same command again" in log.read_bytes()
+        assert not list(job_folder(out).glob(".*partial*"))
     assert not out.exists()
     finished = len(finished_chunk_files(job_folder(out)))
     assert finished >= 3
@@ -210,7 +211,7 @@ def test_a_batch_runs_every_job_and_one_failure_stops_none(
             *models_args,
         ]
     )
-    assert code == EXIT_SOME_JOBS_FAILED, text
+    assert code == ExitCode.SOME_JOBS_FAILED, text
     assert "batch: 2 of 3 jobs done, 1 failed" in text and "FAILED" in text and "b.mp4" in text
     assert sorted(p.name for p in results.iterdir()) == ["a.mp4", "c.mkv"]
     assert len(video_times(results / "c.mkv")) == 20 and audio_packets(results / "c.mkv")
@@ -293,7 +294,26 @@ def test_frames_lost_inside_a_damaged_input_are_told(
     out = tmp_path / "out.mkv"
     code, _ = run_cli(job_args(models, photo, bad, out))
     err = capsys.readouterr().err
-    assert code == EXIT_INPUT_ENDS_EARLY, err
+    assert code == ExitCode.INPUT_ENDS_EARLY, err
     assert "of ~100 frames: frames are missing in the input (damaged at" in err
     processed = int(err.split("processed ")[1].split(" ")[0])
     assert 40 <= processed < 100 and len(video_times(out)) == processed
+
+
+def test_a_resume_removes_what_a_kill_while_joining_left(
+    tmp_path: Path, models: Path, photo: Path, vfr_clip: Path
+) -> None:
+    """A kill while the chunks were joined left a hidden 0-byte file beside the output, which no
+    later run removed. (A recording's partial file with frames in it stays: it is recovered by the
+    next recording of that name.)"""
+    out = tmp_path / "out.mp4"
+    dead = 999_999_999  # a process id no process has
+    joining = tmp_path / f".out.{dead}-0badc0de.partial.mp4"  # what such a kill left, empty
+    joining.touch()
+    earlier = tmp_path / f".out.{dead}-0badcafe.assembling.mp4"  # the same, half-written
+    earlier.write_bytes(b"\x00" * 50_000)
+    recording = tmp_path / f".out.{dead}-0badbeef.partial.mp4"
+    recording.write_bytes(b"\x00" * 50_000)
+    code, text = run_cli(job_args(models, photo, vfr_clip, out))
+    assert code == 0, text
+    assert sorted(p.name for p in leftovers(tmp_path)) == [recording.name]

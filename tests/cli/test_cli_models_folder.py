@@ -10,7 +10,7 @@ import cv2
 import pytest
 
 import main
-from models.errors import EXIT_MODELS_FOLDER, ModelsFolderError
+from models.errors import ExitCode, ModelsFolderError
 from models.files.store import ModelStore
 from realtime.tools.bench import astronaut_bgr
 from realtime.tools.doctor import _check_models
@@ -39,7 +39,7 @@ def test_a_models_folder_that_is_a_file(
 
     code, err = run(capsys, models, photo, clip)
     lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert code == EXIT_MODELS_FOLDER and len(lines) == 1 and "Traceback" not in err
+    assert code == ExitCode.MODELS_FOLDER and len(lines) == 1 and "Traceback" not in err
     assert f"the models folder {models} is a file, not a folder" in lines[0]
     assert "not downloaded" not in err
 

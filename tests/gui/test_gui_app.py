@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.paths import REPO_ROOT
+from tests.signals import CHILD_SIGNALS, default_handlers
 
 ROOT = REPO_ROOT
 
@@ -67,7 +69,7 @@ def test_a_signal_closes_the_window_like_its_close_button(tmp_path: Path, signum
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     child = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path), state],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, **CHILD_SIGNALS,
     )  # fmt: skip
     try:
         assert child.stdout is not None
@@ -246,6 +248,8 @@ def test_an_ignored_hang_up_stays_ignored_and_handlers_come_back_after_the_windo
         write_models(tmp_path / "models"),
         run_config(write_face_photo(tmp_path / "me.png"), vcam=False),
     )
+    stack = contextlib.ExitStack()
+    stack.enter_context(default_handlers())  # a terminal's dispositions, whatever this run inherited
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does
     try:
@@ -258,3 +262,4 @@ def test_an_ignored_hang_up_stays_ignored_and_handlers_come_back_after_the_windo
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+        stack.close()

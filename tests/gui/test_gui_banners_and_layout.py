@@ -308,3 +308,29 @@ def test_a_damaged_model_beside_missing_ones_gets_absolute_paths_in_the_banner(t
     assert banner.startswith(MODELS_BANNER) and "then again" not in banner
     assert f"(folder {tmp_path / 'models'})" in banner
     assert f"--models-dir {tmp_path / 'models'}" in banner
+
+
+def test_every_tab_shows_at_the_default_size_and_the_divider_stays_put_through_a_run(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, failing_vcam_backend: str
+) -> None:
+    """ "Process on" hid behind the tab bar's scroll arrows at the default size, and the divider
+    between the preview and the tabs jumped when a run started (the latency line grew on the Output
+    tab, and the virtual camera's help panel with it)."""
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=True), failing_vcam_backend)
+    qtbot.waitExposed(window)
+    bar = window.tabs.tabBar()
+    assert bar is not None
+    last = bar.tabRect(bar.count() - 1)
+    assert last.right() <= bar.width(), "the last tab is cut off"
+    window.tabs.setCurrentIndex(2)  # Output: the help panel and the latency line live here
+    qtbot.wait(50)
+    before = window.splitter.sizes()
+    window.toggle_running()
+    qtbot.waitUntil(lambda: not window.output_panel.help_panel.isHidden(), timeout=15_000)
+    qtbot.waitUntil(lambda: "p99" in window.output_panel.latency_value.text(), timeout=15_000)
+    qtbot.wait(100)
+    assert window.splitter.sizes() == before
+    window.toggle_running()
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=15_000)
+    qtbot.wait(100)
+    assert window.splitter.sizes() == before

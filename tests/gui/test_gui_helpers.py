@@ -1,4 +1,4 @@
-"""Helpers shared by the tests/test_gui_*.py modules (this module holds no tests itself).
+"""Helpers shared by the tests/gui/test_gui_*.py modules (this module holds no tests itself).
 
 Model doubles, a source photo, and a MainWindow wired to them: offline, no camera, no display.
 """

@@ -6,6 +6,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from PyQt6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -45,7 +46,11 @@ def test_a_log_folder_that_cannot_be_written_leaves_the_app_running_without_a_fi
 def test_the_log_button_opens_this_runs_log_file(qtbot: QtBot, tmp_path: Path, models_dir: Path) -> None:
     opened: list[Path] = []
     log_path = tmp_path / "facecast.log"
-    services = replace(services_for(tmp_path, models_dir), log_path=log_path, open_path=opened.append)
+    services = replace(
+        services_for(tmp_path, models_dir),
+        log_path=log_path,
+        open_path=lambda path, _failed: opened.append(path),
+    )
     window = MainWindow(services, ConfigStore(services.config_path), run_config((), vcam=False))
     qtbot.addWidget(window)
     assert str(log_path) in window.log_button.toolTip()
@@ -57,3 +62,29 @@ def test_the_log_button_opens_this_runs_log_file(qtbot: QtBot, tmp_path: Path, m
     )
     qtbot.addWidget(no_file)
     assert not no_file.log_button.isEnabled()
+
+
+@pytest.mark.parametrize("desktop", ["no opener", "an opener that finds no application"])
+def test_where_nothing_opens_the_log_the_panel_shows_it_itself(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, monkeypatch: pytest.MonkeyPatch, desktop: str
+) -> None:
+    """On a bare X session the Log button did nothing visible: xdg-open started, found no
+    application for a .log file and gave up (exit 3), and Qt had already called it a success."""
+    programs = tmp_path / "programs"
+    programs.mkdir()
+    if desktop != "no opener":  # what xdg-open does on a desktop with no application for it
+        opener = programs / "xdg-open"
+        opener.write_text("#!/bin/sh\necho 'xdg-open: no method available' >&2\nexit 3\n")
+        opener.chmod(0o755)
+    monkeypatch.setenv("PATH", str(programs))
+    log_path = tmp_path / "facecast.log"
+    log_path.write_text("INFO first line\nWARNING the line to read\n", encoding="utf-8")
+    services = replace(services_for(tmp_path, models_dir), log_path=log_path)  # the real opener
+    window = MainWindow(services, ConfigStore(services.config_path), run_config((), vcam=False))
+    qtbot.addWidget(window)
+    qtbot.mouseClick(window.log_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.log_viewer is not None and window.log_viewer.isVisible(), timeout=10_000)
+    viewer = window.log_viewer
+    assert viewer is not None
+    assert "WARNING the line to read" in viewer.text.toPlainText() and str(log_path) in viewer.windowTitle()
+    viewer.close()

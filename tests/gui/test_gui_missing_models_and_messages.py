@@ -25,6 +25,7 @@ from gui.models_banner import MODELS_BANNER
 from realtime.api import OutputInfo
 from tests.gui.test_gui_helpers import SIZE, open_window, run_config, write_face_photo, write_models
 from tests.paths import REPO_ROOT
+from tests.signals import CHILD_SIGNALS
 
 ROOT = REPO_ROOT
 SHA = "5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91"
@@ -204,7 +205,7 @@ def test_ctrl_c_at_the_consent_dialog_cancels_it_and_exits(tmp_path: Path) -> No
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     child = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, **CHILD_SIGNALS,
     )  # fmt: skip
     try:
         assert child.stdout is not None

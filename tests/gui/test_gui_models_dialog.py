@@ -7,12 +7,14 @@ import hashlib
 import json
 import os
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from PyQt6.QtCore import Qt
+from PyQt6.QtCore import QPoint, Qt
 from PyQt6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
@@ -254,3 +256,84 @@ def test_the_models_folder_chosen_in_the_dialog_is_used_and_remembered(
     again = MainWindow(services, store, store.load().config)
     qtbot.addWidget(again)
     assert again.models_folder == models_dir and again.open_models_dialog().folder == models_dir
+
+
+def test_another_folder_takes_down_the_error_of_the_folder_before(
+    qtbot: QtBot, tmp_path: Path, server: ModelServer
+) -> None:
+    entry = served_entry(server, "gone.onnx", OTHER)
+    server.state.routes.clear()  # 404
+    dialog = open_dialog(qtbot, tmp_path / "first", entry)
+    dialog.tasks.accept_licence(entry)
+    click(qtbot, dialog.row("gone").download)
+    qtbot.waitUntil(dialog.error_label.isVisible, timeout=10_000)
+    dialog.set_folder(tmp_path / "second")  # the error stayed, about a download into the first
+    assert not dialog.error_label.isVisible()
+
+
+def test_the_offline_doubles_are_named_as_such_and_can_be_allowed_from_the_panel(
+    qtbot: QtBot, tmp_path: Path, face_photo: Path
+) -> None:
+    """README's offline try-out (`main.py models doubles DIR`): every row said "damaged", the banner
+    said to delete the files, and only an environment variable let the panel use them."""
+    doubles = write_models(tmp_path / "doubles")
+    services = services_for(tmp_path, doubles)
+    services = replace(services, model_options=replace(services.model_options, allow_unverified=False))
+    store = ConfigStore(services.config_path)
+    window = MainWindow(services, store, run_config(face_photo, vcam=False))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: bool(texts_with(window, MODELS_BANNER)), timeout=15_000)
+    banner = texts_with(window, MODELS_BANNER)[0]
+    assert "allow unverified files in Models…" in banner and "--allow-unverified" not in banner
+    assert window.unverified_label.isHidden()
+    dialog = window.open_models_dialog()
+    qtbot.waitUntil(lambda: dialog.state("inswapper_128") is not None, timeout=15_000)
+    status = dialog.status_text("inswapper_128")
+    assert "is not the published file" in status and not status.startswith("damaged"), status
+    check = dialog.unverified_check
+    qtbot.mouseClick(check, Qt.MouseButton.LeftButton, pos=QPoint(8, check.height() // 2))  # its box
+    qtbot.waitUntil(lambda: dialog.status_text("inswapper_128").startswith("unverified"), timeout=15_000)
+    qtbot.waitUntil(lambda: not texts_with(window, MODELS_BANNER), timeout=15_000)
+    assert window.unverified_label.isVisible()
+    window.toggle_running()
+    qtbot.waitUntil(lambda: faces_swapped(window) > 0, timeout=30_000)  # the doubles do the swap
+    window.toggle_running()
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=15_000)
+    window.close()
+    assert store.load().config.allow_unverified
+
+
+_UNREADABLE = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from gui.model_tasks import entry_state
+from realtime.api import FaceCastError, ModelStore, get_entry
+store = ModelStore(Path({folder!r}))
+print("state:", entry_state(store, get_entry("inswapper_128")).status)
+try:
+    store.resolve("inswapper_128")
+except FaceCastError as exc:
+    print("error:", exc.user_message())
+"""
+
+
+def test_a_models_folder_that_may_not_be_read_is_said_so_not_called_damaged(tmp_path: Path) -> None:
+    """It showed "damaged: cannot read it" and logged a traceback."""
+    from tests.access import lock, unlock, without_root_rights
+    from tests.paths import REPO_ROOT
+
+    folder = tmp_path / "models"
+    write_models(folder)
+    lock(folder)
+    try:
+        code = _UNREADABLE.format(root=str(REPO_ROOT), folder=str(folder))
+        done = subprocess.run(
+            [*without_root_rights(), sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
+    finally:
+        unlock(folder)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "state: unreadable" in done.stdout
+    assert "Permission denied" in done.stdout and "Let FaceCast read the models folder" in done.stdout

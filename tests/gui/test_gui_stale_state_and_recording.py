@@ -95,7 +95,10 @@ def test_recording_shows_rec_with_time_and_size_and_a_restart_says_a_new_take_be
     qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, vcam_recorder: RecordingBackendHandle
 ) -> None:
     opened: list[Path] = []
-    services = replace(services_for(tmp_path, models_dir, vcam_recorder.name), open_path=opened.append)
+    services = replace(
+        services_for(tmp_path, models_dir, vcam_recorder.name),
+        open_path=lambda path, _failed: opened.append(path),
+    )
     take = tmp_path / "takes" / "call.mp4"
     take.parent.mkdir()
     config = run_config(face_photo, vcam=True)
@@ -123,10 +126,17 @@ def test_recording_shows_rec_with_time_and_size_and_a_restart_says_a_new_take_be
         lambda: window.output_panel.take_label.text() == f"Recording to: {second}", timeout=15_000
     )
     assert any(
-        "a new take began, call-2.mp4" in t and "call.mp4, is complete" in t for t in window.messages.texts()
+        "a new take began, call-2.mp4" in t and "call.mp4, is complete in the same folder" in t
+        for t in window.messages.texts()
     )
+    # Frames, not time: on a busy machine a Stop right after the restart found the new take empty
+    # ("No frames were produced, so call-2.mp4 was not written").
+    qtbot.waitUntil(lambda: (stats := window.controller.stats()) is not None and stats.frames_out >= 3,
+                    timeout=30_000)  # fmt: skip
     window.toggle_running()
     wait_state(qtbot, window, RunState.IDLE)
+    # The note was about that run: it went with it (it stayed up through later runs).
+    assert not any("a new take began" in t for t in window.messages.texts())
     assert rec.isHidden() and window.output_panel.take_label.text() == f"Last recording: {second}"
     assert take.is_file() and second.is_file()
     qtbot.mouseClick(window.output_panel.open_folder_button, Qt.MouseButton.LeftButton)
@@ -164,3 +174,19 @@ def test_the_status_bar_says_which_faces_are_in_the_privacy_fallback(
     qtbot.waitUntil(lambda: window.fallback_label.text() == "", timeout=5_000)
     window.toggle_running()
     wait_state(qtbot, window, RunState.IDLE)
+
+
+def test_a_new_take_in_another_folder_says_where_the_one_before_is(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path
+) -> None:
+    """The note said the take before was "complete in the same folder" when the record path had
+    moved to another folder."""
+    from realtime.api import OutputInfo
+
+    window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
+    first, second = tmp_path / "monday" / "call.mp4", tmp_path / "tuesday" / "call.mp4"
+    window.controller.described.emit("run", OutputInfo(record_path=first))
+    window.controller.described.emit("run", OutputInfo(record_path=second))  # restarted elsewhere
+    notes = [t for t in window.messages.texts() if "a new take began" in t]
+    assert len(notes) == 1 and f"{second}" in notes[0] and f"{first}, is complete." in notes[0]
+    assert "same folder" not in notes[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,33 @@ def test_the_control_panel_refuses_a_display_that_does_not_answer(tmp_path: obje
     done = subprocess.run([sys.executable, str(main)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "DISPLAY=:87 does not answer" in done.stderr and "--output vcam|FILE" in done.stderr
+
+
+def test_the_library_a_package_ships_is_named_for_apt() -> None:
+    from realtime.io.display import debian_package
+
+    assert debian_package("libxcb-icccm.so.4") == "libxcb-icccm4"
+    assert debian_package("libxcb-cursor.so.0") == "libxcb-cursor0"
+    assert debian_package("libxkbcommon-x11.so.0") == "libxkbcommon-x11-0"
+    assert debian_package("libxcb-render-util.so.0.0.0") == "libxcb-render-util0"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Qt's X11 plugin: Linux")
+def test_the_libraries_qts_x11_plugin_lacks_are_named_before_qt_aborts() -> None:
+    """Without libxcb-icccm4 Qt aborted the panel: "Reinstalling the application may fix this"."""
+    import importlib.util
+    import shutil
+    import subprocess
+
+    from realtime.io.display import qt_x11_libraries_missing
+
+    spec = importlib.util.find_spec("PyQt6")
+    ldd = shutil.which("ldd")
+    if spec is None or ldd is None or not spec.submodule_search_locations:
+        pytest.skip("no PyQt6 or no ldd here")
+    plugin = Path(next(iter(spec.submodule_search_locations))) / "Qt6/plugins/platforms/libqxcb.so"
+    listing = subprocess.run([ldd, str(plugin)], capture_output=True, text=True, check=False).stdout
+    expected = sorted({line.split()[0] for line in listing.splitlines() if "not found" in line})
+    assert qt_x11_libraries_missing({"DISPLAY": ":0"}) == expected
+    assert qt_x11_libraries_missing({"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}) == []
+    assert qt_x11_libraries_missing({"WAYLAND_DISPLAY": "wayland-0"}) == []

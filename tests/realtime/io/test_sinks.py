@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 import time
+import types
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
 from tests.fixtures_media import read_frame_number, synthetic_frame
 from tests.paths import REPO_ROOT
+from tests.small_disk import pages_for, small_disk
 from tests.vcam_recorder import OpenRequest, RecordingBackendHandle
 
 COLOUR = (30, 160, 220)  # BGR
@@ -350,17 +354,15 @@ def test_disk_full_keeps_what_was_recorded(tmp_path: Path, monkeypatch: pytest.M
     assert len(kept) >= 40 and kept == list(range(len(kept)))  # playable from the start, in order
 
 
-def test_a_full_disk_at_the_final_flush_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The last fragment is written inside close(), where PyAV does not raise a failed write."""
-    out = tmp_path / "end.mp4"
-    sink = VideoFileSink(out)
-    sink.open(96, 64, 25.0)
-    for i in range(10):
-        sink.send(numbered(i))
-    monkeypatch.setattr(file_sinks, "_disk_full", lambda folder: True)
-    with pytest.raises(SinkError, match="is full: the last seconds of the recording may be cut"):
-        sink.close()
-    assert out.is_file()  # kept: what is there plays
+def test_a_full_disk_at_the_final_flush_is_said(tmp_path: Path) -> None:
+    """The last fragment is written inside close(), where PyAV does not raise a failed write: the
+    file's own boxes (or a disk without a free block) say that its end is cut."""
+    size = _record(tmp_path / "measure.mp4", 10).path.stat().st_size
+    with small_disk(tmp_path / "disk", pages_for(size) - 4096) as disk:
+        out = disk / "end.mp4"
+        with pytest.raises(SinkError, match="is full: the last seconds of the recording may be cut"):
+            _record(out, 10)
+        assert out.is_file()  # kept: what is there plays
 
 
 def test_a_recording_said_to_be_kept_in_the_partial_file_is_not_deleted_after(
@@ -694,3 +696,121 @@ def test_two_recordings_of_one_name_at_once_keep_both(tmp_path: Path) -> None:
     second.close()
     assert second.path == tmp_path / "facecast-2.mp4"
     assert decoded_numbers(out)[0] == 0 and decoded_numbers(second.path)[0] == 100
+
+
+def test_two_image_runs_of_one_name_at_once_keep_both(tmp_path: Path) -> None:
+    """Two `run --output o.png` at once: the later rename replaced the earlier picture (the
+    last wins); now the later one is kept beside it, as two recordings are."""
+    out = tmp_path / "o.png"
+    first, second = ImageFileSink(out), ImageFileSink(out)
+    first.open(96, 64, 25.0)
+    second.open(96, 64, 25.0)
+    first.send(solid(96, 64, colour=(0, 0, 255)))
+    second.send(solid(96, 64, colour=(255, 0, 0)))
+    first.close()
+    second.close()
+    assert second.path == tmp_path / "o-2.png"
+    assert tuple(cv2.imread(str(out))[0, 0]) == (0, 0, 255)
+    assert tuple(cv2.imread(str(second.path))[0, 0]) == (255, 0, 0)
+
+
+def test_an_image_that_was_there_at_open_is_replaced_as_asked(tmp_path: Path) -> None:
+    out = tmp_path / "o.png"
+    cv2.imwrite(str(out), np.zeros((8, 8, 3), np.uint8))
+    sink = ImageFileSink(out)
+    sink.open(96, 64, 25.0)
+    sink.send(solid(96, 64))
+    sink.close()
+    assert sink.path == out and tuple(cv2.imread(str(out))[0, 0]) == COLOUR
+
+
+class _X264AsNvenc:
+    """PyNvVideoCodec's encoder (CreateEncoder/Encode/EndEncode, Annex B packets as dicts) played
+    by libx264 on the CPU: no GPU here, and the sink's file handling is what is under test."""
+
+    def __init__(self, width: int, height: int, fmt: str, host_input: bool, **options: Any) -> None:
+        assert fmt == "NV12" and host_input and options["bf"] == 0
+        self.width, self.height = width, height
+        self.codec = av.CodecContext.create("libx264", "w")
+        self.codec.width, self.codec.height, self.codec.pix_fmt = width, height, "yuv420p"
+        self.codec.time_base = Fraction(1, 25)
+        self.codec.options = {"bf": "0", "g": str(options["gop"]), "annexb": "1"}
+        self.codec.open()
+        self.pts = 0
+
+    def _packets(self, frame: av.VideoFrame | None) -> list[dict[str, bytes]]:
+        return [{"data": bytes(p)} for p in self.codec.encode(frame)]
+
+    def Encode(self, nv12: np.ndarray) -> list[dict[str, bytes]]:
+        picture = nv12.reshape(self.height * 3 // 2, self.width)
+        frame = av.VideoFrame.from_ndarray(picture, format="nv12").reformat(format="yuv420p")
+        frame.pts, self.pts = self.pts, self.pts + 1
+        return self._packets(frame)
+
+    def EndEncode(self) -> list[dict[str, bytes]]:
+        return self._packets(None)
+
+
+@pytest.fixture
+def cpu_nvenc(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("PyNvVideoCodec")
+    module.CreateEncoder = _X264AsNvenc  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", module)
+
+
+def test_nvenc_output_is_finished_as_the_cpu_encoders_is(tmp_path: Path, cpu_nvenc: None) -> None:
+    """The NVENC sink had its own copy of the finishing: no fragmented MP4 (a crash lost the whole
+    take), no writer's lock, no recovery of a crashed take, and a same-named take replaced."""
+    from realtime.io.nvenc import NvencFileSink
+
+    out = tmp_path / "take.mp4"
+    crashed = tmp_path / ".take.999999-deadbeef.partial.mp4"  # a writer killed mid-take
+    crashed.write_bytes(b"\x00" * 4096)
+    first, second = NvencFileSink(out), NvencFileSink(out)
+    first.open(96, 64, 25.0)
+    assert first.fallback_reason == ""
+    assert (tmp_path / "take.recovered.mp4").is_file() and not crashed.exists()
+    second.open(96, 64, 25.0)
+    for i in range(60):  # a keyframe at least every 2 s: a first fragment is on disk by frame 50
+        first.send(numbered(i))
+        second.send(numbered(100 + i))
+    partial = first._file.temp
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(partial.read_bytes())  # what a kill -9 now would leave: playable up to here
+    kept = decoded_numbers(cut)
+    assert kept and kept == list(range(len(kept)))
+    first.close()
+    second.close()
+    assert first.path == out and second.path == tmp_path / "take-2.mp4"
+    assert decoded_numbers(out) == list(range(60))
+    assert decoded_numbers(second.path) == list(range(100, 160))
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def _record(path: Path, frames: int = 40) -> VideoFileSink:
+    sink = VideoFileSink(path)
+    sink.open(96, 64, 25.0)
+    for i in range(frames):
+        sink.send(numbered(i))
+    sink.close()
+    return sink
+
+
+def test_a_recording_that_fits_with_little_room_left_is_not_called_cut(tmp_path: Path) -> None:
+    """Under 256 KB free after a recording that fit, it was reported as "disk full ... may be cut"
+    (and a file job deleted its finished chunk for it)."""
+    size = _record(tmp_path / "measure.mp4").path.stat().st_size
+    with small_disk(tmp_path / "disk", pages_for(size) + 100 * 1024) as disk:
+        sink = _record(disk / "take.mp4")  # raised SinkError here
+        assert 0 < shutil.disk_usage(disk).free < 256 * 1024
+        assert decoded_numbers(sink.path) == list(range(40))
+
+
+def test_a_recording_the_disk_cannot_hold_keeps_what_fit_and_says_so(tmp_path: Path) -> None:
+    size = _record(tmp_path / "measure.mp4", 200).path.stat().st_size
+    with small_disk(tmp_path / "disk", size // 2) as disk:
+        with pytest.raises(SinkError, match=r"Disk full|is full") as info:
+            _record(disk / "take.mp4", 200)
+        kept = decoded_numbers(disk / "take.mp4")
+        assert "kept" in info.value.user_message() or "may be cut" in info.value.user_message()
+        assert 0 < len(kept) < 200 and kept == list(range(len(kept)))

@@ -66,3 +66,22 @@ def test_other_containers_say_it_in_their_tags(tmp_path: Path, spec: JobSpec) ->
     run_file_job(mkv, settings, stages)
     with av.open(mkv.output) as c:
         assert c.metadata.get("COMMENT", c.metadata.get("comment")) == AI_MODIFIED_TEXT
+
+
+def test_a_disk_too_full_to_sign_keeps_the_output_unsigned_with_a_warning(
+    tmp_path: Path, spec: JobSpec
+) -> None:
+    """Signing writes a second copy; on a disk without room for it the job failed with c2pa's
+    "No space left" and ~40 lines of traceback, and wrote nothing."""
+    from tests.small_disk import pages_for, small_disk
+
+    settings, stages = build_stages(spec)
+    signed_size = Path(run_file_job(spec, settings, stages).output).stat().st_size
+    # Room for the chunks and the joined file (about one output each), not for the signed copy.
+    with small_disk(tmp_path / "disk", pages_for(signed_size) * 5 // 2) as disk:
+        result = run_file_job(dataclasses.replace(spec, output=str(disk / "o.mp4")), settings, stages)
+        out = Path(result.output)
+        assert out == disk / "o.mp4" and len(decode(out)) == 20
+        assert read_provenance(out) is None
+        assert "space" in result.report.unsigned.lower()
+        assert sorted(p.name for p in disk.iterdir()) == ["o.mp4"]  # no partial or job folder left

@@ -74,6 +74,9 @@ def test_two_workers_share_a_job_and_match_one_machine(
     job_id = text.splitlines()[0]
     code, listed = cli("jobs", "list", "--broker", redis_url)
     assert code == 0 and job_id in listed and "SUCCESS" in listed
+    code, line = cli("jobs", "status", job_id, "--broker", redis_url)
+    # It said "SUCCESS not planned yet": the plan's folder is gone once the job is done.
+    assert code == 0 and "finished" in line and "not planned" not in line and f"{out} written" in line
 
 
 def _writer_group(folder: Path) -> int | None:

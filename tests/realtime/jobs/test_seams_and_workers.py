@@ -14,7 +14,7 @@ from realtime.jobs.bench import Landmarks, _seam_figures, recording
 from realtime.jobs.chunks import plan_chunks
 from realtime.jobs.filejob import JobSpec, build_stages, run_file_job
 from realtime.jobs.probe import probe
-from realtime.jobs.workers import run_with_workers
+from realtime.jobs.process_pool import run_with_workers
 from realtime.tools.bench import astronaut_bgr
 from tests.realtime.jobs.media import assert_same_frames, audio_packets, video_times, write_clip
 

@@ -13,8 +13,8 @@ import pytest
 
 import main
 from models.fakes.doubles import write_all
+from realtime.api import ExitCode
 from realtime.io.provenance import read_provenance
-from realtime.jobs.errors import EXIT_OUTPUT_EXISTS
 from realtime.tools.bench import astronaut_bgr
 from tests.realtime.jobs.conftest import Worker, free_port
 from tests.realtime.jobs.media import audio_packets, video_times, write_clip
@@ -85,7 +85,7 @@ def test_s3_in_and_out_on_this_machine(
     # The same output again: refused, the object untouched.
     code = main.main(run_args(models, photo, f"s3://{BUCKET}/in/talk.mp4", f"s3://{BUCKET}/out/talk.mp4"))
     err = capsys.readouterr().err
-    assert code == EXIT_OUTPUT_EXISTS and "exists already" in err
+    assert code == ExitCode.OUTPUT_EXISTS and "exists already" in err
     # A missing object: one line.
     code = main.main(run_args(models, photo, f"s3://{BUCKET}/in/nope.mp4", f"s3://{BUCKET}/out/nope.mp4"))
     err = capsys.readouterr().err

@@ -13,11 +13,12 @@ from pathlib import Path
 import cv2
 import pytest
 
-from realtime.jobs.errors import EXIT_SIGINT, EXIT_SIGTERM
+from realtime.api import ExitCode
 from realtime.remote.runner import ServerThread
 from tests.paths import REPO_ROOT
 from tests.realtime.remote.conftest import TOKEN, frame_image
 from tests.realtime.remote.test_faults import wait_for
+from tests.signals import CHILD_SIGNALS
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -28,7 +29,7 @@ def frames_swapped(server: ServerThread) -> int:
     return sum(e.stats().frames_out for e in engines)
 
 
-@pytest.mark.parametrize(("how", "code"), [("SIGINT", EXIT_SIGINT), ("SIGTERM", EXIT_SIGTERM)])
+@pytest.mark.parametrize(("how", "code"), [("SIGINT", ExitCode.SIGINT), ("SIGTERM", ExitCode.SIGTERM)])
 def test_a_signal_hangs_up_finishes_the_output_and_exits_with_the_signals_code(
     tmp_path: Path, photo: Path, start_server: Callable[..., ServerThread], how: str, code: int
 ) -> None:
@@ -43,7 +44,9 @@ def test_a_signal_hangs_up_finishes_the_output_and_exits_with_the_signals_code(
     ]  # fmt: skip
     err_path = tmp_path / "stderr.txt"
     with err_path.open("w", encoding="utf-8") as err:
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(
+            cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=err, text=True, **CHILD_SIGNALS
+        )
     lines: list[str] = []
     assert proc.stdout is not None
     drain = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)

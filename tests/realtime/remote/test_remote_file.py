@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import main
-from realtime.jobs.errors import EXIT_OUTPUT_EXISTS
+from realtime.api import ExitCode
 from realtime.remote import client as client_module
-from realtime.remote.errors import EXIT_FRAMES_MISSING
 from realtime.remote.file_pacing import AckedSending
 from realtime.remote.runner import ServerThread
 from tests.realtime.jobs.media import audio_packets, decode, video_times, write_clip
@@ -69,7 +68,7 @@ def test_an_existing_output_is_kept_unless_overwrite(
     out.write_bytes(b"my earlier take")
     server = start_server()
     code, text = remote_run(server, photo, clip, out)
-    assert code == EXIT_OUTPUT_EXISTS and out.read_bytes() == b"my earlier take", text
+    assert code == ExitCode.OUTPUT_EXISTS and out.read_bytes() == b"my earlier take", text
     assert not server.server.streams_total  # refused before the call
 
 
@@ -90,6 +89,6 @@ def test_a_frame_that_never_comes_back_fails_with_its_own_code_and_writes_nothin
     out = tmp_path / "takes" / "out.mp4"
     out.parent.mkdir()
     code, text = remote_run(server, photo, clip, out)
-    assert code == EXIT_FRAMES_MISSING, text
+    assert code == ExitCode.FRAMES_MISSING == 20, text
     assert "frame 4 never came back in 2 sends" in text and "nothing was written" in text, text
     assert list(out.parent.iterdir()) == []  # no output, no partial file, no work folder

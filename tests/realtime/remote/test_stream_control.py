@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 import requests
 
+from realtime.api import ExitCode
 from realtime.remote.bench import run_remote_bench
 from realtime.remote.client import RemoteClient
-from realtime.remote.errors import EXIT_ENDED, StreamEndedError
+from realtime.remote.errors import StreamEndedError
 from realtime.remote.runner import ServerThread
 from realtime.remote.session import StreamSession
 from tests.paths import REPO_ROOT
@@ -103,7 +104,7 @@ def test_the_session_limit_ends_the_stream_with_a_clear_message(
         client.run()
     message = caught.value.user_message()
     assert "time limit (3 s)" in message and "\n" not in message, message
-    assert caught.value.exit_code == EXIT_ENDED
+    assert caught.value.exit_code == ExitCode.ENDED
     assert client.stats.connects == 1 and client.stats.remote_frames > 5  # it ran, then it ended
     assert time.monotonic() - started < 15  # no reconnecting round the limit
     audit = [json.loads(x) for x in (server.config.data_dir / "audit.jsonl").read_text().splitlines()]

@@ -7,12 +7,21 @@ import io
 import os
 import signal
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 from realtime.tools.run_control import SafeOutput, Stopped, StopSignals
+from tests.signals import default_handlers
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals sent to ourselves")
+
+
+@pytest.fixture(autouse=True)
+def as_from_a_terminal() -> Iterator[None]:
+    """These tests send signals to this process: they assume a terminal's dispositions."""
+    with default_handlers():
+        yield
 
 
 def test_a_signal_asks_to_stop_without_raising_anywhere() -> None:
@@ -50,3 +59,14 @@ def test_closed_output_is_dropped_not_raised() -> None:
     stream.close()  # `| head -1` exited
     show("two")  # no exception
     assert show.broken
+
+
+def test_a_signal_the_process_was_started_ignoring_stays_ignored() -> None:
+    """A background job of a script (Ctrl+C ignored) or `nohup` (hang-up ignored): as the panel does."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with StopSignals(lambda _text: None) as signals:
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert not signals.wait(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert signals.wait(2.0) and signals.exit_code == 143
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN

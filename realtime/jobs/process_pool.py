@@ -1,13 +1,13 @@
-"""Several worker processes on this machine sharing one job's chunks: each loads the models once,
-then takes the next chunk nobody has taken, until none is left. The job's folder is the only thing
-they share, so the same steps run on other machines (realtime/jobs/tasks.py)."""
+"""A pool of worker processes on this machine sharing one job's chunks (`jobs submit --workers N`
+with no queue): each loads the models once, then takes the next chunk nobody has taken, until none
+is left. The job's folder is the only thing they share, so the same steps run on other machines
+as the queue's tasks (realtime/jobs/queue.py, `main.py worker`)."""
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
 import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,27 +21,13 @@ from realtime.jobs.filejob import (
     check_paths,
     finish_job,
     prepare_job,
-    read_job,
+    process_chunk,
 )
 from realtime.jobs.manifest import JobLock, done_chunks, job_folder
 from realtime.jobs.probe import probe
-from realtime.jobs.process import run_chunk
 from realtime.jobs.storage import deliver, place
 
 log = logging.getLogger(__name__)
-
-
-def process_chunk(spec: JobSpec, index: int, built: Any = None, stop: threading.Event | None = None) -> int:
-    """Do chunk `index` of the job (planned already) unless its file is there: the frames written."""
-    folder = job_folder(Path(spec.output))
-    manifest = read_job(spec)
-    chunk = manifest.chunks[index]
-    if (folder / chunk.name).is_file():
-        return 0  # done already (a task delivered twice)
-    settings, stages = built if built is not None else build_stages(spec)
-    info = probe(Path(spec.input))
-    result = run_chunk(info, chunk, folder / chunk.name, settings, stages, stop or threading.Event())
-    return result.frames_written
 
 
 def _worker_main(spec_json: str, todo: Any, news: Any) -> None:
