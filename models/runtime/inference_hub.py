@@ -111,8 +111,14 @@ class InferenceHub:
             return lambda model: factory.create(model, label=name, cuda_stream=stream)
 
         def profiled(stream: int | None) -> Callable[[bytes, BatchProfile], Any]:
+            # run_shapes: TensorRT builds the profile's engine at load (announced), not at the
+            # first frame.
             return lambda model, profile: factory.create(
-                model, label=name, cuda_stream=stream, batch_profile=profile
+                model,
+                label=name,
+                cuda_stream=stream,
+                batch_profile=profile,
+                run_shapes=[(1, *row) for _, row in profile.rows],
             )
 
         def batched(stream: int | None, check_first: Callable[[Any], None] | None = None) -> Batched:
