@@ -113,7 +113,6 @@ def _check_stream(stream: int | None) -> None:
         )
 
 
-@dataclass
 @dataclass(frozen=True, slots=True)
 class BatchProfile:
     """The inputs of a model given a batch axis (name -> the shape of one sample) and the largest
@@ -133,6 +132,7 @@ class BatchProfile:
         }
 
 
+@dataclass
 class InferenceClock:
     """Adds up the time spent inside session.run (benchmarks: pipeline overhead = wall - this)."""
 
