@@ -20,12 +20,12 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
+from realtime.core.version import facecast_version
 from realtime.io.partial_files import _partial_path, _remove
 
 log = logging.getLogger(__name__)
@@ -40,13 +40,6 @@ SIGNABLE_VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".avi"})
 SIGNABLE_IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff"})
 SIGNABLE_SUFFIXES = SIGNABLE_VIDEO_SUFFIXES | SIGNABLE_IMAGE_SUFFIXES
 TAGGED_SUFFIXES = frozenset({".mkv", ".webm", ".mp4", ".mov", ".m4v", ".avi"})  # containers with tags
-
-
-def facecast_version() -> str:
-    try:
-        return metadata.version("facecast")
-    except metadata.PackageNotFoundError:
-        return "0.1.0"
 
 
 def provenance_tags() -> dict[str, str]:
