@@ -59,6 +59,10 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    if getattr(args, "watermark", False):
+        from realtime.tools.bench_watermark import run_watermark_bench_cli
+
+        return run_watermark_bench_cli(args.clips, args.decisions, out)
     if getattr(args, "service", False):
         from realtime.tools.bench_service import run_service_bench_cli
 

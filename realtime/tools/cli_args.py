@@ -328,6 +328,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--max-batch", type=_count, default=8, help="--service: faces per model call at most")
     bench.add_argument(
+        "--watermark",
+        action="store_true",
+        help="measure the invisible watermark: cost per frame, PSNR, detection after codecs and edits, "
+        "false positives on unmarked video and noise (see --clips, --decisions)",
+    )
+    bench.add_argument("--clips", type=_count, default=8, help="--watermark: clips per edit and size")
+    bench.add_argument(
+        "--decisions", type=_count, default=1000, help="--watermark: decisions on unmarked input"
+    )
+    bench.add_argument(
         "--max-delay-us", type=int, default=1000, help="--service: the batch window's deadline"
     )
     _add_model_args(bench)

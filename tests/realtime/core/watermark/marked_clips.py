@@ -20,7 +20,7 @@ def real_clip(frames: int, size: tuple[int, int] = (640, 360), drift_px: float =
     """The astronaut photo filling the frame, drifting `drift_px` per frame (a hand-held camera)."""
     w, h = size
     photo = cv2.resize(astronaut_bgr(), (int(w * 1.2), int(w * 1.2)))
-    out = []
+    out: list[ImageBGR] = []
     for i in range(frames):
         x = int(i * drift_px) % (photo.shape[1] - w)
         y = int(i * drift_px / 2) % (photo.shape[0] - h)
@@ -42,6 +42,7 @@ def through_codec(frames: list[ImageBGR], codec: str, **options: str | int) -> l
     bit_rate = options.pop("bit_rate", None)
     with av.open(buffer, "w", format="webm" if codec == "libvpx" else "mp4") as container:
         stream = container.add_stream(codec, rate=30)
+        assert isinstance(stream, av.VideoStream)
         stream.width, stream.height = frames[0].shape[1], frames[0].shape[0]
         stream.pix_fmt = "yuv420p"
         if bit_rate is not None:
@@ -51,5 +52,5 @@ def through_codec(frames: list[ImageBGR], codec: str, **options: str | int) -> l
             container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
         container.mux(stream.encode())
     buffer.seek(0)
-    with av.open(buffer) as container:
-        return [frame.to_ndarray(format="bgr24") for frame in container.decode(video=0)]
+    with av.open(buffer, "r") as reader:
+        return [np.asarray(frame.to_ndarray(format="bgr24"), np.uint8) for frame in reader.decode(video=0)]
