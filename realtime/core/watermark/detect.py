@@ -106,9 +106,11 @@ class MarkDetector:
         """The best scale's result: near the frame's own scale first, then (wide) down to a fifth."""
         if self._sum is None or self.frames == 0:
             return Detection(False, 0.0, 1.0, None, 1.0, 0)
-        pyramid = [self._sum / self.frames]  # each level half the one before (small scales read a small one)
+        pyramid: list[np.ndarray] = [
+            self._sum / self.frames
+        ]  # each level half the one before (small scales read a small one)
         while min(pyramid[-1].shape) >= 2 * PERIOD:
-            pyramid.append(cv2.pyrDown(pyramid[-1]))
+            pyramid.append(np.asarray(cv2.pyrDown(pyramid[-1]), np.float32))
         tried = 0
         best: tuple[float, float, tuple[int, int], np.ndarray] | None = None
         ranges = [NEAR_SCALES] + ([WIDE_SCALES] if wide else [])
