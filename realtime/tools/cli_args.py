@@ -219,6 +219,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser("serve", help="serve the face swap to `run --remote` clients and browsers (WebRTC)")
     )
 
+    verify = sub.add_parser(
+        "verify",
+        help="say whether a video or picture carries FaceCast's watermark and a C2PA manifest "
+        "(exit 0: marked, 21: no mark found, 22: unreadable)",
+    )
+    verify.add_argument(
+        "file", metavar="FILE|-", help="a video, a picture or a screen capture; - reads standard input"
+    )
+    verify.add_argument("--json", action="store_true", help="print the findings as JSON")
+
     models = sub.add_parser("models", help="list, download and verify model files")
     msub = models.add_subparsers(dest="models_command", required=True)
     for name, text in (
