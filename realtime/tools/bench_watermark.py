@@ -254,7 +254,7 @@ def measure_false_positives(photos: list[ImageBGR], decisions: int, out: TextIO)
     out.write(
         f"  {decisions} decisions on unmarked real-photo clips and noise (every scale tried): "
         f"{positives} said marked, {payloads} payloads read; "
-        f"highest z {highest:.2f} (threshold {Z_MARKED:.0f})\n"
+        f"highest z {highest:.2f} (threshold {Z_MARKED:.1f})\n"
     )
     return positives, payloads, highest
 
@@ -318,7 +318,7 @@ def run_watermark_bench_cli(clips: int, decisions: int, out: TextIO) -> int:
     measure_cost(out)
     out.write("invisibility:\n")
     measure_psnr(photos, out)
-    out.write("robustness (a mark is found at z >= 7; its payload read when its CRC matches):\n")
+    out.write("robustness (a mark is found at z >= 7.5; its payload read when its CRC matches):\n")
     measure_robustness(photos, clips, [(1280, 720), (1920, 1080)], out)
     measure_screen_recording(out)
     out.write("specificity:\n")
