@@ -4,9 +4,8 @@ the sender follows the link down while frames keep coming."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
