@@ -49,8 +49,9 @@ from realtime.api import (
 
 log = logging.getLogger(__name__)
 
-# Makes the run's engine from its source, sink and event callback: the remote panel's, for a server.
-EngineMaker = Callable[[FrameSource, FanOutSink, Settings, Callable[[EngineEvent], None]], Engine]
+# Makes the run's engine (the remote panel's, for a server) from the run's source, outputs, settings,
+# events and the watermark run id its frames are to carry (the recording's manifest names the same).
+EngineMaker = Callable[[FrameSource, FanOutSink, Settings, Callable[[EngineEvent], None], str], Engine]
 
 QUEUED = Qt.ConnectionType.QueuedConnection
 
@@ -329,7 +330,9 @@ class EngineController(QObject):
                 else passthrough_stages
             )
             # The remote panel's maker builds an engine whose stages run on a server.
-            remote = None if maker is None else (lambda _src, _sink, st, ev: maker(source, sink, st, ev))
+            remote = (
+                None if maker is None else (lambda _src, _sink, st, ev: maker(source, sink, st, ev, run_id))
+            )
             run = Run(source, sink, plan.settings, factory, on_event=on_event, make_engine=remote,
                       load_in_background=True, run_id=run_id)  # fmt: skip
             run.engine.subscribe_preview(self._feed.offer)

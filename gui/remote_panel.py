@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
@@ -180,10 +181,20 @@ class RemotePanel(QWidget):
         self._show_state("checking", f"Connecting to {run.url.strip()} …")
 
         def make(
-            source: FrameSource, sink: FanOutSink, settings: Settings, on_event: Callable[[EngineEvent], None]
+            source: FrameSource,
+            sink: FanOutSink,
+            settings: Settings,
+            on_event: Callable[[EngineEvent], None],
+            run_id: str,
         ) -> Engine:
             remote = RemoteEngine(
-                run, source, sink, settings, on_event, self.link_state.emit, self._untrusted.emit
+                replace(run, run_id=run_id),
+                source,
+                sink,
+                settings,
+                on_event,
+                self.link_state.emit,
+                self._untrusted.emit,
             )
             return remote.as_engine()
 

@@ -173,6 +173,8 @@ class RemoteRun:
     token: str
     photo: Path | None
     known_hosts: Path = field(default_factory=default_known_hosts)
+    # The watermark run id the server marks the call with; the panel's recording names it too.
+    run_id: str | None = None
 
     def options(self, pinned: str | None) -> RemoteOptions:
         if not self.url.strip():
@@ -185,7 +187,12 @@ class RemoteRun:
             raise FaceCastError("No source face chosen.", hint="Add a photo under Faces.")
         # The window's consent dialog was accepted before any Start.
         return RemoteOptions(
-            url=self.url.strip(), token=self.token.strip(), photos=(self.photo,), consent=True, pinned=pinned
+            url=self.url.strip(),
+            token=self.token.strip(),
+            photos=(self.photo,),
+            consent=True,
+            pinned=pinned,
+            run_id=self.run_id,
         )
 
 

@@ -34,6 +34,7 @@ class ExitCode(IntEnum):
     FRAMES_MISSING = 20  # run --remote: a file through the server did not come back whole (nothing written)
     NOT_MARKED = 21  # verify: the file was read; it carries neither FaceCast's watermark nor a C2PA manifest
     UNREADABLE = 22  # verify: the file (or standard input) is not a video or picture that can be read
+    CONTENT_REFUSED = 23  # run --remote: the server's content policy refused the photo or ended the stream
     INTERNAL = 70  # a fault of FaceCast itself (a bug): `--debug` shows its traceback
     SIGHUP = 129  # the terminal closed (128 + SIGHUP): the output was finished first
     SIGINT = 130  # Ctrl+C (128 + SIGINT, as a shell reports it)

@@ -75,6 +75,7 @@ from realtime.io.test_pattern import TestPatternSource, astronaut_photo
 from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
 from realtime.lifecycle.run import Ending, EngineMaker, Run, RunOutcome
+from realtime.wiring.content_check import CONTENT_MODEL, ContentCheck, ContentVerdict
 from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.wiring.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.wiring.model_loading import check_models_present, load_analysis_models, quality_model_names
@@ -83,6 +84,7 @@ __all__ = [
     "ASSEMBLING",
     "CATALOGUE",
     "CONSENT_TEXT",
+    "CONTENT_MODEL",
     "DEFAULT_PRESET",
     "IMAGE_EXTENSIONS",
     "MODELS_DIR_ENV",
@@ -96,6 +98,8 @@ __all__ = [
     "CameraMode",
     "CameraSource",
     "CatchUpSlot",
+    "ContentCheck",
+    "ContentVerdict",
     "Detection",
     "DownloadError",
     "Downloader",

@@ -4,8 +4,9 @@ The doubles (no weights downloaded) have the real models' input/output names, sh
 output order, and tiny deterministic graphs whose outputs are easy to predict:
 models/fakes/detector_double.py builds the SCRFD detector double (and the pictures it finds faces in),
 models/fakes/pixel_doubles.py the per-pixel ones (ArcFace, inswapper and ReSwapper, landmarks,
-restorers, xseg, BiSeNet) and models/fakes/swapper_doubles.py the other swap families and the
-embedding converters, with their numpy references. write_all writes them all under the catalogue's file names.
+restorers, xseg, BiSeNet), models/fakes/swapper_doubles.py the other swap families and the
+embedding converters and models/fakes/content_double.py the content classifier, with their numpy
+references. write_all writes them all under the catalogue's file names.
 FakeArg and FakeSession stand in for an onnxruntime session's signature.
 
 `python -m models.fakes.doubles DIR` writes them under the real file names.
@@ -21,6 +22,7 @@ from typing import Any
 
 import onnx
 
+from models.fakes.content_double import build_content_classifier
 from models.fakes.detector_double import DEFAULT_FACE, DET_SIZE, STRIDES, build_scrfd, build_scrfd_fixed
 from models.fakes.pixel_doubles import (
     build_arcface,
@@ -59,6 +61,7 @@ def write_all(
         "reswapper_128.onnx": build_inswapper(seed=RESWAPPER_SEED, emap_name="emap"),
         "reswapper_256.onnx": build_inswapper(seed=RESWAPPER_SEED, size=256, emap_name="emap"),
         **swapper_doubles(),
+        "nsfw_2.onnx": build_content_classifier(),
     }
     written: dict[str, Path] = {}
     for name, model in models.items():

@@ -183,6 +183,25 @@ CATALOGUE: tuple[ModelEntry, ...] = (
         description="BiSeNet ResNet-34 face parser (skin, eyes, mouth regions)",
         default=False,
     ),
+    ModelEntry(
+        name="nsfw_2",
+        role="content",
+        files=(
+            ModelFile(
+                "nsfw_2.onnx",
+                None,
+                None,
+                crc32_urls=_ff_hash("models-3.3.0", "nsfw_2"),
+                approx_size=22_500_000,
+            ),
+        ),
+        urls=(f"{_FF_ASSETS}/models-3.3.0/nsfw_2.onnx",),
+        archive=None,
+        licence="Apache-2.0 (Marqo nsfw-image-detection-384)",
+        licence_url="https://huggingface.co/Marqo/nsfw-image-detection-384",
+        description="NSFW picture classifier, 384 px (the server's `--content-policy`)",
+        default=False,
+    ),
 )
 
 

@@ -106,7 +106,8 @@ def run_remote_file(
             return error.exit_code
         if output.exists() and not getattr(args, "overwrite", False):
             raise FaceCastError(f"{output} appeared while the file was processed; it is left as it is.")
-        signer = partial(sign_video, title=output.name) if can_sign(output) else None
+        # One run id for the whole file: the server marked every frame with it, reconnects included.
+        signer = partial(sign_video, title=output.name, run_id=options.run_id) if can_sign(output) else None
         report = assemble(source_path, [work / WORK_FILE], output, extra_tags=provenance_tags(), sign=signer)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,4 +1,9 @@
-"""The server's audit log: one JSON object per line, appended, in the data folder."""
+"""The server's audit log: one JSON object per line, appended, in the data folder.
+
+Events: "upload" (a source photo kept), "stream" (a stream ended: its length, why, the run id its
+frames' watermark carries, what the content policy saw), "refused" (an upload or a stream the
+content policy turned away), "content" (a stream's sampled frame the content policy flagged).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,14 @@ from pathlib import Path
 
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
-    event: str  # "stream" (a stream ended), "upload", "refused"
+    event: str  # "stream" (a stream ended), "upload", "refused", "content"
     client: str  # the client's address
     token_name: str
     photo_sha256: tuple[str, ...] = ()
     duration_s: float = 0.0
     detail: str = ""
+    run_id: str = ""  # the stream's watermark run id (docs/PROVENANCE.md)
+    content: str = ""  # the content policy's verdict(s), when it is on
     time: float = field(default_factory=time.time)
 
 

@@ -20,7 +20,7 @@ import platformdirs
 
 # Only light imports at the top: main.py builds its parser with these functions, and `--help`
 # must not wait for the engine to import.
-from realtime.remote.limits import Limits
+from realtime.remote.limits import CONTENT_MODES, Limits
 
 if TYPE_CHECKING:
     from realtime.api import BatchPolicy
@@ -94,6 +94,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "for a clean picture: 2000 at 640x480, 3000 at 1280x720; less when the link carries less)",
     )
     parser.add_argument("--preset", default=DEFAULT_PRESET, help="preset a stream gets unless it names one")
+    parser.add_argument(
+        "--content-policy",
+        choices=CONTENT_MODES,
+        default="off",
+        help="an NSFW classifier (model nsfw_2) on uploaded photos and one frame a second of each "
+        "stream: log writes its verdicts to the audit log, refuse also turns such photos away and "
+        "ends such streams (default: off)",
+    )
     if not any("--models-dir" in a.option_strings for a in parser._actions):
         parser.add_argument("--models-dir", type=Path, default=None, help="folder with the model files")
         parser.add_argument("--allow-unverified", action="store_true", help="use unverified model files")
@@ -132,6 +140,7 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         provider=args.provider,
         default_preset=args.preset,
         max_bitrate=_bitrate(getattr(args, "max_bitrate", None)),
+        content_policy=getattr(args, "content_policy", "off"),
     )
     tls = None
     if args.no_tls:
@@ -154,6 +163,8 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         print(f"certificate SHA-256 fingerprint: {fingerprint}", file=out)
     scheme = "http" if args.no_tls else "https"
     server = Server(config)
+    if config.content_policy != "off":
+        print(f"content policy: {config.content_policy} (verdicts in {server.audit.path})", file=out)
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -285,7 +296,7 @@ def console(out: TextIO) -> Callable[[str], None]:
 def remote_options(args: argparse.Namespace) -> RemoteOptions:
     """What `run --remote` asks of the server, from its arguments (refused with a FaceCastError
     naming the argument to fix)."""
-    from realtime.api import FaceCastError
+    from realtime.api import FaceCastError, new_run_id
     from realtime.remote.options import RemoteOptions
 
     photos = tuple(getattr(args, "source", None) or ())
@@ -310,6 +321,7 @@ def remote_options(args: argparse.Namespace) -> RemoteOptions:
         reconnect_for_s=getattr(args, "reconnect_for", 120.0),
         duration_s=getattr(args, "duration", None),
         max_bitrate=_bitrate(getattr(args, "max_bitrate", None)),
+        run_id=new_run_id(),  # the frames' watermark and the local recording's manifest name it
     )
 
 
@@ -337,6 +349,7 @@ def run_remote(
         sink = open_output(
             args.output, width=width, height=height, fps=fps, pace=not source.is_live,
             vcam_backend=getattr(args, "vcam_backend", None), vcam_device=getattr(args, "vcam_device", None),
+            run_id=options.run_id,
         )  # fmt: skip
         client = RemoteClient(options, source, sink, say)
         client.open()  # the input's real size and rate for the line below

@@ -43,6 +43,7 @@ from realtime.api import (
 )
 from realtime.remote.encoder import TunedVp8Encoder, VideoRate, tuned_senders
 from realtime.remote.errors import (
+    ContentRefusedError,
     FramesMissingError,
     LinkLostError,
     RemoteError,
@@ -541,10 +542,12 @@ class RemoteClient:
                 self.stop_event.set()  # before the link is marked down: no "reconnecting" frames at the end
             if not self._should_stop(started):
                 why = await signalling.why_ended(handle)
-                if why is not None and why[1]:
-                    raise StreamEndedError(f"The server ended the stream: {why[0]}.")
+                if why is not None and why.refused_by == "content":
+                    raise ContentRefusedError(f"The server ended the stream: {why.reason}.")
+                if why is not None and why.final:
+                    raise StreamEndedError(f"The server ended the stream: {why.reason}.")
                 if why is not None:
-                    self.notify(f"the server ended the stream: {why[0]}")
+                    self.notify(f"the server ended the stream: {why.reason}")
         finally:
             self._handle = None
             was_linked = self._linked.is_set()

@@ -44,3 +44,9 @@ class StreamEndedError(RemoteError):
 
 class FramesMissingError(RemoteError):
     exit_code = ExitCode.FRAMES_MISSING
+
+
+class ContentRefusedError(RemoteError):
+    """The server's content policy refused an uploaded photo or ended the stream."""
+
+    exit_code = ExitCode.CONTENT_REFUSED

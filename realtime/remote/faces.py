@@ -10,23 +10,25 @@ import hashlib
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from realtime.api import picture_size
+from realtime.api import ImageBGR, picture_size
 from realtime.remote.limits import Limits
 
 
 class UploadRefused(Exception):
     """An upload the server will not keep; `status` is the HTTP status to answer with."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, refused_by: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.refused_by = refused_by  # "content": the content policy (the client's own exit code)
 
 
 def png_or_jpeg_size(data: bytes) -> tuple[int, int]:
@@ -60,7 +62,9 @@ class FaceStore:
         for stale in self.folder.glob("*.png"):
             stale.unlink(missing_ok=True)
 
-    def add(self, data: bytes, owner: str) -> StoredFace:
+    def add(self, data: bytes, owner: str, screen: Callable[[ImageBGR], None] | None = None) -> StoredFace:
+        """Keep the photo in `data`; `screen` sees the decoded picture first and may refuse it
+        (UploadRefused): then nothing is kept."""
         if len(data) > self.limits.max_upload_bytes:
             raise UploadRefused(413, f"The photo is over {self.limits.max_upload_bytes} bytes.")
         if not data:
@@ -75,6 +79,8 @@ class FaceStore:
         image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
         if image is None:
             raise UploadRefused(400, "The photo could not be decoded.")
+        if screen is not None:
+            screen(np.asarray(image, np.uint8))
         face_id = secrets.token_hex(16)
         path = self.folder / f"{face_id}.png"
         # Stored as decoded and re-encoded: what is kept is a picture, whatever else the file held.

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+# The server's content policy (realtime/remote/content_policy.py): what its classifier's verdicts do.
+ContentMode = Literal["off", "log", "refuse"]
+CONTENT_MODES: tuple[ContentMode, ...] = ("off", "log", "refuse")
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,3 +24,6 @@ class RemoteOptions:
     # The video rate the call may use each way, in bit/s (--max-bitrate); None: what the picture's
     # size needs for a clean picture (realtime/remote/encoder.py), as the link allows.
     max_bitrate: int | None = None
+    # The watermark run id the server marks the call's frames with (8 hex digits): the local
+    # recording's manifest names it too. None: the server makes one.
+    run_id: str | None = None

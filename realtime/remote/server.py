@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,23 +33,33 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
 from realtime.api import (
     DEFAULT_PRESET,
+    ContentCheck,
+    ContentVerdict,
     FaceCastError,
+    ImageBGR,
     InferenceHub,
     ModelOptions,
     SessionPool,
     Settings,
     available_presets,
     load_preset,
+    new_run_id,
     parse_override,
     prepare_face_swap,
     resolve_provider,
 )
 from realtime.remote.audit import AuditLog, AuditRecord
+from realtime.remote.content_policy import (
+    UPLOAD_REFUSED,
+    ContentPolicy,
+    stream_refused_reason,
+    verdict_text,
+)
 from realtime.remote.encoder import VideoRate, tuned_senders
 from realtime.remote.faces import FaceStore, StoredFace, UploadRefused
 from realtime.remote.gpu import gpu_memory_lines, gpu_memory_used
 from realtime.remote.jobs_api import JobsApi, RequestChecks
-from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
+from realtime.remote.limits import SERVER_ONLY_SETTINGS, ContentMode, Limits
 from realtime.remote.session import StreamSession
 from realtime.remote.tokens import TokenFile, bearer
 from realtime.remote.transport import quicken_receivers
@@ -58,6 +70,7 @@ TOKEN_NAME = web.RequestKey("token_name", str)
 JANITOR = web.AppKey("janitor", asyncio.Task[None])
 
 ENDED_KEPT = 256  # ended streams whose reason a client can still ask for
+RUN_ID = re.compile(r"[0-9a-f]{8}")  # a watermark run id a client may name (docs/PROVENANCE.md)
 
 CONSENT_HELP = (
     "Confirm that you have the consent of the person in the photo and will disclose the swap: "
@@ -80,10 +93,14 @@ class ServerConfig:
     # The most video a stream sends back, in bit/s (`serve --max-bitrate`); None: what the
     # picture's size needs (realtime/remote/encoder.py). A client may ask for less (max_kbps=).
     max_bitrate: int | None = None
+    # What the content classifier does with uploads and streams (realtime/remote/content_policy.py);
+    # "off" loads no model.
+    content_policy: ContentMode = "off"
 
 
-def _error(status: int, message: str, **headers: str) -> web.Response:
-    return web.json_response({"error": message}, status=status, headers=headers)
+def _error(status: int, message: str, refused_by: str = "", **headers: str) -> web.Response:
+    body = {"error": message, **({"refused_by": refused_by} if refused_by else {})}
+    return web.json_response(body, status=status, headers=headers)
 
 
 def _consented(request: web.Request) -> bool:
@@ -99,7 +116,9 @@ class Server:
     audit: AuditLog = field(init=False)
     sessions: dict[str, StreamSession] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)
-    ended: OrderedDict[str, tuple[str, str, bool]] = field(default_factory=OrderedDict)  # token, why, final
+    # token, why, final, refused_by
+    ended: OrderedDict[str, tuple[str, str, bool, str]] = field(default_factory=OrderedDict)
+    content: ContentPolicy = field(init=False)
     streams_total: int = 0
     _prepare_lock: asyncio.Lock | None = None
 
@@ -114,6 +133,10 @@ class Server:
         self.tokens = TokenFile(self.config.token_file)
         self.faces = FaceStore(self.config.data_dir / "faces", self.config.limits)
         self.audit = AuditLog(self.config.data_dir / "audit.jsonl")
+        mode = self.config.content_policy
+        # Loaded now: a missing classifier stops `serve` at its start, with the download command.
+        check = ContentCheck(self.config.models, self.config.provider) if mode != "off" else None
+        self.content = ContentPolicy(mode, check.verdict if check is not None else None)
 
     # ---- app ---------------------------------------------------------------------------------
 
@@ -257,17 +280,40 @@ class Server:
         if request.content_length is not None and request.content_length > limits.max_upload_bytes:
             self._count_refusal("upload_size")
             return _error(413, f"The photo is over {limits.max_upload_bytes} bytes.")
+        seen: list[ContentVerdict] = []
         try:
             data = await request.read()
-            face = await asyncio.to_thread(self.faces.add, data, request[TOKEN_NAME])
+            screen = partial(self._screen_upload, seen) if self.content.on else None
+            face = await asyncio.to_thread(self.faces.add, data, request[TOKEN_NAME], screen)
         except web.HTTPRequestEntityTooLarge:
             self._count_refusal("upload_size")
             return _error(413, f"The photo is over {limits.max_upload_bytes} bytes.")
         except UploadRefused as exc:
-            self._count_refusal("upload")
-            return _error(exc.status, exc.message)
-        self.audit.write(AuditRecord("upload", _client(request), request[TOKEN_NAME], (face.sha256,)))
+            self._count_refusal(exc.refused_by or "upload")
+            if exc.refused_by:
+                record = AuditRecord(
+                    "refused",
+                    _client(request),
+                    request[TOKEN_NAME],
+                    detail="an upload: " + exc.message,
+                    content="; ".join(verdict_text(v) for v in seen),
+                )
+                self.audit.write(record)
+            return _error(exc.status, exc.message, exc.refused_by)
+        content = "; ".join(verdict_text(v) for v in seen)
+        self.audit.write(
+            AuditRecord("upload", _client(request), request[TOKEN_NAME], (face.sha256,), content=content)
+        )
         return web.json_response({"id": face.face_id, "sha256": face.sha256}, status=201)
+
+    def _screen_upload(self, seen: list[ContentVerdict], picture: ImageBGR) -> None:
+        """(On a worker thread.) The content policy's look at an uploaded photo."""
+        verdict = self.content.screen(picture)
+        if verdict is None:
+            return
+        seen.append(verdict)
+        if verdict.flagged and self.content.mode == "refuse":
+            raise UploadRefused(422, UPLOAD_REFUSED, refused_by="content")
 
     # ---- streams -----------------------------------------------------------------------------
 
@@ -320,6 +366,7 @@ class Server:
         try:
             settings = self.settings_from(request.query.get("preset"), request.query.getall("set", []))
             rate = self.rate_from(request.query.get("max_kbps"))
+            run_id = _run_id(request.query.get("run"))
         except FaceCastError as exc:
             return _error(422, exc.user_message())
         try:
@@ -350,6 +397,9 @@ class Server:
                 pc,
                 limits,
                 self._closed,
+                run_id=run_id,
+                content=self.content.for_stream(),
+                on_content=self._content_seen,
             )
             self.sessions[stream_id] = session
         try:
@@ -363,7 +413,11 @@ class Server:
             status=201,
             text=answer,
             content_type="application/sdp",
-            headers={"Location": f"/v1/streams/{stream_id}", "X-FaceCast-Stream": stream_id},
+            headers={
+                "Location": f"/v1/streams/{stream_id}",
+                "X-FaceCast-Stream": stream_id,
+                "X-FaceCast-Run": run_id,
+            },
         )
 
     def rate_from(self, max_kbps: str | None) -> VideoRate:
@@ -396,9 +450,31 @@ class Server:
         tuned_senders(pc, rate)  # negotiated; the engine sends nothing before the first frame comes in
         return str(pc.localDescription.sdp)
 
+    async def _content_seen(self, session: StreamSession, verdict: ContentVerdict, refuse: bool) -> None:
+        """A stream's sampled frame was classified: a flagged one is written down; `refuse`
+        (the policy's decision over its recent samples) ends the stream."""
+        if not verdict.flagged:
+            return
+        detail = f"stream {session.stream_id}: a sampled frame was flagged"
+        self.audit.write(
+            AuditRecord(
+                "content",
+                session.client,
+                session.token_name,
+                detail=detail,
+                run_id=session.run_id or "",
+                content=verdict_text(verdict),
+            )
+        )
+        if refuse and session.content is not None:
+            self._count_refusal("content")
+            recent = session.content.recent
+            why = stream_refused_reason(recent.flagged, recent.window)
+            await session.close(why, final=True, refused_by="content")
+
     async def _closed(self, session: StreamSession, reason: str) -> None:
         self.sessions.pop(session.stream_id, None)
-        self.ended[session.stream_id] = (session.token_name, reason, session.final)
+        self.ended[session.stream_id] = (session.token_name, reason, session.final, session.refused_by)
         while len(self.ended) > ENDED_KEPT:
             self.ended.popitem(last=False)
         for face in session.faces:
@@ -411,6 +487,8 @@ class Server:
                 tuple(f.sha256 for f in session.faces),
                 round(time.monotonic() - session.created, 3),
                 reason,
+                run_id=session.run_id or "",
+                content=session.content.summary() if session.content is not None else "",
             )
         )
         log.info("stream %s ended: %s", session.stream_id, reason)
@@ -426,11 +504,11 @@ class Server:
         session = self.sessions.get(stream_id)
         if session is not None and session.token_name == request[TOKEN_NAME]:
             if session.closed:
-                return _ended(stream_id, session.close_reason, session.final)
+                return _ended(stream_id, session.close_reason, session.final, session.refused_by)
             return web.json_response({"id": stream_id, "state": "running"})
         ended = self.ended.get(stream_id)
         if ended is not None and ended[0] == request[TOKEN_NAME]:
-            return _ended(stream_id, ended[1], ended[2])
+            return _ended(stream_id, *ended[1:])
         return _error(404, "No such stream.")
 
     async def patch_stream(self, request: web.Request) -> web.Response:
@@ -469,8 +547,19 @@ def _without_paths(message: str, faces: list[StoredFace]) -> str:
     return message
 
 
-def _ended(stream_id: str, reason: str, final: bool) -> web.Response:
-    return web.json_response({"id": stream_id, "state": "ended", "reason": reason, "final": final})
+def _ended(stream_id: str, reason: str, final: bool, refused_by: str = "") -> web.Response:
+    body = {"id": stream_id, "state": "ended", "reason": reason, "final": final}
+    return web.json_response({**body, **({"refused_by": refused_by} if refused_by else {})})
+
+
+def _run_id(asked: str | None) -> str:
+    """The run id a stream's watermark carries: the client's (so its recording's manifest names
+    the same run, across reconnects too), else a new one."""
+    if asked is None:
+        return new_run_id()
+    if not RUN_ID.fullmatch(asked):
+        raise FaceCastError(f"run must be 8 hex digits (a watermark run id), not {asked[:20]!r}.")
+    return asked
 
 
 def _client(request: web.Request) -> str:

@@ -10,7 +10,18 @@ from dataclasses import dataclass, field
 
 from aiortc import MediaStreamTrack, RTCPeerConnection
 
-from realtime.api import Engine, EngineEvent, Run, Settings, StageFactory, freeze_heap, told
+from realtime.api import (
+    ContentVerdict,
+    Engine,
+    EngineEvent,
+    ImageBGR,
+    Run,
+    Settings,
+    StageFactory,
+    freeze_heap,
+    told,
+)
+from realtime.remote.content_policy import StreamContent
 from realtime.remote.faces import StoredFace
 from realtime.remote.limits import Limits
 from realtime.remote.media import (
@@ -39,15 +50,21 @@ class StreamSession:
     pc: RTCPeerConnection
     limits: Limits
     on_closed: Callable[[StreamSession, str], Awaitable[None]]
+    run_id: str | None = None  # what the frames' watermark carries (None: the engine makes one)
+    content: StreamContent | None = None  # the content policy's sampling (None: off)
+    # Told each sampled frame's verdict and whether the policy refuses the stream now.
+    on_content: Callable[[StreamSession, ContentVerdict, bool], Awaitable[None]] | None = None
     created: float = field(default_factory=time.monotonic)
     run: Run | None = None
     source: TrackSource | None = None
     close_reason: str = ""
     final: bool = False  # ended by a limit a reconnect must not get round (the session's length)
+    refused_by: str = ""  # "content": the content policy ended it
     _out: AsyncHandOff[Tagged] | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _closing: bool = False
     _engine_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _content_task: asyncio.Task[None] | None = None
 
     def outgoing_track(self) -> OutgoingTrack:
         self._out = AsyncHandOff(asyncio.get_running_loop())
@@ -75,6 +92,10 @@ class StreamSession:
         """The first picture opens the engine (its size is the stream's); later ones feed it."""
 
         def on_frame(item: Received) -> None:
+            if self.content is not None and not self._closing and self.content.due():
+                # A copy: the engine draws on the frame it gets.
+                picture = item.image.copy()
+                self._content_task = asyncio.ensure_future(self._check_content(picture))
             if self.source is not None:
                 self.source.feed(item)
             elif not self._engine_lock.locked():
@@ -84,12 +105,32 @@ class StreamSession:
         if not self._closing:
             await self.close("the client hung up")
 
+    async def _check_content(self, picture: ImageBGR) -> None:
+        content = self.content
+        assert content is not None
+        try:
+            verdict = await asyncio.to_thread(content.classify, picture)
+        except Exception as exc:  # the stream goes on; the operator reads why in the log
+            content.failed_once()
+            log.warning("stream %s: the content check failed: %s", self.stream_id, told(exc).message)
+            return
+        refuse = content.record(verdict)
+        if self.on_content is not None and not self._closing:
+            await self.on_content(self, verdict, refuse)
+
     async def _start_engine(self, first: Received) -> None:
         async with self._engine_lock:
             if self.source is not None or self._closing or self._out is None:
                 return
             source = TrackSource(first, idle_s=self.limits.idle_s)
-            run = Run(source, TrackSink(self._out), self.settings, self.stages, on_event=self._on_event)
+            run = Run(
+                source,
+                TrackSink(self._out),
+                self.settings,
+                self.stages,
+                on_event=self._on_event,
+                run_id=self.run_id,
+            )
             self.source = source
             try:
                 await asyncio.to_thread(run.start)
@@ -125,15 +166,16 @@ class StreamSession:
                 why = f": {error.user_message()}" if error is not None else ""
                 await self.close(f"the engine stopped{why}")
 
-    async def close(self, reason: str, final: bool = False) -> None:
+    async def close(self, reason: str, final: bool = False, refused_by: str = "") -> None:
         if self._closing:
             return
         self._closing = True
         self.close_reason = reason  # first, so a client asking why the media stopped hears it
         self.final = final
+        self.refused_by = refused_by
         current = asyncio.current_task()
-        for task in self._tasks:
-            if task is not current:
+        for task in [*self._tasks, self._content_task]:
+            if task is not None and task is not current:
                 task.cancel()
         if self.source is not None:
             self.source.close()

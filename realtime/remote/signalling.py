@@ -16,6 +16,7 @@ import platformdirs
 from realtime.remote.errors import (
     AuthError,
     BadUrlError,
+    ContentRefusedError,
     FingerprintError,
     RemoteError,
     ServerFullError,
@@ -38,6 +39,16 @@ class StreamHandle:
     stream_id: str
     location: str
     answer: str
+    run_id: str = ""  # the watermark run id the server marks this stream's frames with
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """Why the server ended a stream: for good (`final`), and by which policy (`refused_by`)."""
+
+    reason: str
+    final: bool
+    refused_by: str = ""  # "content": the server's content policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +153,8 @@ class Signalling:
         if self.options.preset:
             params.append(("preset", self.options.preset))
         params += [("set", o) for o in self.options.overrides]
+        if self.options.run_id is not None:
+            params.append(("run", self.options.run_id))
         if self.options.max_bitrate is not None:  # the video the server sends back, at most
             params.append(("max_kbps", str(max(1, self.options.max_bitrate // 1000))))
         _, headers, body = await self.request(
@@ -152,13 +165,14 @@ class Signalling:
             headers={"Content-Type": "application/sdp"},
         )
         location = headers.get("Location", "")
-        return StreamHandle(location.rsplit("/", 1)[-1], location, body.decode("utf-8"))
+        run_id = headers.get("X-FaceCast-Run", "")
+        return StreamHandle(location.rsplit("/", 1)[-1], location, body.decode("utf-8"), run_id)
 
     async def update(self, handle: StreamHandle, preset: str | None, overrides: list[str]) -> None:
         await self.request("PATCH", handle.location, json={"preset": preset, "set": overrides})
 
-    async def why_ended(self, handle: StreamHandle) -> tuple[str, bool] | None:
-        """Why the server ended the stream and whether for good; None while it runs or unknown."""
+    async def why_ended(self, handle: StreamHandle) -> StreamEnd | None:
+        """Why the server ended the stream; None while it runs or unknown."""
         try:
             _, _, body = await self.request("GET", handle.location, timeout=aiohttp.ClientTimeout(total=3.0))
             data = json.loads(body)
@@ -167,7 +181,9 @@ class Signalling:
             return None
         if not isinstance(data, dict) or data.get("state") != "ended":
             return None
-        return str(data.get("reason", "")), bool(data.get("final", False))
+        return StreamEnd(
+            str(data.get("reason", "")), bool(data.get("final", False)), str(data.get("refused_by", ""))
+        )
 
     async def token_name(self) -> str:
         """The name the server knows the token by (AuthError when it refuses it)."""
@@ -190,6 +206,8 @@ def _refusal(status: int, headers: dict[str, str], body: bytes) -> RemoteError:
     except (ValueError, AttributeError):
         message = body.decode("utf-8", "replace")[:200]
     message = message or f"HTTP {status}"
+    if _refused_by(body) == "content":
+        return ContentRefusedError(message)
     if status == 401:
         return AuthError(f"The server refused the token: {message}", hint="Check --token / --token-file.")
     if status == 503:
@@ -199,3 +217,10 @@ def _refusal(status: int, headers: dict[str, str], body: bytes) -> RemoteError:
             retry = 5.0
         return ServerFullError(message, hint=f"Try again in {retry:.0f} s.", retry_after_s=retry)
     return RemoteError(f"The server refused the request (HTTP {status}): {message}")
+
+
+def _refused_by(body: bytes) -> str:
+    try:
+        return str(json.loads(body).get("refused_by", ""))
+    except (ValueError, AttributeError):
+        return ""

@@ -58,7 +58,10 @@ async function start() {
       $("remote").srcObject = new MediaStream([event.track]);
       countFrames($("remote"));
     };
-    pc.onconnectionstatechange = () => setStatus(pc.connectionState);
+    pc.onconnectionstatechange = () => {
+      setStatus(pc.connectionState);
+      if (["disconnected", "failed", "closed"].includes(pc.connectionState)) whyEnded(token);
+    };
     await pc.setLocalDescription(await pc.createOffer());
     await iceGathered(pc);
     const params = new URLSearchParams({ face: face.id, consent: "yes" });
@@ -72,6 +75,15 @@ async function start() {
     setStatus("error: " + err.message);
     $("start").disabled = false;
   }
+}
+
+async function whyEnded(token) {
+  // The server says why it ended a stream (its time limit, its content policy).
+  if (!state.location) return;
+  try {
+    const body = await (await api("GET", state.location, token)).json();
+    if (body.state === "ended") setStatus("ended: " + body.reason);
+  } catch (err) { /* the stream is gone from the server's list: nothing more to say */ }
 }
 
 async function stop() {

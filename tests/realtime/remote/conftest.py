@@ -13,7 +13,7 @@ import pytest
 
 from models.fakes.doubles import write_all
 from realtime.api import ModelOptions, VideoFrame
-from realtime.remote.limits import Limits
+from realtime.remote.limits import ContentMode, Limits
 from realtime.remote.runner import ServerThread
 from realtime.remote.server import ServerConfig
 from realtime.remote.tls import ensure_certificate, server_context
@@ -45,7 +45,7 @@ def token_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_config(tmp_path: Path, token_file: Path, doubles: Path) -> Callable[..., ServerConfig]:
-    def make(**limits: float) -> ServerConfig:
+    def make(content_policy: ContentMode = "off", **limits: float) -> ServerConfig:
         base = Limits(max_streams=2, idle_s=5.0)
         return ServerConfig(
             data_dir=tmp_path / "data",
@@ -53,6 +53,7 @@ def make_config(tmp_path: Path, token_file: Path, doubles: Path) -> Callable[...
             limits=replace(base, **limits),  # type: ignore[arg-type]
             models=ModelOptions(models_dir=doubles, allow_unverified=True),
             provider="cpu",
+            content_policy=content_policy,
         )
 
     return make
@@ -62,8 +63,10 @@ def make_config(tmp_path: Path, token_file: Path, doubles: Path) -> Callable[...
 def start_server(make_config: Callable[..., ServerConfig]) -> Iterator[Callable[..., ServerThread]]:
     servers: list[ServerThread] = []
 
-    def start(tls: bool = False, port: int = 0, **limits: float) -> ServerThread:
-        config = make_config(**limits)
+    def start(
+        tls: bool = False, port: int = 0, content_policy: ContentMode = "off", **limits: float
+    ) -> ServerThread:
+        config = make_config(content_policy, **limits)
         context = None
         if tls:
             cert = ensure_certificate(config.data_dir)
