@@ -28,6 +28,7 @@ from PyQt6.QtWidgets import (
     QWidget,
 )
 
+from gui.check_dialog import CheckDialog
 from gui.composer import SettingsComposer
 from gui.config import ConfigStore, GuiConfig, ViewMode
 from gui.controller import EngineController, ModelsState, RunPlan, RunState
@@ -141,6 +142,12 @@ class MainWindow(QMainWindow):
         self.models_button = QToolButton()
         self.models_button.setText("Models…")
         self.models_button.setToolTip("Download and check the face models, choose their folder")
+        self.check_button = QToolButton()
+        self.check_button.setText("Check…")
+        self.check_button.setToolTip(
+            "Check a video or picture: FaceCast's invisible watermark and its Content Credentials (C2PA)"
+        )
+        self.check_dialog: CheckDialog | None = None  # made when first opened
         self.log_button = QToolButton()
         self.log_button.setText("Log")
         self.log_button.setToolTip(f"Open the log file ({services.log_path or 'not written in this run'})")
@@ -214,6 +221,7 @@ class MainWindow(QMainWindow):
         tools.addStretch(1)
         tools.addWidget(self.unverified_label)
         tools.addWidget(self.models_button)
+        tools.addWidget(self.check_button)
         tools.addWidget(self.log_button)
         left = QWidget()
         left_layout = QVBoxLayout(left)
@@ -261,6 +269,7 @@ class MainWindow(QMainWindow):
         self._feed.frame_ready.connect(self._show_preview, queued)  # type: ignore[call-arg]
         self.start_button.clicked.connect(self.toggle_running)
         self.models_button.clicked.connect(self.open_models_dialog)
+        self.check_button.clicked.connect(self.open_check_dialog)
         self.log_button.clicked.connect(self._open_log)
         self.view_combo.currentIndexChanged.connect(self._on_view)
         self.face_picker.note.connect(self.status_note.setText)
@@ -622,6 +631,14 @@ class MainWindow(QMainWindow):
         path = self._services.log_path
         if path is not None:
             self._services.open_path(path, lambda: self._show_log(path))
+
+    def open_check_dialog(self) -> CheckDialog:
+        """The "Check a video or picture" dialog (one, kept between openings)."""
+        if self.check_dialog is None:
+            self.check_dialog = CheckDialog(self)
+        self.check_dialog.show()
+        self.check_dialog.raise_()
+        return self.check_dialog
 
     def _show_log(self, path: Path) -> None:
         self.log_viewer = LogViewer(path, self)

@@ -56,6 +56,7 @@ from realtime.core.settings import (
     parse_override,
 )
 from realtime.core.stage_set import StageFactory, passthrough_stages
+from realtime.core.watermark.detect import Z_MARKED
 from realtime.core.watermark.payload import new_run_id
 from realtime.face.model_api import AnalysisModels, FaceDetector
 from realtime.face.picks import FacePick, LivePicks, MappedPerson, PickedIdentity
@@ -65,6 +66,7 @@ from realtime.io.cameras import CameraInfo, CameraMode, list_cameras, probe_mode
 from realtime.io.fan_out import BackgroundSink, FanOutSink, OptionalSink
 from realtime.io.file_sinks import VideoFileSink, check_video_container
 from realtime.io.inputs import open_input
+from realtime.io.media_check import Credentials, MediaCheck, UnreadableMediaError, check_media
 from realtime.io.output_info import OutputInfo, collect_output_info
 from realtime.io.outputs import OutputRequest, check_output_free, open_output, open_outputs, output_file
 from realtime.io.partial_files import ASSEMBLING, PartialLock, new_partial_path, remove_stale_partials
@@ -90,6 +92,7 @@ __all__ = [
     "MODELS_DIR_ENV",
     "MTCNN",
     "PRESETS_DIR",
+    "Z_MARKED",
     "ActiveFace",
     "AnalysisModels",
     "BackgroundSink",
@@ -100,6 +103,7 @@ __all__ = [
     "CatchUpSlot",
     "ContentCheck",
     "ContentVerdict",
+    "Credentials",
     "Detection",
     "DownloadError",
     "Downloader",
@@ -124,6 +128,7 @@ __all__ = [
     "LicenceNotAcceptedError",
     "LivePicks",
     "MappedPerson",
+    "MediaCheck",
     "Metrics",
     "ModelEntry",
     "ModelError",
@@ -153,6 +158,7 @@ __all__ = [
     "Summary",
     "SwapperInfo",
     "TestPatternSource",
+    "UnreadableMediaError",
     "VerifyResult",
     "VideoFileSink",
     "VideoFileSource",
@@ -163,6 +169,7 @@ __all__ = [
     "auto_provider",
     "available_presets",
     "can_sign",
+    "check_media",
     "check_models_present",
     "check_output_free",
     "check_video_container",
