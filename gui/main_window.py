@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import cast
 
 from PyQt6.QtCore import QByteArray, Qt, QTimer
-from PyQt6.QtGui import QCloseEvent, QKeySequence, QShortcut, QShowEvent
+from PyQt6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PyQt6.QtWidgets import (
     QAbstractSpinBox,
     QApplication,
@@ -149,7 +149,6 @@ class MainWindow(QMainWindow):
         self.rec_indicator = RecIndicator()
         self._take: Path | None = None  # the recording of the run started with Start, as restarts go on
         self._take_note_text = ""  # the "a new take began" note on show, if any
-        self._shown_once = False
         self.gallery = FaceGallery(self.photos)
         self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
         self.output_panel = OutputPanel()
@@ -159,8 +158,7 @@ class MainWindow(QMainWindow):
         self.dropped_label = QLabel("dropped –")
         self.fallback_label = QLabel("")  # which faces are in the privacy fallback, and why
         # A visible state, not a hidden environment variable: the models need not be the published ones.
-        self.unverified_label = QLabel("unverified models")
-        self.unverified_label.setMinimumWidth(1)  # clipped, not widening the window, when narrow
+        self.unverified_label = QLabel("unverified models allowed")
         self.unverified_label.setStyleSheet("color:#c0c060;")
         self.unverified_label.setToolTip(UNVERIFIED_HELP + " Change it in Models….")
         self.unverified_label.setVisible(self._model_options.allow_unverified)
@@ -173,6 +171,7 @@ class MainWindow(QMainWindow):
         self._models_checked_for = _models_needed(self._composer.effective())
         self._build_layout()
         self.remote_panel = attach_remote_panel(self, config.remote, store.path)
+        self.remote_panel.link_state.connect(lambda *_: self._update_badge())
 
         self._apply_timer = QTimer(self)
         self._apply_timer.setSingleShot(True)
@@ -206,14 +205,22 @@ class MainWindow(QMainWindow):
         toolbar.addWidget(self.start_button)
         toolbar.addWidget(self.rec_indicator)
         toolbar.addWidget(self.state_label, 1)
-        toolbar.addWidget(self.unverified_label)
         toolbar.addWidget(QLabel("View"))
         toolbar.addWidget(self.view_combo)
+        # Here, not in the tab bar's corner: there they took the room of the last tab, which hid
+        # behind scroll arrows at the window's default size. A row of their own under the run's
+        # controls: on one row they made the window too wide for a small screen (1021 px at least).
+        tools = QHBoxLayout()
+        tools.addStretch(1)
+        tools.addWidget(self.unverified_label)
+        tools.addWidget(self.models_button)
+        tools.addWidget(self.log_button)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(6, 6, 6, 6)
         left_layout.addWidget(self.messages)
         left_layout.addLayout(toolbar)
+        left_layout.addLayout(tools)
         left_layout.addWidget(self.preview, 1)
         left_layout.addWidget(self.graph)
 
@@ -224,12 +231,6 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(PageScrollArea(self.input_panel), "Input")
         self.tabs.addTab(PageScrollArea(self.output_panel), "Output")
         self.tabs.addTab(PageScrollArea(self.stage_panel), "Stages")
-        corner = QWidget()
-        corner_layout = QHBoxLayout(corner)
-        corner_layout.setContentsMargins(0, 0, 4, 0)
-        corner_layout.addWidget(self.models_button)
-        corner_layout.addWidget(self.log_button)
-        self.tabs.setCornerWidget(corner, Qt.Corner.TopRightCorner)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter = splitter
@@ -237,7 +238,6 @@ class MainWindow(QMainWindow):
         splitter.addWidget(self.tabs)
         splitter.setStretchFactor(0, 1)
         splitter.setStretchFactor(1, 0)
-        self._tabs_corner = corner
         splitter.setSizes([900, 400])
         self.setCentralWidget(splitter)
 
@@ -255,25 +255,6 @@ class MainWindow(QMainWindow):
         status.addPermanentWidget(self.fallback_label)
         status.addPermanentWidget(self.stages_label)
         self.resize(1320, 800)
-        self._fit_tab_bar()
-
-    def _fit_tab_bar(self) -> None:
-        """The tabs' side as wide as its tab bar and corner buttons need (tabs added later too, such
-        as the remote panel's): at 400 px the last tab hid behind the tab bar's scroll arrows."""
-        bar = self.tabs.tabBar()
-        if bar is None:
-            return
-        wanted = bar.sizeHint().width() + self._tabs_corner.sizeHint().width() + 24
-        sizes = self.splitter.sizes()
-        if len(sizes) == 2 and sizes[1] < wanted:
-            total = sum(sizes) or self.width()
-            self.splitter.setSizes([max(total - wanted, 1), wanted])
-
-    def showEvent(self, a0: QShowEvent | None) -> None:
-        super().showEvent(a0)
-        if not self._shown_once:
-            self._shown_once = True
-            self._fit_tab_bar()  # every tab is in now (the remote panel adds its own)
 
     def _connect(self) -> None:
         queued = Qt.ConnectionType.QueuedConnection
@@ -493,7 +474,10 @@ class MainWindow(QMainWindow):
     def _update_badge(self) -> None:
         state, models = self.controller.state, self.controller.models
         badge = ""
-        if state == RunState.RUNNING:
+        remote = self.remote_panel.badge() if state == RunState.RUNNING else None
+        if remote is not None:
+            badge = remote  # the server's stream: the local engine loads no models
+        elif state == RunState.RUNNING:
             if self.controller.previous_models_running:
                 badge = (
                     "Loading new models… (the previous ones are still swapping)"

@@ -32,14 +32,23 @@ from PyQt6.QtWidgets import (
 
 from gui.config import RemoteConfig
 from gui.controller import EngineController, EngineMaker, RunState
-from gui.remote_run import RemoteEngine, RemoteRun, ServerCheck, TokenStore, check_server, trust
+from gui.remote_run import (
+    RemoteEngine,
+    RemoteRun,
+    ServerCheck,
+    TokenStore,
+    check_server,
+    panel_error,
+    trust,
+)
 from realtime.api import Engine, EngineEvent, FaceCastError, FanOutSink, FrameSource, Settings
-from realtime.remote.signalling import default_known_hosts
+from realtime.remote.signalling import Endpoint, default_known_hosts
 
 STATE_COLOURS: Mapping[str, str] = MappingProxyType(
     {
         "idle": "#a0a0a0",
         "checking": "#a0a0a0",
+        "connecting": "#a0a0a0",
         "connected": "#60c060",
         "reconnecting": "#e0b040",
         "error": "#e06060",
@@ -189,8 +198,9 @@ class RemotePanel(QWidget):
     # ---- the certificate -----------------------------------------------------------------------
 
     def check(self) -> None:
-        """Ask the server for its certificate (on a thread); an unknown one is shown to trust."""
-        url, known = self.url_edit.text(), self.known_hosts
+        """Ask the server for its certificate and, once it is trusted, whether it accepts the
+        token (on a thread); an unknown certificate is shown to trust first."""
+        url, known, token = self.url_edit.text(), self.known_hosts, self.token_edit.text()
         if not url.strip():
             self._show_state("error", "Enter the server's URL, e.g. https://gpu-box:8443.")
             return
@@ -199,9 +209,9 @@ class RemotePanel(QWidget):
 
         def work() -> None:
             try:
-                self._checked.emit(check_server(url, known))
+                self._checked.emit(check_server(url, known, token))
             except FaceCastError as exc:
-                self._checked.emit(exc)
+                self._checked.emit(panel_error(exc))
 
         threading.Thread(target=work, name="remote-check", daemon=True).start()
 
@@ -209,14 +219,17 @@ class RemotePanel(QWidget):
         self._update_enabled()
         if isinstance(result, FaceCastError):
             self._show_state("error", result.user_message())
-        elif result.fingerprint is None:
-            self._show_state(
-                "trusted", f"{result.host_port} answers (no TLS: use it only on a trusted network)."
-            )
-        elif result.known:
-            self._show_state("trusted", f"{result.host_port} answers with its pinned certificate.")
-        else:
+            return
+        if result.fingerprint is not None and not result.known:
             self._show_untrusted(result.host_port, result.fingerprint)
+            return
+        plain = result.fingerprint is None
+        how = "(no TLS: use it only on a trusted network)" if plain else "with its pinned certificate"
+        if result.token_name is None:
+            text = f"{result.host_port} answers {how}; enter the token in the Token field."
+            self._show_state("untrusted", text)
+        else:
+            self._show_state("trusted", f"{result.host_port} answers {how} and accepts the token.")
 
     def _show_untrusted(self, host_port: str, fingerprint: str) -> None:
         self._pending_trust = (host_port, fingerprint)
@@ -242,8 +255,22 @@ class RemotePanel(QWidget):
         self.fingerprint_label.hide()
         self.trust_button.hide()
         self._show_state("trusted", f"{host_port} is trusted (pinned in {self.known_hosts}).")
+        if self.token_edit.text().strip() and not self._running:
+            self.check()  # now the token can go to it
 
     # ---- state ---------------------------------------------------------------------------------
+
+    def badge(self) -> str | None:
+        """What the preview's badge says while a run goes and it is on a server (None: the run is
+        this computer's, and the local engine's state is the badge's)."""
+        if not self.remote:
+            return None
+        host = _host(self.url_edit.text())
+        return {
+            "connected": f"Swapping on {host}",
+            "reconnecting": f"Reconnecting to {host}… (the local picture meanwhile)",
+            "error": f"Not swapping: {self.status_label.text()}",
+        }.get(self.state, f"Connecting to {host}…")
 
     def _show_state(self, state: str, text: str) -> None:
         if state == "ended":  # a Stop, or the input ended
@@ -261,6 +288,15 @@ class RemotePanel(QWidget):
         for widget in (self.url_edit, self.token_edit):
             widget.setEnabled(editable and server)
         self.check_button.setEnabled(editable and server)
+
+
+def _host(url: str) -> str:
+    """The server's host:port for a short label (the URL as typed when it does not parse)."""
+    try:
+        ep = Endpoint.parse(url)
+    except FaceCastError:
+        return url.strip()
+    return f"{ep.host}:{ep.port}"
 
 
 def attach_remote_panel(window: _Window, config: RemoteConfig, settings_path: Path) -> RemotePanel:

@@ -8,12 +8,13 @@ settings file is copied to .bak and shared in bug reports, the token must not tr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -28,9 +29,9 @@ from realtime.api import (
     VideoFrame,
 )
 from realtime.remote.client import RemoteClient
-from realtime.remote.errors import FingerprintError
+from realtime.remote.errors import AuthError, BadUrlError, FingerprintError
 from realtime.remote.options import RemoteOptions
-from realtime.remote.signalling import Endpoint, default_known_hosts
+from realtime.remote.signalling import Endpoint, Signalling, default_known_hosts
 from realtime.remote.tls import KnownHosts, fetch_fingerprint
 
 if TYPE_CHECKING:
@@ -101,24 +102,60 @@ class ServerCheck:
     host_port: str
     fingerprint: str | None  # None: a plain-HTTP server
     known: bool
+    token_name: str | None = None  # the name the server knows the token by, once it accepted it
 
 
-def check_server(url: str, known_hosts: Path) -> ServerCheck:
-    """(Blocking.) The certificate the server presents now, and whether it is the pinned one;
-    FingerprintError when another one is pinned."""
+# The panel's words for a refused token (the command line's name its flags).
+TOKEN_REFUSED = (
+    "The server refused the token: check the Token field above (paste the token `serve` printed, "
+    "or a line of the server's tokens file)."
+)
+
+
+def panel_error(exc: FaceCastError) -> FaceCastError:
+    """`exc` in the panel's words: what to fix on the Process on tab, not a command-line flag."""
+    if isinstance(exc, AuthError):
+        return FaceCastError(TOKEN_REFUSED)
+    if isinstance(exc, BadUrlError):
+        return FaceCastError(
+            "The Server URL field does not hold a server's address.",
+            hint="Give https://HOST:PORT, e.g. https://gpu-box:8443 (http:// for a server with --no-tls).",
+        )
+    return exc
+
+
+def check_server(url: str, known_hosts: Path, token: str = "") -> ServerCheck:
+    """(Blocking.) The certificate the server presents now, and whether it is the pinned one
+    (FingerprintError when another one is pinned); then, over a trusted connection only, whether
+    it accepts `token` (AuthError when it refuses it; a token is never sent to a server not yet
+    trusted)."""
     ep = Endpoint.parse(url)
     host_port = f"{ep.host}:{ep.port}"
     if ep.scheme != "https":
-        return ServerCheck(host_port, None, True)
-    seen = fetch_fingerprint(ep.host, ep.port)
-    pinned = KnownHosts(known_hosts).lookup(host_port)
-    if pinned is not None and pinned != seen:
-        raise FingerprintError(
-            f"The server at {host_port} presents certificate {seen}, not the pinned {pinned}: "
-            "someone may be intercepting the connection.",
-            hint=f"If its certificate really changed, remove its line from {known_hosts}.",
-        )
-    return ServerCheck(host_port, seen, pinned is not None)
+        check = ServerCheck(host_port, None, True)
+    else:
+        seen = fetch_fingerprint(ep.host, ep.port)
+        pinned = KnownHosts(known_hosts).lookup(host_port)
+        if pinned is not None and pinned != seen:
+            raise FingerprintError(
+                f"The server at {host_port} presents certificate {seen}, not the pinned {pinned}: "
+                "someone may be intercepting the connection.",
+                hint=f"If its certificate really changed, remove its line from {known_hosts}.",
+            )
+        check = ServerCheck(host_port, seen, pinned is not None)
+    if not check.known or not token.strip():
+        return check
+    options = RemoteOptions(url.strip(), token.strip(), (), pinned=check.fingerprint, known_hosts=known_hosts)
+    return replace(check, token_name=asyncio.run(_token_name(options)))
+
+
+async def _token_name(options: RemoteOptions) -> str:
+    signalling = Signalling(options)
+    try:
+        signalling.check_trust(lambda _: None)  # the fingerprint pinned just now, for the request
+        return await signalling.token_name()
+    finally:
+        await signalling.close()
 
 
 def trust(host_port: str, fingerprint: str, known_hosts: Path) -> None:
@@ -152,7 +189,8 @@ class RemoteRun:
         )
 
 
-StateCallback = Callable[[str, str], None]  # ("connected" | "reconnecting" | "error" | "ended", text)
+# ("connecting" | "connected" | "reconnecting" | "error" | "ended", a one-line text)
+StateCallback = Callable[[str, str], None]
 
 
 class _PreviewSink:
@@ -227,8 +265,15 @@ class RemoteEngine:
         self._sink.subscribers.append(callback)
 
     def start(self) -> None:
+        """(The controller's thread.) Check the server and the token, open the input and the
+        outputs (their real size and rate are in the run's first line), then call on a thread."""
         self._run.options(None)  # what is missing is said before the network is asked
-        check = check_server(self._run.url, self._run.known_hosts)
+        try:
+            check = check_server(self._run.url, self._run.known_hosts, self._run.token)
+        except FaceCastError as exc:
+            error = panel_error(exc)
+            self._on_state("error", error.user_message())
+            raise error from exc
         if not check.known and check.fingerprint is not None:
             self._on_untrusted(check.host_port, check.fingerprint)
             raise UntrustedServer(check.host_port, check.fingerprint)
@@ -236,6 +281,7 @@ class RemoteEngine:
         self._label = Endpoint.parse(options.url).base
         client = RemoteClient(options, self._source, self._sink, self._note, self._on_state)
         client.update_settings(self._settings)  # the panel's stages, sent with the offer
+        client.open()
         self._client = client
         self._thread = threading.Thread(target=self._main, name="remote-client", daemon=True)
         self._thread.start()
@@ -248,9 +294,9 @@ class RemoteEngine:
         try:
             self._client.run()
         except FaceCastError as exc:
-            self.error = exc
-            self._on_state("error", exc.user_message())
-            self._on_event(EngineEvent("error", exc.user_message(), exc))
+            self.error = panel_error(exc)
+            self._on_state("error", self.error.user_message())
+            self._on_event(EngineEvent("error", self.error.user_message(), self.error))
             return
         except Exception as exc:
             log.exception("the remote run failed")

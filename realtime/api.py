@@ -18,6 +18,7 @@ from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
 from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
 from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
+from models.runtime.batch_window import BatchPolicy
 from models.runtime.inference_hub import InferenceHub
 from models.runtime.providers import auto_provider
 from models.runtime.session import SessionConfig, SessionFactory
@@ -69,7 +70,7 @@ from realtime.io.partial_files import ASSEMBLING, PartialLock, new_partial_path,
 from realtime.io.provenance import can_sign, provenance_tags, read_provenance, sign_video
 from realtime.io.sinks import NullSink
 from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
-from realtime.io.test_pattern import TestPatternSource
+from realtime.io.test_pattern import TestPatternSource, astronaut_photo
 from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
 from realtime.lifecycle.run import Ending, EngineMaker, Run, RunOutcome
@@ -89,6 +90,7 @@ __all__ = [
     "ActiveFace",
     "AnalysisModels",
     "BackgroundSink",
+    "BatchPolicy",
     "CameraInfo",
     "CameraMode",
     "CameraSource",
@@ -152,6 +154,7 @@ __all__ = [
     "VideoFrame",
     "VirtualCameraSink",
     "VirtualCameraUnavailableError",
+    "astronaut_photo",
     "auto_provider",
     "available_presets",
     "can_sign",

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from models.runtime.batch_window import BatchPolicy, BatchWindow, WindowState
 
 Feeds = Mapping[str, Any]  # input name -> a tensor with a batch of 1 (numpy, or the runner's kind)
+OVERHEAD_SAMPLES = 10_000
 
 
 class ServiceClosedError(RuntimeError):
@@ -82,6 +83,7 @@ class _Request:
     outputs: tuple[Any, ...] = ()
     error: BaseException | None = None
     waited_s: float = 0.0  # submitted -> its batch started
+    run_s: float = 0.0  # its batch's model call
     batch_size: int = 0
 
 
@@ -166,6 +168,9 @@ class ServiceStats:
     calls: int = 0
     requests: int = 0
     per_stream: dict[str, int] = field(default_factory=dict)
+    # What the service added to each request (its wait for a batch and the hand-offs, not the
+    # model call), seconds, the last OVERHEAD_SAMPLES requests: the bench's figure.
+    overhead_s: list[float] = field(default_factory=list)
 
     @property
     def per_call(self) -> float:
@@ -196,6 +201,7 @@ class InferenceService:
         self._turn = itertools.count()  # rotates which stream is served first
         self._forming = False
         self._stats = ServiceStats()
+        self._overheads: deque[float] = deque(maxlen=OVERHEAD_SAMPLES)
 
     @property
     def max_batch(self) -> int:
@@ -210,11 +216,13 @@ class InferenceService:
 
     def stats(self) -> ServiceStats:
         with self._cond:
-            return ServiceStats(self._stats.calls, self._stats.requests, dict(self._stats.per_stream))
+            s = self._stats
+            return ServiceStats(s.calls, s.requests, dict(s.per_stream), list(self._overheads))
 
     def reset_stats(self) -> None:
         with self._cond:
             self._stats = ServiceStats()
+            self._overheads.clear()
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -251,6 +259,7 @@ class InferenceService:
                     self._lead()
                 else:
                     self._cond.wait(0.05)
+            self._overheads.append(max(self._clock() - request.submitted - request.run_s, 0.0))
         if request.error is not None:
             raise request.error
         return request.outputs

@@ -23,7 +23,8 @@ import onnxruntime as ort
 
 from models.errors import ModelContractError, ModelOutputError
 from models.ops.align import FFHQ_TEMPLATE_512
-from models.runtime.session import SessionFactory, open_wrapped
+from models.runtime.served import ServedModel
+from models.runtime.session import SessionFactory, open_wrapped, wrap_checked
 from models.types import FloatArray, ImageBGR
 
 RestorerName = Literal["gpen_256", "gpen_512", "gfpgan_1.4", "codeformer"]
@@ -86,6 +87,8 @@ class FaceRestorer:
         # CodeFormer (and a GPEN/GFPGAN re-export with extra outputs): the restored image is the
         # first output, as FaceFusion reads it.
         self.output_name: str = session.get_outputs()[0].name
+        # Its model calls: through the process's shared service once attached (realtime.wiring).
+        self.served = ServedModel(session, self.output_name, c.label)
         self._blob: npt.NDArray[Any] = np.zeros((1, 3, c.size, c.size), dtype=self.image_dtype)
         self._feeds: dict[str, npt.NDArray[Any]] = {self.image_name: self._blob}
         self._scratch: FloatArray = np.empty((c.size, c.size, 3), dtype=np.float32)
@@ -125,8 +128,11 @@ class FaceRestorer:
                 raise ModelContractError(f"{c.label}: {node.name} must be float or float16, got {node.type}.")
 
     @classmethod
-    def from_file(cls, path: Path | str, factory: SessionFactory) -> FaceRestorer:
-        return open_wrapped(path, factory, cls)
+    def from_file(cls, path: Path | str, factory: SessionFactory, session: Any = None) -> FaceRestorer:
+        """The restorer in `path` (session: its session opened already, a shared service's)."""
+        if session is None:
+            return open_wrapped(path, factory, cls)
+        return wrap_checked(Path(path), session, cls)
 
     def extra_feeds(self) -> dict[str, npt.NDArray[Any]]:
         """The inputs besides the image (CodeFormer's fidelity weight), for a caller that binds the
@@ -153,7 +159,7 @@ class FaceRestorer:
             np.copyto(self._blob[0], dst, casting="same_kind")
 
     def _infer(self) -> npt.NDArray[Any]:
-        return np.asarray(self.session.run([self.output_name], self._feeds)[0])
+        return self.served.run(self._feeds)
 
     def _decode(self, pred: npt.NDArray[Any], out: ImageBGR | None) -> ImageBGR:
         s = self.size
@@ -224,13 +230,15 @@ RESTORERS: Mapping[RestorerName, type[FaceRestorer]] = MappingProxyType(
 )
 
 
-def load_restorer(name: RestorerName, path: Path | str, factory: SessionFactory) -> FaceRestorer:
+def load_restorer(
+    name: RestorerName, path: Path | str, factory: SessionFactory, session: Any = None
+) -> FaceRestorer:
     """The restorer class for settings' `enhancer.model`, checked against the file's signature."""
     try:
         cls = RESTORERS[name]
     except KeyError:
         raise ValueError(f"unknown restorer {name!r}; known: {', '.join(RESTORERS)}") from None
-    return cls.from_file(path, factory)
+    return cls.from_file(path, factory, session)
 
 
 __all__ = [

@@ -22,7 +22,8 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from models.errors import ModelContractError
-from models.runtime.session import SessionFactory, open_wrapped
+from models.runtime.served import ServedModel
+from models.runtime.session import SessionFactory, open_wrapped, wrap_checked
 from models.types import FloatArray, ImageBGR
 
 OCCLUDER_SIZE = 256
@@ -76,6 +77,7 @@ class Occluder:
         self.session = session
         self.input_name: str = session.get_inputs()[0].name
         self.output_name: str = session.get_outputs()[0].name
+        self.served = ServedModel(session, self.output_name, self.label)  # shared once attached
         s = self.size
         self._blob: FloatArray = np.zeros((1, s, s, 3), dtype=np.float32)
         self._feeds = {self.input_name: self._blob}
@@ -96,8 +98,9 @@ class Occluder:
         _check_float(cls.label, [inputs[0], outputs[0]])
 
     @classmethod
-    def from_file(cls, path: Path | str, factory: SessionFactory) -> Occluder:
-        return open_wrapped(path, factory, cls)
+    def from_file(cls, path: Path | str, factory: SessionFactory, session: Any = None) -> Occluder:
+        """The occluder in `path` (session: its session opened already, a shared service's)."""
+        return open_wrapped(path, factory, cls) if session is None else wrap_checked(Path(path), session, cls)
 
     def mask(self, crop_bgr: ImageBGR) -> FloatArray:
         """(256, 256) float32 face visibility, clipped to [0, 1] (a view of the output: copy to keep)."""
@@ -106,7 +109,7 @@ class Occluder:
             raise ValueError(f"expected a ({s}, {s}, 3) uint8 crop, got {crop_bgr.shape} {crop_bgr.dtype}")
         # NHWC, BGR as it comes from OpenCV, x / 255: no transpose, no channel swap.
         np.multiply(crop_bgr, np.float32(1.0 / 255.0), out=self._blob[0])
-        pred = np.asarray(self.session.run([self.output_name], self._feeds)[0])
+        pred = self.served.run(self._feeds)
         if pred.shape != (1, s, s, 1):
             raise ModelContractError(
                 f"{self.label}: output has shape {pred.shape}, expected (1, {s}, {s}, 1)."
@@ -129,6 +132,7 @@ class FaceParser:
         self.session = session
         self.input_name: str = session.get_inputs()[0].name
         self.output_name: str = session.get_outputs()[0].name
+        self.served = ServedModel(session, self.output_name, self.label)  # shared once attached
         s = self.size
         self._blob: FloatArray = np.zeros((1, 3, s, s), dtype=np.float32)
         self._feeds = {self.input_name: self._blob}
@@ -155,8 +159,9 @@ class FaceParser:
         _check_float(cls.label, [inputs[0], outputs[0]])
 
     @classmethod
-    def from_file(cls, path: Path | str, factory: SessionFactory) -> FaceParser:
-        return open_wrapped(path, factory, cls)
+    def from_file(cls, path: Path | str, factory: SessionFactory, session: Any = None) -> FaceParser:
+        """The parser in `path` (session: its session opened already, a shared service's)."""
+        return open_wrapped(path, factory, cls) if session is None else wrap_checked(Path(path), session, cls)
 
     def logits(self, crop_bgr: ImageBGR) -> FloatArray:
         """(19, 512, 512) float32 class logits for one crop."""
@@ -166,7 +171,7 @@ class FaceParser:
         blob = self._blob[0]
         np.multiply(crop_bgr[:, :, ::-1].transpose(2, 0, 1), self._scale, out=blob)
         np.subtract(blob, self._shift, out=blob)
-        pred = np.asarray(self.session.run([self.output_name], self._feeds)[0])
+        pred = self.served.run(self._feeds)
         if pred.shape != (1, PARSER_CLASSES, s, s):
             raise ModelContractError(
                 f"{self.label}: output has shape {pred.shape}, expected (1, {PARSER_CLASSES}, {s}, {s})."

@@ -57,7 +57,7 @@ from models.ops.yuv import BT601_LIMITED
 from models.runtime.batch_window import BatchPolicy
 from models.runtime.device_batching import DeviceBatchRunner
 from models.runtime.inference_service import InferenceService, ServiceClient
-from models.runtime.iobinding import BoundSession, TensorView, session_device
+from models.runtime.iobinding import TensorView, session_device
 from models.runtime.session import SessionFactory
 from models.types import ImageBGR
 from models.wrappers.enhancers import FaceRestorer, ffhq_template
@@ -96,11 +96,15 @@ def encode_signed_crop(crop: ImageBGR, out: npt.NDArray[np.float32]) -> npt.NDAr
 class DeviceRestorer:
     """A face restorer bound for the device path: its FFHQ crop spec, template and mask buffer."""
 
-    def __init__(self, restorer: FaceRestorer, device_id: int) -> None:
+    def __init__(self, restorer: FaceRestorer, factory: SessionFactory) -> None:
         self.restorer = restorer
         self.size = restorer.size
-        device = SessionFactory.device_type_of(restorer.session)
-        self.bound = BoundSession(restorer.session, device, device_id)
+        # Its calls through an inference service of device tensors (each face's FFHQ crop bound
+        # as is, the output a tensor of its own), as the swapper's.
+        runner = DeviceBatchRunner(restorer.session, factory, [restorer.output_name])
+        self.client = InferenceService([runner], BatchPolicy(max_batch=1), restorer.contract.label).client(
+            "worker"
+        )
         # The restorer's own preprocessing fused into the crop graph: RGB, x / 127.5 - 1 (cast to
         # float16 last for a float16 file, whose output then takes the host round trip: the paste
         # graph takes float32).
@@ -189,7 +193,7 @@ class DeviceBackend:
     def bind_restorer(self, restorer: FaceRestorer) -> DeviceRestorer:
         """The device binding of `restorer` (made once; a new restorer replaces the old binding)."""
         if self._restorer is None or self._restorer.restorer is not restorer:
-            self._restorer = DeviceRestorer(restorer, self.device_id)
+            self._restorer = DeviceRestorer(restorer, self.ops.factory)
         return self._restorer
 
     # -- FaceBackend ---------------------------------------------------------------------------
@@ -282,7 +286,7 @@ class DeviceBackend:
         ran = cached is None or cached.age + 1 >= max(every_n, 1)
         out = FaceCrop(m, signed=True, region=paste_region(self._image.shape, self._size, face.m))
         if ran:
-            (out.value,) = bound.bound.run({restorer.image_name: crop, **restorer.extra_feeds()})
+            out.value = bound.client.run({restorer.image_name: crop, **restorer.extra_feeds()})[0]
             out.needs_host = not bound.float32_output
             self.restorer_runs += 1
             if key is not None:

@@ -1,8 +1,11 @@
 """What the network path costs: the remote call against the local engine, on loopback, with the
 model doubles (so the figures are the transport's: VP8 both ways, WebRTC, the hand-offs).
 
-`main.py bench --remote [--json] [--duration S]` prints them; with `--duration`, also what one
-1280x720 stream at 30 fps loses over S seconds.
+`main.py bench --remote [--json] [--duration S]` prints them: per picture size the returned
+picture's PSNR and SSIM against the input where the swap does not touch it
+(realtime/remote/picture.py), the bitrate each way and the latency the call adds; the same at
+1280x720 over a link shaped to 2 Mbit/s each way (realtime/remote/link_shaper.py); concurrent
+streams; memory; with `--duration`, also what one 1280x720 stream at 30 fps loses over S seconds.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import cv2
 
 from realtime.api import (
     Engine,
+    FrameSink,
+    FrameSource,
     ModelOptions,
     NullSink,
     Summary,
@@ -33,8 +38,10 @@ from realtime.api import (
     prepare_face_swap,
     write_model_doubles,
 )
-from realtime.remote.client import RemoteClient
+from realtime.remote.client import ClientStats, RemoteClient
+from realtime.remote.link_shaper import ShapedLink
 from realtime.remote.options import RemoteOptions
+from realtime.remote.picture import FaceScene, MeteredSink, MeteredSource, PictureMeter, PictureScore
 from realtime.remote.runner import free_port
 
 TOKEN = "bench-token"
@@ -49,6 +56,29 @@ class SizeFigures:
     server_cpu_per_stream: float | None  # cores the server used for one stream
     frames_back: float  # share of captured frames that came back (the call's setup counts as lost)
     frames_back_linked: float  # share of the frames handed to the server that came back
+    # The returned picture where the swap does not touch it, after the call's first second: mean
+    # PSNR (dB), its 5th percentile, SSIM; the longest wait between two returned frames.
+    psnr_db: float
+    psnr_db_p5: float
+    ssim: float
+    longest_gap_ms: float
+    bitrate_kbps: dict[str, float]  # the video each way: "up" to the server, "down" back
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFigures:
+    """One 1280x720 call over a link shaped to `link_kbps` each way (a drop-tail queue of 200 ms)."""
+
+    link_kbps: int
+    seconds: float
+    psnr_db: float
+    psnr_db_p5: float
+    ssim: float
+    longest_gap_ms: float  # a freeze shows here
+    bitrate_kbps: dict[str, float]
+    latency_ms: dict[str, float]
+    frames_back_linked: float
+    datagrams_dropped: dict[str, int]  # by the shaped link's queues, "up" and "down"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +109,17 @@ class RemoteBench:
     # Per number of concurrent 640x480 streams: the worst stream's share back, p50 (ms) and drops.
     concurrent: list[dict[str, float]] = field(default_factory=list)
     sustained_720p: SustainedFigures | None = None  # with `--duration S`
+    psnr_db: dict[str, float] = field(default_factory=dict)  # by size, as in `sizes`
+    constrained_720p: LinkFigures | None = None
     # Memory: the server's peak resident set over the whole bench, and while N 640x480 streams ran
     # at once (the models are shared, so a stream adds only its buffers); this process's peak.
     server_peak_rss_mb: float = 0.0
     server_rss_mb_by_streams: dict[str, float] = field(default_factory=dict)
     client_peak_rss_mb: float = 0.0
+    # The shared swapper service: per number of concurrent 640x480 streams, the model calls a
+    # second and the faces per call, with batching (the server's default) and without (--max-batch 1).
+    batching: list[dict[str, float]] = field(default_factory=list)
+    faces_per_call: dict[str, float] = field(default_factory=dict)  # streams -> faces per call, batched
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -158,21 +194,22 @@ def _cpu_s(pid: int) -> float | None:
 def _local(models: Path, photo: Path, w: int, h: int, seconds: float) -> Summary:
     settings = load_preset("balanced").with_overrides({"pipeline.provider": "cpu"})
     stages = prepare_face_swap([photo], settings, ModelOptions(models_dir=models, allow_unverified=True))
-    engine = Engine(TestPatternSource(w, h, 30.0), NullSink(), settings, stages)
+    engine = Engine(FaceScene(w, h, 30.0), NullSink(), settings, stages)
     engine.start()
     time.sleep(seconds)
     engine.stop()
     return Summary.of(engine.metrics.latencies_ms(whole_run=True))
 
 
-def _serve(port: int, folder: Path, models: Path) -> subprocess.Popen[bytes]:
+def _serve(port: int, folder: Path, models: Path, *extra: str) -> subprocess.Popen[bytes]:
     tokens = folder / "tokens.txt"
     tokens.write_text(f"bench:{TOKEN}\n")
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
         [sys.executable, "-m", "realtime.remote", "serve", "--no-tls", "--host", "127.0.0.1",
          "--port", str(port), "--data-dir", str(folder / "data"), "--token-file", str(tokens),
-         "--models-dir", str(models), "--allow-unverified", "--provider", "cpu", "--max-streams", "8"],
+         "--models-dir", str(models), "--allow-unverified", "--provider", "cpu", "--max-streams", "8",
+         *extra],
         cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
@@ -187,24 +224,61 @@ def _serve(port: int, folder: Path, models: Path) -> subprocess.Popen[bytes]:
     raise RuntimeError("the bench server did not start")
 
 
-def _clients(port: int, photo: Path, w: int, h: int, seconds: float, n: int) -> list[RemoteClient]:
-    clients = [
-        RemoteClient(
-            RemoteOptions(
-                url=f"http://127.0.0.1:{port}", token=TOKEN, photos=(photo,), consent=True, duration_s=seconds
-            ),
-            TestPatternSource(w, h, 30.0),
-            NullSink(),
-            lambda _: None,
-        )
-        for _ in range(n)
-    ]
+def _client(
+    port: int,
+    photo: Path,
+    seconds: float,
+    source: FrameSource,
+    sink: FrameSink,
+    link: ShapedLink | None = None,
+) -> RemoteClient:
+    options = RemoteOptions(
+        url=f"http://127.0.0.1:{port}", token=TOKEN, photos=(photo,), consent=True, duration_s=seconds
+    )
+    return RemoteClient(options, source, sink, lambda _: None, link=None if link is None else link.apply)
+
+
+def _run_all(clients: list[RemoteClient], seconds: float) -> list[RemoteClient]:
     threads = [threading.Thread(target=c.run, daemon=True) for c in clients]
     for t in threads:
         t.start()
     for t in threads:
         t.join(seconds + 60)
     return clients
+
+
+def _clients(port: int, photo: Path, w: int, h: int, seconds: float, n: int) -> list[RemoteClient]:
+    made = [_client(port, photo, seconds, TestPatternSource(w, h, 30.0), NullSink()) for _ in range(n)]
+    return _run_all(made, seconds)
+
+
+def _measured(
+    port: int, photo: Path, w: int, h: int, seconds: float, link: ShapedLink | None = None
+) -> tuple[ClientStats, PictureScore]:
+    """One call of the still-face scene, each returned frame scored against its original."""
+    scene = FaceScene(w, h, 30.0)
+    meter = PictureMeter(scene.mask())
+    client = _client(port, photo, seconds, MeteredSource(scene, meter), MeteredSink(NullSink(), meter), link)
+    _run_all([client], seconds)
+    return client.stats, meter.score()
+
+
+def _kbps(stats: ClientStats) -> dict[str, float]:
+    up, down = stats.bitrate_bps()
+    return {"up": round(up / 1000), "down": round(down / 1000)}
+
+
+LINK_KBPS = 2000
+
+
+def _constrained(port: int, photo: Path, seconds: float) -> LinkFigures:
+    link = ShapedLink(LINK_KBPS * 1000)
+    stats, score = _measured(port, photo, 1280, 720, seconds, link)
+    return LinkFigures(
+        LINK_KBPS, seconds, score.psnr_db, score.psnr_db_p5, score.ssim, score.longest_gap_ms, _kbps(stats),
+        _figures(stats.latency_ms), round(stats.remote_frames / max(stats.frames_linked, 1), 3),
+        {"up": link.up.dropped, "down": link.down.dropped},
+    )  # fmt: skip
 
 
 SIZES = ((640, 480), (1280, 720))
@@ -235,6 +309,41 @@ class ServerDrops(Sampler):
             self.by_place = found
 
 
+def _inference_counts(port: int) -> tuple[int, int]:
+    """The server's model calls and requests (faces) so far, all shared services together."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    text = urllib.request.urlopen(request, timeout=5).read().decode()
+    calls = requests = 0
+    for line in text.splitlines():
+        if line.startswith("facecast_inference_calls_total{"):
+            calls += int(float(line.rsplit(" ", 1)[1]))
+        elif line.startswith("facecast_inference_requests_total{"):
+            requests += int(float(line.rsplit(" ", 1)[1]))
+    return calls, requests
+
+
+def _batching(port: int, photo: Path, seconds: float, counts: tuple[int, ...]) -> list[dict[str, float]]:
+    """Per number of streams: model calls a second and faces per call while they ran."""
+    figures = []
+    for n in counts:
+        calls0, faces0 = _inference_counts(port)
+        t0 = time.monotonic()
+        _clients(port, photo, 640, 480, seconds, n)
+        elapsed = time.monotonic() - t0
+        calls1, faces1 = _inference_counts(port)
+        calls, faces = calls1 - calls0, faces1 - faces0
+        figures.append(
+            {
+                "streams": n,
+                "model_calls_per_s": round(calls / elapsed, 1),
+                "faces_per_call": round(faces / calls, 2) if calls else 0.0,
+            }
+        )
+    return figures
+
+
 def _sustained(port: int, photo: Path, seconds: float) -> SustainedFigures:
     with ServerDrops(port) as server:
         (client,) = _clients(port, photo, 1280, 720, seconds, 1)
@@ -260,8 +369,13 @@ def run_remote_bench(
     out: TextIO | None = None,
     sizes: tuple[tuple[int, int], ...] = SIZES,
     sustained_s: float = 0.0,
+    link_s: float | None = None,
+    batching_streams: tuple[int, ...] = (1, 2, 4),
 ) -> RemoteBench:
-    """Each figure over `seconds`; with `sustained_s`, also one 1280x720 stream held that long."""
+    """Each figure over `seconds`; the call over a slow link over `link_s` (default 2.5 x
+    `seconds`: its estimator needs a few seconds; 0 leaves it out); with `sustained_s`, also one
+    1280x720 stream held that long."""
+    link_s = 2.5 * seconds if link_s is None else link_s
     result = RemoteBench(machine=f"{os.cpu_count()} CPUs, the CPU provider", seconds=seconds)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -281,25 +395,27 @@ def run_remote_bench(
                 local = _local(models, photo, w, h, seconds)
                 before = _cpu_s(server.pid)
                 t0 = time.monotonic()
-                (client,) = _clients(port, photo, w, h, seconds, 1)
+                stats, score = _measured(port, photo, w, h, seconds)
                 after = _cpu_s(server.pid)
                 cpu = None if before is None or after is None else (after - before) / (time.monotonic() - t0)
-                remote = client.stats.latency_ms
+                remote = stats.latency_ms
                 figures = SizeFigures(
                     f"{w}x{h}", _figures(local), _figures(remote),
                     {"p50": round(remote.p50 - local.p50, 1), "p99": round(remote.p99 - local.p99, 1)},
                     None if cpu is None else round(cpu, 2),
-                    round(client.stats.remote_frames / max(client.stats.frames_captured, 1), 3),
-                    round(client.stats.remote_frames / max(client.stats.frames_linked, 1), 3),
+                    round(stats.remote_frames / max(stats.frames_captured, 1), 3),
+                    round(stats.remote_frames / max(stats.frames_linked, 1), 3),
+                    score.psnr_db, score.psnr_db_p5, score.ssim, score.longest_gap_ms, _kbps(stats),
                 )  # fmt: skip
                 result.sizes.append(figures)
+                result.psnr_db[figures.size] = figures.psnr_db
                 if out is not None:
-                    print(
-                        f"{figures.size}: added p50 {figures.added_latency_ms['p50']} ms",
-                        file=out,
-                        flush=True,
-                    )
+                    added_p50 = figures.added_latency_ms["p50"]
+                    print(f"{figures.size}: PSNR {figures.psnr_db} dB, added p50 {added_p50} ms",
+                          file=out, flush=True)  # fmt: skip
             result.added_latency_ms = dict(result.sizes[0].added_latency_ms)
+            if link_s > 0:
+                result.constrained_720p = _constrained(port, photo, link_s)
             for n in range(1, max_streams + 1):
                 with RssPeak(server.pid) as rss:
                     clients = _clients(port, photo, 640, 480, seconds, n)
@@ -329,31 +445,69 @@ def run_remote_bench(
             if sustained_s > 0:
                 result.sustained_720p = _sustained(port, photo, sustained_s)
             result.server_peak_rss_mb = _status_mb(server.pid, "VmHWM")
+            batched = _batching(port, photo, seconds, batching_streams) if batching_streams else []
             result.client_peak_rss_mb = _own_peak_rss_mb()
         finally:
             server.terminate()
             server.wait(20)
+        if batching_streams:
+            port = free_port()
+            unbatched_server = _serve(port, folder, models, "--max-batch", "1")
+            try:
+                unbatched = _batching(port, photo, seconds, batching_streams)
+            finally:
+                unbatched_server.terminate()
+                unbatched_server.wait(20)
+            for with_service, without in zip(batched, unbatched, strict=True):
+                result.batching.append(
+                    {
+                        "streams": with_service["streams"],
+                        "batched_calls_per_s": with_service["model_calls_per_s"],
+                        "batched_faces_per_call": with_service["faces_per_call"],
+                        "unbatched_calls_per_s": without["model_calls_per_s"],
+                        "unbatched_faces_per_call": without["faces_per_call"],
+                    }
+                )
+                result.faces_per_call[str(int(with_service["streams"]))] = with_service["faces_per_call"]
     return result
 
 
 def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
+    streams = tuple(int(n) for n in str(getattr(args, "streams", "1,2,4")).split(",") if n.strip())
     result = run_remote_bench(
-        out=None if args.json else out, sustained_s=float(getattr(args, "duration", 0) or 0.0)
+        out=None if args.json else out,
+        sustained_s=float(getattr(args, "duration", 0) or 0.0),
+        batching_streams=streams,
     )
     if args.json:
         print(result.to_json(), file=out)
     else:
         for s in result.sizes:
-            added = s.added_latency_ms
-            print(f"{s.size}: local p50 {s.local_ms['p50']} / p99 {s.local_ms['p99']} ms; remote p50 "
+            added, rate = s.added_latency_ms, s.bitrate_kbps
+            print(f"{s.size}: picture PSNR {s.psnr_db} dB (5th percentile {s.psnr_db_p5}), SSIM {s.ssim}; "
+                  f"video {rate['up']:.0f} kbit/s up, {rate['down']:.0f} down; "
+                  f"local p50 {s.local_ms['p50']} / p99 {s.local_ms['p99']} ms; remote p50 "
                   f"{s.remote_ms['p50']} / p99 {s.remote_ms['p99']} ms; added p50 {added['p50']} / "
                   f"p99 {added['p99']} ms; server CPU {s.server_cpu_per_stream} cores; "
                   f"{s.frames_back:.0%} of frames back ({s.frames_back_linked:.0%} of those sent)",
+                  file=out)  # fmt: skip
+        link = result.constrained_720p
+        if link is not None:
+            print(f"1280x720 over a {link.link_kbps} kbit/s link for {link.seconds:g} s: picture PSNR "
+                  f"{link.psnr_db} dB (5th percentile {link.psnr_db_p5}), SSIM {link.ssim}; video "
+                  f"{link.bitrate_kbps['up']:.0f} kbit/s up, {link.bitrate_kbps['down']:.0f} down; "
+                  f"latency p50 {link.latency_ms['p50']} / p99 {link.latency_ms['p99']} ms; longest wait "
+                  f"for a frame {link.longest_gap_ms:.0f} ms; {link.frames_back_linked:.0%} of frames back",
                   file=out)  # fmt: skip
         print(f"640x480 streams at 30 fps without drops: {result.streams_held_640x480_30fps}", file=out)
         by_streams = ", ".join(f"{n} at once {mb:.0f}" for n, mb in result.server_rss_mb_by_streams.items())
         print(f"memory: server peak RSS {result.server_peak_rss_mb:.0f} MB (streams {by_streams} MB); "
               f"client and local engine peak RSS {result.client_peak_rss_mb:.0f} MB", file=out)  # fmt: skip
+        for b in result.batching:
+            print(f"{b['streams']:.0f} stream(s) of 640x480: the shared swapper took "
+                  f"{b['batched_faces_per_call']} faces per call ({b['batched_calls_per_s']} calls/s); "
+                  f"without batching {b['unbatched_faces_per_call']} ({b['unbatched_calls_per_s']} calls/s)",
+                  file=out)  # fmt: skip
         held = result.sustained_720p
         if held is not None:
             print(f"1280x720 at 30 fps for {held.seconds:g} s: {held.frames_sent} frames sent, "

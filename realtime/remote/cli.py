@@ -23,7 +23,8 @@ import platformdirs
 from realtime.remote.limits import Limits
 
 if TYPE_CHECKING:
-    pass
+    from realtime.api import BatchPolicy
+    from realtime.remote.options import RemoteOptions
 from realtime.remote.tokens import new_token
 
 DEFAULT_PORT = 8443
@@ -69,6 +70,29 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-upload-pixels", type=int, default=DEFAULTS.max_upload_pixels, help="largest photo in pixels"
     )
     parser.add_argument("--provider", default="auto", help="ONNX Runtime provider for every stream")
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=8,
+        metavar="N",
+        help="faces of all streams the swapper takes in one call at most (default: 8; 1: no batching)",
+    )
+    parser.add_argument(
+        "--batch-delay-us",
+        type=int,
+        default=1000,
+        metavar="US",
+        help="how long a face waits for other streams' faces to join its call, at most (default: 1000; "
+        "a lone stream never waits)",
+    )
+    parser.add_argument(
+        "--max-bitrate",
+        type=int,
+        default=None,
+        metavar="KBPS",
+        help="the most video a stream sends back, in kbit/s (default: what the picture's size needs "
+        "for a clean picture: 2000 at 640x480, 3000 at 1280x720; less when the link carries less)",
+    )
     parser.add_argument("--preset", default=DEFAULT_PRESET, help="preset a stream gets unless it names one")
     if not any("--models-dir" in a.option_strings for a in parser._actions):
         parser.add_argument("--models-dir", type=Path, default=None, help="folder with the model files")
@@ -76,7 +100,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace, out: TextIO) -> int:
-    from realtime.api import FaceCastError, ModelOptions
+    from realtime.api import FaceCastError, InferenceHub, ModelOptions
     from realtime.remote.runner import start_site
     from realtime.remote.server import Server, ServerConfig
     from realtime.remote.tls import ensure_certificate, server_context
@@ -100,9 +124,14 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         data_dir=data_dir,
         token_file=token_file,
         limits=limits,
-        models=ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified),
+        models=ModelOptions(
+            models_dir=args.models_dir,
+            allow_unverified=args.allow_unverified,
+            inference=InferenceHub(_batch_policy(args.max_batch, args.batch_delay_us)),
+        ),
         provider=args.provider,
         default_preset=args.preset,
+        max_bitrate=_bitrate(getattr(args, "max_bitrate", None)),
     )
     tls = None
     if args.no_tls:
@@ -180,8 +209,36 @@ def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool 
         )
     group.add_argument("--reconnect-for", type=float, default=120.0, help="give up after this many s down")
     group.add_argument(
+        "--max-bitrate",
+        type=int,
+        default=None,
+        metavar="KBPS",
+        help="the most video the call sends each way, in kbit/s (default: what the picture's size "
+        "needs for a clean picture: 2000 at 640x480, 3000 at 1280x720; less when the link carries less)",
+    )
+    group.add_argument(
         "--duration", type=_seconds, default=None, metavar="S", help="stop after S seconds (local runs too)"
     )
+
+
+def _batch_policy(max_batch: int, delay_us: int) -> BatchPolicy:
+    from realtime.api import BatchPolicy, FaceCastError
+
+    if not 1 <= max_batch <= 64:
+        raise FaceCastError(f"--max-batch {max_batch} is out of range.", hint="Give 1 (no batching) to 64.")
+    if not 0 <= delay_us <= 100_000:
+        raise FaceCastError(f"--batch-delay-us {delay_us} is out of range.", hint="Give 0 to 100000.")
+    return BatchPolicy(max_batch=max_batch, max_delay_us=delay_us)
+
+
+def _bitrate(kbps: int | None) -> int | None:
+    from realtime.api import FaceCastError
+
+    if kbps is None:
+        return None
+    if kbps < 150:
+        raise FaceCastError(f"--max-bitrate {kbps} is too low.", hint="Give kbit/s: 150 or more (e.g. 2000).")
+    return kbps * 1000
 
 
 def _read_token(args: argparse.Namespace) -> str:
@@ -215,45 +272,63 @@ def _overrides(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(values)
 
 
+def console(out: TextIO) -> Callable[[str], None]:
+    """Print a line to `out` at once; a closed console must not stop the run."""
+
+    def say(line: str) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            print(line, file=out, flush=True)
+
+    return say
+
+
+def remote_options(args: argparse.Namespace) -> RemoteOptions:
+    """What `run --remote` asks of the server, from its arguments (refused with a FaceCastError
+    naming the argument to fix)."""
+    from realtime.api import FaceCastError
+    from realtime.remote.options import RemoteOptions
+
+    photos = tuple(getattr(args, "source", None) or ())
+    if not photos:
+        raise FaceCastError("No source photo given.", hint="Pass --source PHOTO.")
+    if not getattr(args, "consent", False):
+        raise FaceCastError(
+            "The server needs your confirmation of consent.",
+            hint="Pass --consent if the person in the source photo agreed and viewers are told.",
+        )
+    if args.output.strip().lower() == "window":
+        raise FaceCastError("--remote sends to vcam, a file or null.", hint="Use --output vcam.")
+    return RemoteOptions(
+        url=args.remote,
+        token=_read_token(args),
+        photos=photos,
+        preset=getattr(args, "preset", None),
+        overrides=_overrides(args),
+        consent=True,
+        pinned=getattr(args, "pin_fingerprint", None),
+        known_hosts=getattr(args, "known_hosts", None),
+        reconnect_for_s=getattr(args, "reconnect_for", 120.0),
+        duration_s=getattr(args, "duration", None),
+        max_bitrate=_bitrate(getattr(args, "max_bitrate", None)),
+    )
+
+
 def run_remote(
     args: argparse.Namespace, out: TextIO, exit_for_signal: Callable[[int], int] | None = None
 ) -> int:
-    """`run --remote URL`: the local input to the server, the swapped video to the local output.
+    """`run --remote URL`: the local input to the server, the swapped video to the local output,
+    live (a video file is played at its rate; a video file into a video file, every frame of it,
+    is realtime.jobs.remote_file's).
 
     `exit_for_signal`: the exit status for a call that SIGINT/SIGTERM ended, from the signal's
     number (the local run's codes); without it such a call exits 0."""
-    from realtime.api import FaceCastError, open_input, open_output
+    from realtime.api import open_input, open_output
     from realtime.remote.client import RemoteClient
     from realtime.remote.errors import RemoteError
-    from realtime.remote.options import RemoteOptions
 
-    def say(line: str) -> None:
-        with contextlib.suppress(ValueError, OSError):  # a closed console must not stop the run
-            print(line, file=out, flush=True)
-
+    say = console(out)
     try:
-        photos = tuple(getattr(args, "source", None) or ())
-        if not photos:
-            raise FaceCastError("No source photo given.", hint="Pass --source PHOTO.")
-        if not getattr(args, "consent", False):
-            raise FaceCastError(
-                "The server needs your confirmation of consent.",
-                hint="Pass --consent if the person in the source photo agreed and viewers are told.",
-            )
-        if args.output.strip().lower() == "window":
-            raise FaceCastError("--remote sends to vcam, a file or null.", hint="Use --output vcam.")
-        options = RemoteOptions(
-            url=args.remote,
-            token=_read_token(args),
-            photos=photos,
-            preset=getattr(args, "preset", None),
-            overrides=_overrides(args),
-            consent=True,
-            pinned=getattr(args, "pin_fingerprint", None),
-            known_hosts=getattr(args, "known_hosts", None),
-            reconnect_for_s=getattr(args, "reconnect_for", 120.0),
-            duration_s=getattr(args, "duration", None),
-        )
+        options = remote_options(args)
         width, height, fps = (getattr(args, k, None) for k in ("width", "height", "fps"))
         source, _ = open_input(
             str(args.input), realtime=True, loop=getattr(args, "loop", False), width=width, height=height,
@@ -264,6 +339,7 @@ def run_remote(
             vcam_backend=getattr(args, "vcam_backend", None), vcam_device=getattr(args, "vcam_device", None),
         )  # fmt: skip
         client = RemoteClient(options, source, sink, say)
+        client.open()  # the input's real size and rate for the line below
         say(f"running: {source.description} -> {args.remote} -> {sink.description}; Ctrl+C stops")
         stats = client.run()
     except RemoteError as exc:

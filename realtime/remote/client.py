@@ -1,9 +1,16 @@
-"""The remote client: the local camera to the server over WebRTC, the swapped video back to the
+"""The remote client: the local input to the server over WebRTC, the swapped video back to the
 local output, and a visible "reconnecting" state (the local picture, labelled) while the link is down.
 
-Threads: capture (reads the local source, hands the newest frame to the sending track), output
-(sends the newest returned frame to the local sink, at the camera's rate), and the event loop
-(signalling, WebRTC, reconnecting with exponential backoff).
+Two modes, by the input. A live one (a camera, a clip played in real time) is latest-wins: the
+newest picture is sent, the newest returned one shown, each once, at its capture time. A file
+played as fast as it goes is every-frame (realtime/remote/file_pacing.py): the client waits for the
+call before it reads, sends at the pace frames come back, sends again what did not, and writes
+each frame in order at its own media time; a frame that never comes back fails the run
+(FramesMissingError) with nothing written.
+
+Threads: capture (reads the local source, hands frames to the sending track), output (sends the
+returned frames to the local sink), and the event loop (signalling, WebRTC, reconnecting with
+exponential backoff).
 """
 
 from __future__ import annotations
@@ -13,7 +20,6 @@ import logging
 import signal
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -35,27 +41,22 @@ from realtime.api import (
     draw_disclosure_label,
     freeze_heap,
 )
+from realtime.remote.encoder import TunedVp8Encoder, VideoRate, tuned_senders
 from realtime.remote.errors import (
+    FramesMissingError,
     LinkLostError,
     RemoteError,
     ServerFullError,
     StreamEndedError,
     UnreachableError,
 )
-from realtime.remote.media import (
-    VIDEO_CLOCK,
-    AsyncHandOff,
-    HandOff,
-    Received,
-    Tagged,
-    i420_of,
-    pump_track,
-    to_av,
-)
+from realtime.remote.file_pacing import AckedSending, InOrderFrames
+from realtime.remote.media import AsyncHandOff, Fifo, HandOff, Received, i420_of, pump_track, to_av
 from realtime.remote.options import RemoteOptions
 from realtime.remote.settings_push import overrides_for
 from realtime.remote.signalling import Signalling, StreamHandle
-from realtime.remote.transport import quicken_receivers, steady_senders
+from realtime.remote.timeline import CaptureOrder, ReturnGaps, SentFrame, Timeline
+from realtime.remote.transport import bytes_received, quicken_receivers
 
 log = logging.getLogger(__name__)
 
@@ -79,74 +80,41 @@ class ClientStats:
     connects: int = 0
     states: list[str] = field(default_factory=list)  # "connected", "reconnecting", in order
     latency_ms: Summary = field(default_factory=lambda: Summary(0.0, 0.0, 0.0, 0.0, 0))
+    # The video each way while linked (the bitrate a call used: bytes * 8 / linked_s).
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    linked_s: float = 0.0
+    # A file (every-frame mode): its frames, those sent again, and whether all came back in order.
+    file_frames: int = 0
+    frames_resent: int = 0
+    file_complete: bool = False
+    # The sender's rate when the last connection ended, and how often it followed the link.
+    send_rate_bps: int = 0
+    rate_changes: int = 0
+
+    def bitrate_bps(self) -> tuple[float, float]:
+        """(sent, received) video bit/s over the time linked."""
+        if self.linked_s <= 0:
+            return 0.0, 0.0
+        return self.bytes_sent * 8 / self.linked_s, self.bytes_received * 8 / self.linked_s
 
 
-# Timestamps go out in steps of 9 ticks (100 us): PyAV's encoder rebases a frame to its own
-# microsecond clock and aiortc truncates it back to 90 kHz, which turns 5969 into 5968 but keeps
-# every multiple of 9, so each returned frame finds the one it was made from.
-PTS_STEP = 9
+@dataclass(frozen=True, slots=True)
+class ToSend:
+    """A picture for the sending track: converted for the encoder, and what it is."""
 
-
-class Timeline:
-    """One connection's RTP clock: the first frame sent is 0, later ones rise; `lookup` maps a
-    returned frame's timestamp back to when its picture was captured and its index at the source
-    (so the latency is measured on every frame and the preview pairs it with its own original)."""
-
-    def __init__(self, keep: int = 600) -> None:
-        self._t0: float | None = None
-        self._sent: OrderedDict[int, tuple[float, int]] = OrderedDict()
-        self._keep = keep
-        self._last = -PTS_STEP
-        self._lock = threading.Lock()
-
-    def stamp(self, capture_ts: float, index: int = -1) -> int:
-        with self._lock:
-            if self._t0 is None:
-                self._t0 = capture_ts
-            pts = round((capture_ts - self._t0) * VIDEO_CLOCK / PTS_STEP) * PTS_STEP
-            pts = max(pts, self._last + PTS_STEP)  # the encoder wants rising timestamps
-            self._last = pts
-            self._sent[pts] = (capture_ts, index)
-            while len(self._sent) > self._keep:
-                self._sent.popitem(last=False)
-            return pts
-
-    def lookup(self, pts: int) -> tuple[float, int] | None:
-        with self._lock:
-            return self._sent.get(pts)
-
-
-class ReturnGaps:
-    """One connection's lost frames, from the source indices of the frames that come back (every
-    frame captured while linked is sent): a gap between two returned frames was lost on the way;
-    the frames still on their way when the call ends are not counted. Losses among the frames
-    captured in the call's first `settle_s` (after the first one back: the stream's engine and
-    both codecs starting) are told apart from those of the running call."""
-
-    def __init__(self, settle_s: float = 1.0) -> None:
-        self._last = -1
-        self._settle_s = settle_s
-        self._first_ts: float | None = None
-
-    def back(self, index: int, captured_ts: float) -> tuple[int, bool]:
-        """Frame `index`, captured at `captured_ts`, came back: how many sent before it, after the
-        last one back, never will, and whether the call had settled by then."""
-        if self._first_ts is None:
-            self._first_ts = captured_ts
-        if index <= self._last:
-            return 0, False  # an unknown or repeated index
-        gap = index - self._last - 1 if self._last >= 0 else 0
-        self._last = index
-        return gap, captured_ts - self._first_ts >= self._settle_s
+    image: ImageBGR
+    frame: av.VideoFrame  # the picture in I420, converted on the thread that handed it over
+    sent: SentFrame
 
 
 class SendingTrack(MediaStreamTrack):
-    """The local camera as a WebRTC track: the captured frames through a live hand-off, each
-    stamped when the encoder takes it."""
+    """The local input as a WebRTC track: the frames handed to it, each stamped when the encoder
+    takes it."""
 
     kind = "video"
 
-    def __init__(self, slot: AsyncHandOff[Tagged], timeline: Timeline) -> None:
+    def __init__(self, slot: AsyncHandOff[ToSend], timeline: Timeline) -> None:
         super().__init__()
         self._slot = slot
         self._timeline = timeline
@@ -156,7 +124,7 @@ class SendingTrack(MediaStreamTrack):
         if item is None:
             self.stop()
             raise MediaStreamError
-        return to_av(item.image, self._timeline.stamp(item.arrived, item.index), item.frame)
+        return to_av(item.image, self._timeline.stamp(item.sent), item.frame)
 
 
 def draw_reconnecting(image: ImageBGR) -> None:
@@ -176,26 +144,38 @@ class RemoteClient:
         sink: FrameSink,
         notify: Callable[[str], None],
         on_state: Callable[[str, str], None] | None = None,
+        link: Callable[[RTCPeerConnection], object] | None = None,
     ) -> None:
         self.options = options
         self.source = source
         self.sink = sink
         self.notify = notify
-        self.on_state = on_state  # ("connected" | "reconnecting", a one-line why), from the loop thread
+        # ("connecting" | "connected" | "reconnecting", a one-line why), from the loop thread
+        self.on_state = on_state
+        self._link = link  # given each peer connection before it connects (the bench's slow link)
         self.metrics = Metrics()
         self.stats = ClientStats()
         self.stop_event = threading.Event()
-        self._remote: HandOff[tuple[Received, tuple[float, int] | None]] = HandOff()
+        self._returns: HandOff[tuple[Received, SentFrame | None]] | Fifo[tuple[Received, SentFrame | None]]
+        self._returns = HandOff()
+        self._pacing: AckedSending | None = None  # a file: every frame, in order
+        self._needs_primer = False  # a file's new connection: its timeline starts with a frame not counted
         self._newest_local: VideoFrame | None = None
-        self._sending: AsyncHandOff[Tagged] | None = None
+        self._sending: AsyncHandOff[ToSend] | None = None
         self._linked = threading.Event()
         self._last_remote = 0.0
         self._size = (0, 0)
+        self._opened = False
         self.stopped_by: int | None = None  # the signal that ended the call (SIGINT, SIGTERM), if one did
         # Where update_settings sends a change: set while a stream is open (on the loop thread).
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signalling: Signalling | None = None
         self._handle: StreamHandle | None = None
+
+    @property
+    def every_frame(self) -> bool:
+        """Whether the input is a file played as fast as it goes (known once open)."""
+        return self._pacing is not None
 
     def update_settings(self, settings: Settings) -> None:
         """(Any thread.) Run the stream with `settings` from now on: sent to the server at once
@@ -219,53 +199,104 @@ class RemoteClient:
 
     # ---- threads -------------------------------------------------------------------------------
 
-    def _capture(self) -> None:
+    def _read(self) -> VideoFrame | None:
+        frame = self.source.read()
+        if frame is not None:
+            self.metrics.frame_in(frame.capture_ts)
+            self.stats.frames_captured += 1
+            self._newest_local = frame
+        return frame
+
+    def _capture_live(self) -> None:
         try:
             while not self.stop_event.is_set():
-                frame = self.source.read()
+                frame = self._read()
                 if frame is None:
                     break
-                self.metrics.frame_in(frame.capture_ts)
-                self.stats.frames_captured += 1
-                self._newest_local = frame
                 sending = self._sending
                 if sending is not None and self._linked.is_set():
                     self.stats.frames_linked += 1
                     # Converted here, on this thread: the event loop carries the packets.
-                    sending.put_threadsafe(
-                        Tagged(frame.image, -1, frame.capture_ts, i420_of(frame.image), frame.index)
-                    )
+                    sent = SentFrame(frame.capture_ts, frame.index)
+                    sending.put_threadsafe(ToSend(frame.image, i420_of(frame.image), sent))
         finally:
             self.stop_event.set()
 
-    def _output(self) -> None:
+    def _capture_file(self, pacing: AckedSending) -> None:
+        """Every frame of the file, as the pacing allows; the output thread ends the run once all
+        are written."""
+        while True:
+            item = pacing.next_frame(self._read, self.stop_event, self._linked)
+            if item is None:
+                return
+            sending = self._sending
+            if sending is None:
+                continue  # the link went down just now: the pacing sends it again on the next
+            frame = item.frame
+            if self._needs_primer:
+                self._needs_primer = False
+                primer = SentFrame(frame.capture_ts, -1)  # RTP 0: what comes back under it is not used
+                sending.put_threadsafe(ToSend(frame.image, i420_of(frame.image), primer))
+            self.stats.frames_linked += 1
+            sent = SentFrame(frame.capture_ts, frame.index, frame.pts, item.seq, item.ordinal)
+            sending.put_threadsafe(ToSend(frame.image, i420_of(frame.image), sent))
+
+    def _output_live(self) -> None:
+        """Each returned frame once, at its capture time (`CaptureOrder`); the local picture,
+        labelled, while the link is down."""
         period = 1.0 / (self.source.fps or 30.0)
-        last: VideoFrame | None = None
+        order = CaptureOrder(period)
         while not self.stop_event.is_set():
-            got = self._remote.take(period * 1.5)
-            self.stats.remote_skipped = self._remote.dropped
+            got = self._returns.take(period * 1.5)
+            self.stats.remote_skipped = self._returns.dropped + order.late
             if self.stop_event.is_set():
                 break
             now = time.perf_counter()
             down = not self._linked.is_set() or now - self._last_remote > self.options.stale_s
             if got is not None:
                 item, sent = got
-                captured, index = sent if sent is not None else (item.arrived, self.stats.remote_frames)
-                frame = VideoFrame(self._fit(item.image), index, captured)
+                captured = order.place(sent.capture_ts if sent is not None else None, item.arrived)
+                if captured is None:
+                    continue
                 self.stats.remote_frames += 1
-                self._send(frame)
+                self._send(VideoFrame(self._fit(item.image), sent.index if sent else -1, captured))
                 if sent is not None:
-                    self.metrics.frame_out(captured, time.perf_counter())
-                last = frame
+                    self.metrics.frame_out(sent.capture_ts, time.perf_counter())
             elif down and self._newest_local is not None:
                 local = self._newest_local
+                if order.place(local.capture_ts, local.capture_ts) is None:
+                    continue  # shown already: the camera has no newer picture yet
                 image = local.image.copy()
                 draw_reconnecting(image)
                 draw_disclosure_label(image)
                 self.stats.reconnecting_frames += 1
                 self._send(VideoFrame(image, local.index, local.capture_ts))
-            elif last is not None:
-                self._send(last)  # the output keeps the camera's rate while a frame is late
+
+    def _output_file(self, pacing: AckedSending) -> None:
+        """The returned frames in the file's order, each at its own media time; sets stop_event
+        once the last is written (or one never came back)."""
+        order = InOrderFrames()
+        try:
+            while not self.stop_event.is_set():
+                if pacing.input_ended and order.next >= pacing.frames_read:
+                    self.stats.file_complete = True
+                    return
+                if pacing.given_up:
+                    return
+                got = self._returns.take(0.2)
+                if got is None:
+                    continue
+                item, sent = got
+                assert sent is not None  # only frames of the file are queued here
+                self.stats.remote_frames += 1
+                frame = VideoFrame(self._fit(item.image), sent.index, sent.capture_ts, sent.media_pts)
+                for ready in order.add(sent.ordinal, frame):
+                    self._send(ready)
+                    self.metrics.frame_out(ready.capture_ts, time.perf_counter())
+        finally:
+            self.stats.file_frames = pacing.frames_read
+            self.stats.frames_resent = pacing.resent
+            self.stop_event.set()
 
     def _fit(self, image: ImageBGR) -> ImageBGR:
         """The returned picture at the local output's size (the server may process a smaller one)."""
@@ -280,8 +311,11 @@ class RemoteClient:
 
     # ---- the run -------------------------------------------------------------------------------
 
-    def run(self) -> ClientStats:
-        """Connect, run until the input ends, stop_event is set or duration_s has passed."""
+    def open(self) -> None:
+        """Open the input and the output (run() does, if not done): their real size and rate are
+        known from here on, for the run's first line."""
+        if self._opened:
+            return
         self.source.open()
         try:
             self._size = self.source.size
@@ -289,9 +323,27 @@ class RemoteClient:
         except BaseException:
             self.source.close()
             raise
+        self._opened = True
+        if not self.source.is_live:
+            self._pacing = AckedSending()
+            self._returns = Fifo()
+
+    def run(self) -> ClientStats:
+        """Connect, run until the input ends, stop_event is set or (a live input) duration_s has
+        passed. A file that did not come back whole raises FramesMissingError, nothing written."""
+        self.open()
+        pacing = self._pacing
         threads = [
-            threading.Thread(target=self._capture, name="remote-capture", daemon=True),
-            threading.Thread(target=self._output, name="remote-output", daemon=True),
+            threading.Thread(
+                target=self._capture_live if pacing is None else lambda: self._capture_file(pacing),
+                name="remote-capture",
+                daemon=True,
+            ),
+            threading.Thread(
+                target=self._output_live if pacing is None else lambda: self._output_file(pacing),
+                name="remote-output",
+                daemon=True,
+            ),
         ]
         failure: BaseException | None = None
         try:
@@ -305,20 +357,44 @@ class RemoteClient:
             interrupt = getattr(self.source, "interrupt", None)
             if callable(interrupt):
                 interrupt()
-            self._remote.close()
+            self._returns.close()
             for t in threads:
                 t.join(3.0)
             self.source.close()
-            if failure is None or (isinstance(failure, RemoteError) and self.stats.connects > 0):
-                self.sink.close()  # what the call returned is kept, up to where the link was lost
-            else:
-                # Refused before a connection (a photo too large, no face): the output holds only the
-                # local picture, and a file it would replace is left as it was.
-                self.sink.abort()
+            if pacing is not None and failure is None and not self.stats.file_complete:
+                failure = self._missing(pacing)
+            self._finish_output(failure, whole=pacing is None or self.stats.file_complete)
         self.stats.latency_ms = Summary.of(self.metrics.latencies_ms(whole_run=True))
-        if failure is not None:
+        stopped = isinstance(failure, FramesMissingError) and self.stopped_by is not None
+        if failure is not None and not stopped:  # a signal's stop is said by the exit status
             raise failure
         return self.stats
+
+    def _finish_output(self, failure: BaseException | None, whole: bool) -> None:
+        """A live output keeps what it showed when the link failed; a file is written only whole.
+        Refused before a connection (a photo too large, no face), the output holds only the local
+        picture: it is dropped, and a file it would replace is left as it was."""
+        refused_before_call = isinstance(failure, RemoteError) and self.stats.connects == 0
+        local_fault = failure is not None and not isinstance(failure, RemoteError)
+        if not whole or refused_before_call or local_fault:
+            self.sink.abort()
+        else:
+            self.sink.close()
+
+    def _missing(self, pacing: AckedSending) -> FramesMissingError:
+        back, read = len(pacing.done), pacing.frames_read
+        total = f"{read}" if pacing.input_ended else f"the {read} read so far"
+        lost = sorted(pacing.given_up)
+        which = (
+            f"; frame {lost[0] + 1} never came back in {pacing.max_tries} sends" if lost else ""
+        )
+        if self.stopped_by is not None:
+            self.notify(f"stopped: {back} of {total} frames came back; nothing was written")
+        return FramesMissingError(
+            f"Only {back} of {total} frames of {self.source.description} came back from the server"
+            f"{which}; nothing was written.",
+            hint="Run it again; if it keeps happening, the server or the link is overloaded.",
+        )
 
     async def _main(self) -> None:
         loop = asyncio.get_running_loop()
@@ -386,7 +462,7 @@ class RemoteClient:
             self.on_state(state, text)
 
     def _should_stop(self, started: float) -> bool:
-        duration = self.options.duration_s
+        duration = None if self.every_frame else self.options.duration_s  # a file runs to its end
         return self.stop_event.is_set() or (duration is not None and time.monotonic() - started > duration)
 
     async def _sleep(self, seconds: float, started: float) -> None:
@@ -399,11 +475,13 @@ class RemoteClient:
     ) -> None:
         """One connection: returns when the link is down (or the run stops)."""
         timeline = Timeline()
-        sending: AsyncHandOff[Tagged] = AsyncHandOff(loop)
+        sending: AsyncHandOff[ToSend] = AsyncHandOff(loop)
         pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         handle: StreamHandle | None = None
         ended = asyncio.Event()
         pumps: list[asyncio.Task[None]] = []
+        encoders: list[TunedVp8Encoder] = []
+        linked_at: float | None = None
         try:
             pc.addTransceiver(SendingTrack(sending, timeline), direction="sendrecv")
             quicken_receivers(pc)
@@ -414,13 +492,19 @@ class RemoteClient:
             def on_track(track: MediaStreamTrack) -> None:
                 def on_frame(item: Received) -> None:
                     self._last_remote = time.perf_counter()
-                    captured = timeline.lookup(item.pts) if item.pts > 0 else None
-                    if captured is not None:
+                    # RTP 0 is the call's first frame, or the server's first returned one sent
+                    # under it a second time: which of the two is unknown.
+                    sent = timeline.lookup(item.pts) if item.pts > 0 else None
+                    if sent is not None:
                         self.stats.remote_matched += 1
-                        lost, settled = gaps.back(captured[1], captured[0])
+                        lost, settled = gaps.back(sent.index, sent.capture_ts)
                         self.stats.frames_lost += lost
                         self.stats.frames_lost_settled += lost if settled else 0
-                    self._remote.put((item, captured))
+                    pacing = self._pacing
+                    if pacing is None:
+                        self._returns.put((item, sent))
+                    elif sent is not None and sent.ordinal >= 0 and pacing.returned(sent.ordinal, sent.seq):
+                        self._returns.put((item, sent))  # a file's frame, the first time it is back
 
                 async def pump() -> None:
                     await pump_track(track, on_frame)
@@ -430,13 +514,19 @@ class RemoteClient:
 
             offer = await pc.createOffer()
             await pc.setLocalDescription(offer)
+            if self._link is not None:
+                self._link(pc)
             signalling.options = self.options  # with any settings changed while reconnecting
+            if not self.stats.connects:
+                self._report("connecting", f"connecting to {self.options.url} ...")
             handle = await signalling.open_stream(str(pc.localDescription.sdp))
             self._handle = handle
             await pc.setRemoteDescription(RTCSessionDescription(sdp=handle.answer, type="answer"))
-            steady_senders(pc)  # negotiated, and no frame handed over yet
+            # Negotiated, and no frame handed over yet.
+            encoders = tuned_senders(pc, VideoRate(self.options.max_bitrate))
             self._sending = sending
-            self._last_remote = time.perf_counter()
+            self._needs_primer = self.every_frame
+            self._last_remote = linked_at = time.perf_counter()
             self._linked.set()
             self.stats.connects += 1
             self.stats.states.append("connected")
@@ -460,8 +550,16 @@ class RemoteClient:
             was_linked = self._linked.is_set()
             self._linked.clear()
             self._sending = None
+            if self._pacing is not None:
+                self._pacing.link_down()  # what was on its way goes out again on the next connection
             sending.close_threadsafe()
             self.stats.frames_unsent += sending.dropped
+            if linked_at is not None:
+                self.stats.linked_s += time.perf_counter() - linked_at
+                self.stats.bytes_sent += sum(e.bytes_out for e in encoders)
+                self.stats.bytes_received += bytes_received(pc)
+                self.stats.send_rate_bps = max((e.target_bitrate for e in encoders), default=0)
+                self.stats.rate_changes += sum(e.rate_changes for e in encoders)
             if was_linked and not self._should_stop(started):
                 self.stats.states.append("reconnecting")
             if handle is not None and self._should_stop(started):

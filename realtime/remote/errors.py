@@ -10,6 +10,10 @@ class RemoteError(FaceCastError):
     exit_code = ExitCode.REFUSED
 
 
+class BadUrlError(RemoteError):
+    """The server's address is not a URL (the command line names --remote, the panel its field)."""
+
+
 class UnreachableError(RemoteError):
     exit_code = ExitCode.UNREACHABLE
 
@@ -36,3 +40,7 @@ class LinkLostError(RemoteError):
 
 class StreamEndedError(RemoteError):
     exit_code = ExitCode.ENDED
+
+
+class FramesMissingError(RemoteError):
+    exit_code = ExitCode.FRAMES_MISSING

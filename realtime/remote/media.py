@@ -16,6 +16,7 @@ import asyncio
 import fractions
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -43,7 +44,6 @@ class Tagged:
     pts: int
     arrived: float = field(default_factory=time.perf_counter)
     frame: av.VideoFrame | None = None
-    index: int = -1  # the picture's index at its source, where known
 
 
 class Received:
@@ -101,6 +101,42 @@ class HandOff(Generic[T]):
                     return None
                 self._cond.wait(left)
             return self._slot.take()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class Fifo(Generic[T]):
+    """HandOff's interface without its dropping: every item is kept, in order (a file's frames
+    coming back, which the client's file pacing bounds)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._items: deque[T] = deque()
+        self._closed = False
+        self.dropped = 0  # never: for HandOff's readers
+
+    def put(self, item: T) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def take(self, timeout: float) -> T | None:
+        """The oldest item (removed), or None after `timeout` s or once closed and empty."""
+        with self._cond:
+            deadline = time.monotonic() + timeout
+            while not self._items and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            return self._items.popleft() if self._items else None
 
     def close(self) -> None:
         with self._cond:

@@ -20,4 +20,7 @@ class RemoteOptions:
     reconnect_for_s: float = 120.0  # give up after this long without a link
     first_backoff_s: float = 0.25
     max_backoff_s: float = 8.0
-    duration_s: float | None = None  # stop after this long (tests, the bench)
+    duration_s: float | None = None  # stop a live input after this long (tests, the bench)
+    # The video rate the call may use each way, in bit/s (--max-bitrate); None: what the picture's
+    # size needs for a clean picture (realtime/remote/encoder.py), as the link allows.
+    max_bitrate: int | None = None

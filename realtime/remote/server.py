@@ -7,6 +7,7 @@ DELETE /v1/streams/{id}     hang up
 POST /v1/jobs               a video file job on the queue (realtime/remote/jobs_api.py)
 GET, DELETE /v1/jobs/{id}   its state; cancel it
 GET /v1/streams/{id}        whether it runs; once ended, why (kept for the last ENDED_KEPT)
+GET /v1/token               whether the token is accepted (the panel's "Check server")
 GET /v1/health              liveness for probes (no token)
 GET /metrics                Prometheus text (token), GPU memory included
 GET /                       the browser page
@@ -42,13 +43,14 @@ from realtime.api import (
     resolve_provider,
 )
 from realtime.remote.audit import AuditLog, AuditRecord
+from realtime.remote.encoder import VideoRate, tuned_senders
 from realtime.remote.faces import FaceStore, StoredFace, UploadRefused
 from realtime.remote.gpu import gpu_memory_lines, gpu_memory_used
 from realtime.remote.jobs_api import JobsApi, RequestChecks
 from realtime.remote.limits import SERVER_ONLY_SETTINGS, Limits
 from realtime.remote.session import StreamSession
 from realtime.remote.tokens import TokenFile, bearer
-from realtime.remote.transport import quicken_receivers, steady_senders
+from realtime.remote.transport import quicken_receivers
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,9 @@ class ServerConfig:
     provider: str = "auto"
     default_preset: str = DEFAULT_PRESET
     force_label: bool = True  # every swapped frame carries the "AI-modified" mark
+    # The most video a stream sends back, in bit/s (`serve --max-bitrate`); None: what the
+    # picture's size needs (realtime/remote/encoder.py). A client may ask for less (max_kbps=).
+    max_bitrate: int | None = None
 
 
 def _error(status: int, message: str, **headers: str) -> web.Response:
@@ -115,6 +120,7 @@ class Server:
         app.router.add_get("/", self.page)
         app.router.add_get("/app.js", self.page_script)
         app.router.add_get("/v1/health", self.health)
+        app.router.add_get("/v1/token", self.token)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/v1/faces", self.upload_face)
         app.router.add_post("/v1/streams", self.create_stream)
@@ -180,6 +186,10 @@ class Server:
         return web.json_response(
             {"status": "ok", "streams": len(self.sessions), "max_streams": limits.max_streams}
         )
+
+    async def token(self, request: web.Request) -> web.Response:
+        """The token passed the check (the middleware refuses any other with 401): its name."""
+        return web.json_response({"name": request[TOKEN_NAME]})
 
     async def metrics(self, request: web.Request) -> web.Response:
         lines = [
@@ -305,6 +315,7 @@ class Server:
             faces.append(face)
         try:
             settings = self.settings_from(request.query.get("preset"), request.query.getall("set", []))
+            rate = self.rate_from(request.query.get("max_kbps"))
         except FaceCastError as exc:
             return _error(422, exc.user_message())
         try:
@@ -338,7 +349,7 @@ class Server:
             )
             self.sessions[stream_id] = session
         try:
-            answer = await self._answer(session, offer)
+            answer = await self._answer(session, offer, rate)
         except Exception as exc:
             await session.close("the offer was refused")
             return _error(400, f"The SDP offer was refused: {exc}")
@@ -351,7 +362,20 @@ class Server:
             headers={"Location": f"/v1/streams/{stream_id}", "X-FaceCast-Stream": stream_id},
         )
 
-    async def _answer(self, session: StreamSession, offer: str) -> str:
+    def rate_from(self, max_kbps: str | None) -> VideoRate:
+        """The rate a stream's video may use back: the server's ceiling, or the client's if lower."""
+        ceiling = self.config.max_bitrate
+        if max_kbps is not None:
+            try:
+                asked = int(max_kbps) * 1000
+            except ValueError:
+                raise FaceCastError(f"max_kbps must be whole kbit/s, not {max_kbps[:20]!r}.") from None
+            if asked <= 0:
+                raise FaceCastError("max_kbps must be above 0.")
+            ceiling = asked if ceiling is None else min(ceiling, asked)
+        return VideoRate(ceiling)
+
+    async def _answer(self, session: StreamSession, offer: str, rate: VideoRate) -> str:
         pc = session.pc
         outgoing = session.outgoing_track()
 
@@ -365,7 +389,7 @@ class Server:
         quicken_receivers(pc)  # before the answer: no media flows yet
         answer = await pc.createAnswer()
         await pc.setLocalDescription(answer)
-        steady_senders(pc)  # negotiated; the engine sends nothing before the first frame comes in
+        tuned_senders(pc, rate)  # negotiated; the engine sends nothing before the first frame comes in
         return str(pc.localDescription.sdp)
 
     async def _closed(self, session: StreamSession, reason: str) -> None:

@@ -15,6 +15,7 @@ import platformdirs
 
 from realtime.remote.errors import (
     AuthError,
+    BadUrlError,
     FingerprintError,
     RemoteError,
     ServerFullError,
@@ -49,14 +50,14 @@ class Endpoint:
     def parse(url: str) -> Endpoint:
         parts = urlsplit(url if "://" in url else f"https://{url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise RemoteError(
+            raise BadUrlError(
                 f"--remote {url!r} is not a server URL.",
                 hint="Give https://HOST:PORT (or http:// for --no-tls).",
             )
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError as exc:
-            raise RemoteError(f"--remote {url!r} has a bad port.") from exc
+            raise BadUrlError(f"--remote {url!r} has a bad port.") from exc
         return Endpoint(parts.scheme, parts.hostname, port)
 
     @property
@@ -141,6 +142,8 @@ class Signalling:
         if self.options.preset:
             params.append(("preset", self.options.preset))
         params += [("set", o) for o in self.options.overrides]
+        if self.options.max_bitrate is not None:  # the video the server sends back, at most
+            params.append(("max_kbps", str(max(1, self.options.max_bitrate // 1000))))
         _, headers, body = await self.request(
             "POST",
             "/v1/streams",
@@ -165,6 +168,14 @@ class Signalling:
         if not isinstance(data, dict) or data.get("state") != "ended":
             return None
         return str(data.get("reason", "")), bool(data.get("final", False))
+
+    async def token_name(self) -> str:
+        """The name the server knows the token by (AuthError when it refuses it)."""
+        _, _, body = await self.request("GET", "/v1/token")
+        try:
+            return str(json.loads(body).get("name", ""))
+        except (ValueError, AttributeError):
+            return ""
 
     async def hang_up(self, handle: StreamHandle) -> None:
         try:

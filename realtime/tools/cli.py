@@ -64,6 +64,14 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    if getattr(args, "service", False):
+        from realtime.tools.bench_service import run_service_bench_cli
+
+        return run_service_bench_cli(args, out)
+    if getattr(args, "swappers", False):
+        from realtime.tools.bench_swappers import run_swappers_bench_cli
+
+        return run_swappers_bench_cli(args, out)
     if getattr(args, "leaks", False):
         from realtime.tools.bench_leaks import run_leak_bench_cli
 

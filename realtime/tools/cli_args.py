@@ -306,6 +306,35 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="measure the latency the remote path adds over the local engine (server and client on loopback)",
     )
+    bench.add_argument(
+        "--service",
+        action="store_true",
+        help="measure the shared inference service: streams in phase at 30 fps, one shared service vs "
+        "a service each (calls/s, faces per call, throughput, the latency it adds); see --streams",
+    )
+    bench.add_argument(
+        "--swappers",
+        action="store_true",
+        help="measure every swap family: ms per face at batch 1 and batch 4 (doubles; inswapper also on "
+        "its compute-equivalent stand-in)",
+    )
+    bench.add_argument(
+        "--streams",
+        default="1,2,4",
+        metavar="N[,N...]",
+        help="--service: the numbers of streams to run (default: 1,2,4)",
+    )
+    bench.add_argument(
+        "--swapper",
+        default="inswapper_128",
+        choices=names_of_role("swapper"),
+        metavar="MODEL",
+        help="--service: the swap model (default: inswapper_128)",
+    )
+    bench.add_argument("--max-batch", type=_count, default=8, help="--service: faces per model call at most")
+    bench.add_argument(
+        "--max-delay-us", type=int, default=1000, help="--service: the batch window's deadline"
+    )
     _add_model_args(bench)
     _add_leak_args(run, bench)
     return parser

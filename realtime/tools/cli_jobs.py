@@ -22,8 +22,8 @@ _LIVE_OUTPUTS = ("vcam", "window", "null")
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 
 
-def is_file_job(args: argparse.Namespace) -> bool:
-    """A video file in and a video file out, played as fast as it goes: the file-job path."""
+def video_files_in_and_out(args: argparse.Namespace) -> bool:
+    """A video file (or an s3:// object) in and a video file out."""
     output = str(args.output).strip()
     if output.lower() in _LIVE_OUTPUTS or output.isdigit() or Path(output).suffix.lower() in _IMAGE_SUFFIXES:
         return False
@@ -32,9 +32,20 @@ def is_file_job(args: argparse.Namespace) -> bool:
         return True
     if "://" in text or text.isdigit() or text.startswith("/dev/"):
         return False
-    if Path(text).suffix.lower() in _IMAGE_SUFFIXES:
-        return False
-    return not (getattr(args, "remote", None) or args.loop or args.realtime or args.decoder == "nvdec")
+    return Path(text).suffix.lower() not in _IMAGE_SUFFIXES
+
+
+def is_file_job(args: argparse.Namespace) -> bool:
+    """A video file in and a video file out, played as fast as it goes: the file-job path."""
+    live = getattr(args, "remote", None) or args.loop or args.realtime or args.decoder == "nvdec"
+    return video_files_in_and_out(args) and not live
+
+
+def is_remote_file_job(args: argparse.Namespace) -> bool:
+    """The same through a `serve` server (`--remote`): every frame through the call, then the
+    file job's assembly (realtime.jobs.remote_file); --realtime and --loop keep the live path."""
+    local_only = str(args.input).startswith("s3://") or args.loop or args.realtime
+    return bool(getattr(args, "remote", None)) and video_files_in_and_out(args) and not local_only
 
 
 def spec_from_args(

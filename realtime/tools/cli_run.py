@@ -235,13 +235,19 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
     checked_overrides(args)  # a bogus --set, or one a flag contradicts, whichever path runs it
     if args.label is False and args.output.strip().lower() in LIVE_OUTPUTS:
         show('note: --no-label: the output carries no "AI-modified" mark; tell the people who see it')
+    from realtime.tools.cli_jobs import cmd_file_job, is_file_job, is_remote_file_job
+
     if getattr(args, "remote", None):
         from realtime.remote.cli import run_remote
 
         # Consent is established: the server is told so (it refuses without).
         # A call a signal ended exits as the local run does (130 for Ctrl+C, 143 for SIGTERM).
-        return run_remote(argparse.Namespace(**{**vars(args), "consent": True}), out, signal_exit_code)
-    from realtime.tools.cli_jobs import cmd_file_job, is_file_job
+        remote_args = argparse.Namespace(**{**vars(args), "consent": True})
+        if is_remote_file_job(args):  # every frame back, the sound kept
+            from realtime.jobs.remote_file import run_remote_file
+
+            return run_remote_file(remote_args, out, signal_exit_code)
+        return run_remote(remote_args, out, signal_exit_code)
 
     if is_file_job(args):  # a video file into a video file: a resumable job that keeps every stream
         return cmd_file_job(args, out)

@@ -27,6 +27,7 @@ from realtime.face.picks import LivePicks
 from realtime.face.source_face import SourceIdentity, load_identity
 from realtime.face.swap_worker import FaceSwapWorker
 from realtime.wiring.model_loading import (
+    EngineServices,
     ModelPaths,
     StoreQualityModels,
     check_models_present,
@@ -155,12 +156,14 @@ class FaceSwapStages:
             load_swapper_model(paths, settings, factory, shared.session)
             for _ in range(settings.pipeline.frames_in_flight)
         ]
+        # The enhancer and mask models too, on the host path (the device path binds its own).
+        services = None if on_device else EngineServices(hub, factory, f"engine-{id(self):x}")
         workers = tuple(
             FaceSwapWorker(
                 swapper,
                 self.identities,
                 settings,
-                StoreQualityModels(paths, factory),
+                StoreQualityModels(paths, factory, services),
                 factory,
                 client=client,
                 client_on_device=on_device,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from models.errors import ModelError, ModelMissingError
 from models.files.catalogue import get_entry
 from models.files.store import ModelStore, download_command
 from models.runtime.inference_hub import InferenceHub, InputKind, ModelService
+from models.runtime.inference_service import ServiceClient
 from models.runtime.session import SessionFactory
 from models.wrappers.dlib_recognizer import DlibRecognizer
 from models.wrappers.enhancers import FaceRestorer, RestorerName, load_restorer
@@ -129,12 +132,38 @@ def shared_swapper(
 
 
 @dataclass
+class EngineServices:
+    """One engine's streams on the process's shared model services (the hub): one client per
+    model, shared by the engine's workers, so the hub's batch window sees one stream per engine."""
+
+    hub: InferenceHub
+    factory: SessionFactory
+    name: str
+    _clients: dict[Path, tuple[ModelService, ServiceClient]] = field(default_factory=dict, repr=False)
+    # A quality model switched on live is loaded on a worker's thread, two workers at once.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def shared(
+        self, path: Path, label: str, check: Callable[[Any], None] | None = None
+    ) -> tuple[Any, ServiceClient]:
+        """The shared session of the model in `path` and this engine's client on its service."""
+        with self._lock:
+            found = self._clients.get(path)
+            if found is None:
+                service = self.hub.service(path, self.factory, label=label, check=check)
+                found = self._clients[path] = (service, service.service.client(self.name))
+        return found[0].session, found[1]
+
+
+@dataclass
 class StoreQualityModels:
     """QualityModels from the store through a session factory. One per worker: each worker owns
-    its sessions and their reused input buffers, like its swapper."""
+    its wrappers and their reused input buffers, like its swapper. With `services` the wrappers
+    share one session per model and call it through the process's services (host path)."""
 
     paths: ModelPaths
     factory: SessionFactory
+    services: EngineServices | None = None
     _restorers: dict[str, FaceRestorer] = field(default_factory=dict, repr=False)
     _occluder: Occluder | None = field(default=None, repr=False)
     _parser: FaceParser | None = field(default=None, repr=False)
@@ -142,18 +171,35 @@ class StoreQualityModels:
     def restorer(self, name: RestorerName) -> FaceRestorer:
         loaded = self._restorers.get(name)
         if loaded is None:
-            loaded = self._restorers[name] = load_restorer(name, self.paths.path(name), self.factory)
+            path = self.paths.path(name)
+            session, client = self._shared(path, name)
+            loaded = self._restorers[name] = load_restorer(name, path, self.factory, session)
+            if client is not None:
+                loaded.served.attach(client)
         return loaded
 
     def occluder(self) -> Occluder:
         if self._occluder is None:
-            self._occluder = Occluder.from_file(self.paths.path(OCCLUDER_MODEL), self.factory)
+            path = self.paths.path(OCCLUDER_MODEL)
+            session, client = self._shared(path, OCCLUDER_MODEL)
+            self._occluder = Occluder.from_file(path, self.factory, session)
+            if client is not None:
+                self._occluder.served.attach(client)
         return self._occluder
 
     def parser(self) -> FaceParser:
         if self._parser is None:
-            self._parser = FaceParser.from_file(self.paths.path(PARSER_MODEL), self.factory)
+            path = self.paths.path(PARSER_MODEL)
+            session, client = self._shared(path, PARSER_MODEL)
+            self._parser = FaceParser.from_file(path, self.factory, session)
+            if client is not None:
+                self._parser.served.attach(client)
         return self._parser
+
+    def _shared(self, path: Path, label: str) -> tuple[Any, ServiceClient | None]:
+        if self.services is None:
+            return None, None
+        return self.services.shared(path, label)
 
 
 def quality_model_names(settings: Settings) -> list[str]:
@@ -219,6 +265,7 @@ def check_models_present(paths: ModelPaths, settings: Settings) -> None:
 
 __all__ = [
     "CATALOGUE_FILE",
+    "EngineServices",
     "ModelPaths",
     "StoreQualityModels",
     "check_models_present",

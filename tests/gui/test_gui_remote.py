@@ -14,20 +14,24 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import av
+import numpy as np
 import pytest
 from pytestqt.qtbot import QtBot
 
-from gui.config import ConfigStore, GuiConfig, RemoteConfig
+from gui.config import ConfigStore, GuiConfig, InputConfig, OutputConfig, RemoteConfig
 from gui.controller import RunState
 from gui.main_window import MainWindow
+from gui.remote_panel import STATE_COLOURS
 from gui.remote_run import TOKEN_FILE_NAME, TokenStore, _PreviewSink
 from realtime.api import FanOutSink, ModelOptions, NullSink, VideoFileSink, collect_output_info
 from realtime.remote.limits import Limits
 from realtime.remote.runner import ServerThread, free_port
 from realtime.remote.server import ServerConfig
 from realtime.remote.tls import ensure_certificate, server_context
-from tests.gui.test_gui_helpers import open_window, run_config
+from tests.gui.test_gui_helpers import open_window, run_config, wait_for_face
 from tests.gui.test_gui_run import Heartbeat
+from tests.realtime.jobs.media import write_clip
 
 pytestmark = pytest.mark.timeout(180)
 TOKEN = "gui-test-token-0123456789"
@@ -74,10 +78,10 @@ def servers(tmp_path: Path, models_dir: Path) -> Iterator[Servers]:
 
 
 def remote_window(
-    qtbot: QtBot, tmp_path: Path, models: Path, photo: Path, url: str, token: str
+    qtbot: QtBot, tmp_path: Path, models: Path, photo: Path, url: str, token: str, **changes: object
 ) -> MainWindow:
     (tmp_path / TOKEN_FILE_NAME).write_text(token)
-    config = replace(run_config(photo, vcam=False), remote=RemoteConfig("server", url))
+    config = replace(run_config(photo, vcam=False), remote=RemoteConfig("server", url), **changes)  # type: ignore[arg-type]
     window = open_window(qtbot, tmp_path, models, config)
     window.remote_panel.known_hosts = tmp_path / "known_hosts"
     return window
@@ -150,7 +154,9 @@ def test_start_on_a_server_trusts_on_first_use_connects_and_shows_reconnecting(
     assert not (tmp_path / "known_hosts").exists()
     panel.trust_button.click()
     assert fingerprint in (tmp_path / "known_hosts").read_text()
-    assert panel.state == "trusted" and not panel.trust_button.isVisible()
+    assert not panel.trust_button.isVisible()
+    qtbot.waitUntil(lambda: panel.state == "trusted", timeout=30_000)  # and the token checked
+    assert "accepts the token" in panel.status_label.text()
 
     heartbeat = Heartbeat()
     heartbeat.start()
@@ -233,3 +239,91 @@ def test_a_failed_start_is_one_clear_line_and_nothing_freezes(
     assert window.remote_panel.state == "error"  # the reason stays after the run stopped
     assert window.remote_panel.url_edit.isEnabled()
     assert heartbeat.max_gap_ms < MAX_GUI_BLOCK_MS, heartbeat.max_gap_ms
+
+
+def played_back(path: Path) -> tuple[list[float], list[np.ndarray]]:
+    """Each frame's time (s) and its picture (grey), as a player shows them."""
+    with av.open(str(path)) as container:
+        frames = list(container.decode(video=0))
+    times = [float((f.pts or 0) * (f.time_base or 0)) for f in frames]
+    return times, [f.to_ndarray(format="gray").astype(np.int16) for f in frames]
+
+
+def check_says(qtbot: QtBot, window: MainWindow, state: str) -> str:
+    panel = window.remote_panel
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: panel.state != "checking", timeout=30_000)
+    assert panel.state == state, panel.status_label.text()
+    return panel.status_label.text()
+
+
+def test_check_server_checks_the_token_and_names_the_field_to_fix(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, servers: Servers
+) -> None:
+    server = servers.start(tls=True)
+    window = remote_window(qtbot, tmp_path, models_dir, face_photo, server.url, "not-the-token")
+    panel = window.remote_panel
+    check_says(qtbot, window, "untrusted")  # first: the certificate, before any token goes to it
+    assert panel.trust_button.isVisible() and server.server.refused == {}
+    panel.trust_button.click()  # trusted: the token is checked at once
+    qtbot.waitUntil(lambda: panel.state == "error", timeout=30_000)
+    text = panel.status_label.text()
+    assert "refused the token" in text and "Token field" in text and "--token" not in text, text
+    assert panel.status_label.styleSheet().endswith(f"color:{STATE_COLOURS['error']};")  # red
+    panel.token_edit.setText(TOKEN)
+    text = check_says(qtbot, window, "trusted")
+    assert "accepts the token" in text and "#60c060" in panel.status_label.styleSheet()
+    panel.token_edit.setText("")
+    assert "Token field" in check_says(qtbot, window, "untrusted")  # nothing to check: said so
+    panel.url_edit.setText("https://")
+    assert "Server URL field" in check_says(qtbot, window, "error")
+
+
+def test_a_refused_token_at_start_is_said_in_the_panels_words(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, servers: Servers
+) -> None:
+    server = servers.start(tls=False)
+    window = remote_window(qtbot, tmp_path, models_dir, face_photo, server.url, "wrong")
+    messages: list[str] = []
+    window.controller.io_error.connect(messages.append)
+    start(qtbot, window)
+    text = panel_says(qtbot, window, "error")
+    assert "Token field" in text and "--token" not in text, text
+    qtbot.waitUntil(lambda: bool(messages), timeout=20_000)
+    assert "Token field" in messages[0] and "--token" not in messages[0]
+
+
+def test_a_remote_runs_badge_start_line_and_recording_follow_the_call(
+    qtbot: QtBot, tmp_path: Path, models_dir: Path, face_photo: Path, servers: Servers
+) -> None:
+    """A 25 fps video file through the server, recorded: the badge says where the swap runs (not
+    "loading models"), the start line the file's real size and rate, and the take plays as long
+    as the frames in it spanned, each frame once."""
+    server = servers.start(tls=False)
+    clip = write_clip(tmp_path / "clip.mp4", 50, (320, 240), fps=25, audio=False)
+    take = tmp_path / "take.mp4"
+    window = remote_window(
+        qtbot, tmp_path, models_dir, face_photo, server.url, TOKEN,
+        input=InputConfig(kind="video", video_path=str(clip)),
+        output=OutputConfig(vcam=False, record=True, record_path=str(take)),
+    )  # fmt: skip
+    wait_for_face(qtbot, window)  # else the face's arrival restarts the run: a second take
+    start(qtbot, window)
+    panel_says(qtbot, window, "connected")
+    qtbot.waitUntil(lambda: window.preview.badge.startswith("Swapping on 127.0.0.1:"), timeout=10_000)
+    assert "(320x240 @ 25 fps" in window.status_note.full_text(), window.status_note.full_text()
+    qtbot.waitUntil(lambda: (window.controller.stats() or _zero()).frames_out > 60, timeout=60_000)
+    server.stop()  # the server goes: the badge says so
+    qtbot.waitUntil(lambda: window.preview.badge.startswith("Reconnecting to 127.0.0.1:"), timeout=20_000)
+    window.toggle_running()
+    qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=20_000)
+    assert window.preview.badge == ""
+    times, pictures = played_back(take)
+    assert len(times) > 50
+    # At capture times, each frame once: rising times a 25 fps period apart (not 30 fps frames
+    # stamped at 25), and no two consecutive frames alike (the clip moves in every frame).
+    steps = np.diff(times)
+    assert steps.min() > 0, steps
+    assert np.median(steps) == pytest.approx(1 / 25, abs=0.002), np.median(steps)
+    same = [i for i in range(1, len(pictures)) if np.abs(pictures[i] - pictures[i - 1]).mean() < 0.3]
+    assert not same, same

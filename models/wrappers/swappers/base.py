@@ -16,7 +16,7 @@ each call at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -27,8 +27,8 @@ import onnxruntime as ort
 from models.errors import ModelContractError, ModelOutputError
 from models.ops.align import warp_paste_crop
 from models.ops.crop_codec import CropCodec
-from models.runtime.batch_window import BatchPolicy
-from models.runtime.inference_service import HostBatchRunner, InferenceService, ServiceClient, Ticket
+from models.runtime.inference_service import ServiceClient, Ticket
+from models.runtime.served import private_client
 from models.types import FloatArray, ImageBGR, SourceFace
 from models.wrappers.arcface import l2_normalise
 from models.wrappers.swappers.converter import EmbeddingConverter
@@ -56,15 +56,6 @@ def _fits(shape: Sequence[Any] | None, rest: Sequence[int]) -> bool:
     """[B, *rest] with B as _batch_ok and every other dimension exactly as given."""
     dims = list(shape or [])
     return len(dims) == len(rest) + 1 and _batch_ok(dims[0]) and list(dims[1:]) == list(rest)
-
-
-def session_runner(session: Any, output: str) -> Callable[[Mapping[str, Any]], Sequence[Any]]:
-    """A batch runner's call: `session`'s output named `output` for the stacked feeds."""
-
-    def run(feeds: Mapping[str, Any]) -> Sequence[Any]:
-        return session.run([output], {TARGET_NAME: feeds[TARGET_NAME], SOURCE_NAME: feeds[SOURCE_NAME]})
-
-    return run
 
 
 def _non_finite(label: str) -> ModelOutputError:
@@ -108,12 +99,7 @@ class FaceSwapper:
         self._source: npt.NDArray[Any] = np.zeros(self.source_shape(), dtype=self.source_dtype)
         self._feeds = {TARGET_NAME: self._target, SOURCE_NAME: self._source}
         # Until attached to the process's shared service: a private one, each call run at once.
-        # Its runner holds the session, not this wrapper: no reference cycle, so a dropped swapper
-        # (a model reload) is freed at once, frozen heap or not.
-        runner = HostBatchRunner(session_runner(session, self.output_name))
-        self.client: ServiceClient = InferenceService([runner], BatchPolicy(max_batch=1), self.label).client(
-            self.label
-        )
+        self.client: ServiceClient = private_client(session, self.output_name, self.label)
 
     def attach(self, client: ServiceClient) -> None:
         """Send this swapper's model calls through `client` (a shared service's stream)."""

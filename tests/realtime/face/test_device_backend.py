@@ -255,7 +255,9 @@ def test_the_enhancer_runs_on_the_device_and_matches_the_opencv_enhancer(
     enhancer = worker.enhancer
     assert enhancer is not None
     bound = path.bind_restorer(enhancer.restorer)
-    restored = bound.bound.static_output(bound.restorer.output_name)
+    runner = bound.client.service.runners[0]
+    assert isinstance(runner, DeviceBatchRunner)
+    restored = runner.model._io.get_outputs()[0]
     paste = path.ops._pastes[(256, True)]
     assert paste.bound.bound_inputs["crop"].data_ptr() == restored.data_ptr()
 

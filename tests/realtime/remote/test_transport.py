@@ -1,27 +1,22 @@
 """aiortc's defaults and the fixes: a frame leaves the jitter buffer at its marked last packet, a
-burst of decoded frames drains into a bounded hand-off, the VP8 encoder keeps its rate, colour
-conversions round-trip."""
+burst of decoded frames drains into a bounded hand-off, the VP8 encoder aims for a clean picture's
+rate and follows a full link's estimate, colour conversions round-trip."""
 
 from __future__ import annotations
 
 import asyncio
 import fractions
+import time
 
 import av
 import numpy as np
 from aiortc import RTCPeerConnection, RTCRtpSender
-from aiortc.codecs.vpx import MAX_BITRATE, MIN_BITRATE
 from aiortc.rtp import RtpPacket
 
-from realtime.remote.client import ReturnGaps
+from realtime.remote.encoder import MIN_RATE, SentRate, TunedVp8Encoder, VideoRate, tuned_senders
 from realtime.remote.media import HandOff, Received, bgr_of, i420_of, pump_track
-from realtime.remote.transport import (
-    MarkerJitterBuffer,
-    SteadyVp8Encoder,
-    quicken_receivers,
-    start_bitrate,
-    steady_senders,
-)
+from realtime.remote.timeline import ReturnGaps
+from realtime.remote.transport import MarkerJitterBuffer, quicken_receivers
 from tests.realtime.remote.conftest import frame_image
 
 
@@ -46,6 +41,68 @@ def test_a_frame_with_a_missing_packet_waits_for_it() -> None:
     assert jb.add(packet(22, 1000, b"c", marker=True))[1] is None  # 21 is missing
     _, frame = jb.add(packet(21, 1000, b"b"))  # retransmitted
     assert frame is not None and frame.data == b"abc"
+
+
+def test_a_packet_lost_for_good_is_given_up_and_a_keyframe_asked_for() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    assert jb.add(packet(30, 1000, b"a", marker=True), now=0.0)[1] is not None
+    # 31 (the first half of the frame at 4000) is lost, and its retransmission with it.
+    assert jb.add(packet(32, 4000, b"c", marker=True), now=0.01) == (False, None)
+    assert jb.add(packet(33, 7000, b"d", marker=True), now=0.05) == (False, None)  # held back
+    pli, frame = jb.add(packet(34, 10000, b"e", marker=True), now=0.3)  # waited long enough
+    assert pli and frame is not None and frame.timestamp == 7000  # the next whole frame goes on
+    assert jb.holes_skipped == 1
+    _, frame = jb.add(packet(35, 13000, b"f", marker=True), now=0.31)
+    assert frame is not None and frame.timestamp == 10000  # and on, one by one
+
+
+KEY = b"\x00\x00\x00\x9d\x01\x2a" + b"k"  # a VP8 keyframe's frame tag and start code
+INTER = b"\x01\x00\x00" + b"p"  # an inter frame's tag (lowest bit 1)
+
+
+def test_after_a_gap_a_vp8_stream_is_held_still_until_its_keyframe_comes() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    assert jb.add(packet(60, 0, KEY, marker=True), now=0.0)[1] is not None  # the call's keyframe
+    assert jb.add(packet(61, 3000, INTER, marker=True), now=0.03)[1] is not None
+    # 62 is lost for good; 63.. are inter frames that refer to it.
+    for seq, t in ((63, 0.1), (64, 0.15)):
+        assert jb.add(packet(seq, seq * 3000, INTER, marker=True), now=t) == (False, None)
+    pli, frame = jb.add(packet(65, 65 * 3000, INTER, marker=True), now=0.35)  # the gap is given up
+    assert pli and frame is None and jb.holes_skipped == 1  # a keyframe asked for; nothing smeared
+    assert jb.add(packet(66, 66 * 3000, INTER, marker=True), now=0.4) == (False, None)
+    pli, frame = jb.add(packet(67, 67 * 3000, INTER, marker=True), now=0.9)
+    assert pli and frame is None  # still none: asked again
+    jb.add(packet(68, 68 * 3000, KEY, marker=True), now=1.0)  # the keyframe (out with the next)
+    _, frame = jb.add(packet(69, 69 * 3000, INTER, marker=True), now=1.03)
+    assert frame is not None and frame.data == KEY and jb.frames_held >= 3
+    assert jb.add(packet(70, 70 * 3000, INTER, marker=True), now=1.06)[1] is not None  # and on
+
+
+def test_after_a_gap_a_stream_that_is_not_vp8_goes_on_at_once() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    h264 = b"\x65\x88abc"  # an H.264 IDR slice: no VP8 start code
+    jb.add(packet(70, 0, h264, marker=True), now=0.0)
+    jb.add(packet(72, 6000, b"\x41x", marker=True), now=0.05)  # 71, and so where 6000 starts, lost
+    pli, frame = jb.add(packet(73, 9000, b"\x41y", marker=True), now=0.3)
+    assert pli and frame is not None and frame.timestamp == 9000  # the next frame known whole
+
+
+def test_the_calls_first_frame_goes_on_even_damaged_so_timestamps_count_from_it() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    assert jb.add(packet(50, 0, b"a"), now=0.0) == (False, None)  # 51, the rest of it, is lost
+    assert jb.add(packet(52, 3000, b"c", marker=True), now=0.01) == (False, None)
+    pli, frame = jb.add(packet(53, 6000, b"d", marker=True), now=0.3)
+    assert pli and frame is not None and (frame.timestamp, frame.data) == (0, b"a")
+    _, frame = jb.add(packet(54, 9000, b"e", marker=True), now=0.31)
+    assert frame is not None and frame.timestamp == 3000
+
+
+def test_a_late_packet_within_the_wait_fills_its_hole() -> None:
+    jb = MarkerJitterBuffer(hole_wait_s=0.2)
+    jb.add(packet(40, 1000, b"a", marker=True), now=0.0)
+    assert jb.add(packet(42, 4000, b"c", marker=True), now=0.01)[1] is None
+    _, frame = jb.add(packet(41, 4000, b"b"), now=0.1)  # the retransmission
+    assert frame is not None and frame.data == b"bc" and jb.holes_skipped == 0
 
 
 def test_unmarked_frames_still_leave_as_aiortc_hands_them_on() -> None:
@@ -126,34 +183,63 @@ def test_a_frame_that_never_came_back_is_counted_once_and_the_last_ones_in_fligh
     # Frames 13.. were sent and the call ended: nothing more is counted without a later return.
 
 
-def first_frame(encoder: SteadyVp8Encoder, width: int, height: int) -> None:
+def first_frame(encoder: TunedVp8Encoder, width: int, height: int) -> None:
     frame = av.VideoFrame(width, height, "yuv420p")
     frame.pts, frame.time_base = 0, fractions.Fraction(1, 90_000)
     payloads, _ = encoder.encode(frame)
     assert payloads  # a keyframe went out
 
 
-def test_the_steady_encoder_starts_at_its_pictures_rate_and_follows_the_estimate_only_in_big_steps() -> None:
-    small = SteadyVp8Encoder()
+def sending_at(encoder: TunedVp8Encoder, bps: float) -> None:
+    """As if the encoder had produced `bps` over the last second and a half."""
+    encoder.sent = SentRate()
+    now = time.monotonic()
+    for i in range(45):
+        encoder.sent.add(int(bps / 8 / 30), now - 1.5 + i / 30)
+
+
+def test_the_encoder_aims_for_a_clean_pictures_rate_from_half_of_it_and_a_users_ceiling_lowers_it() -> None:
+    small = TunedVp8Encoder()
     first_frame(small, 320, 240)
-    assert small.target_bitrate == MIN_BITRATE  # 0.1 bit a pixel at 30 fps, within aiortc's limits
-    assert start_bitrate(640, 480) == 921_600
-    encoder = SteadyVp8Encoder()
+    assert (small.ceiling_bps, small.target_bitrate) == (600_000, 300_000)
+    large = TunedVp8Encoder()
+    first_frame(large, 1280, 720)
+    assert (large.ceiling_bps, large.target_bitrate) == (3_000_000, 1_500_000)  # twice aiortc's cap
+    capped = TunedVp8Encoder(VideoRate(max_bps=1_000_000))
+    first_frame(capped, 1280, 720)
+    assert capped.ceiling_bps == 1_000_000
+    assert VideoRate().clean_bps(3840, 2160) > VideoRate().clean_bps(1920, 1080) > 3_000_000
+
+
+def test_the_encoder_follows_a_full_links_estimate_down_and_back_up_in_big_steps() -> None:
+    encoder = TunedVp8Encoder()
+    encoder.target_bitrate = 900_000  # before the first frame: the picture's size decides
     first_frame(encoder, 1280, 720)
-    assert encoder.target_bitrate == MAX_BITRATE  # no ramp from 500 kbit/s on a good link
-    for estimate in (1_450_000, 1_300_000, 1_100_000, 1_600_000):  # aiortc's would follow each
-        encoder.target_bitrate = estimate
-    assert encoder.target_bitrate == MAX_BITRATE and encoder.rate_changes == 0
-    encoder.target_bitrate = 600_000  # the link got much worse: followed
-    encoder.target_bitrate = 700_000  # a small move back: not (it would be a keyframe)
-    assert encoder.target_bitrate == 600_000 and encoder.rate_changes == 1
-    encoder.target_bitrate = 10  # to the floor
-    assert encoder.target_bitrate == MIN_BITRATE and encoder.rate_changes == 2
+    assert encoder.target_bitrate == 1_500_000
+    encoder.target_bitrate = 8_000_000  # a good link: to the ceiling, no further
+    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 1
+    sending_at(encoder, 1_800_000)  # an easy picture: libvpx uses less than it may
+    encoder.target_bitrate = 1_800_000  # aiortc's estimator starting from what arrives
+    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 1
+    sending_at(encoder, 3_000_000)
+    encoder.target_bitrate = 1_700_000  # below what is sent: the link is full
+    assert encoder.target_bitrate == 1_700_000 and encoder.rate_changes == 2
+    sending_at(encoder, 1_700_000)
+    encoder.target_bitrate = 1_500_000  # a small move: not followed (each is a keyframe)
+    encoder.target_bitrate = 2_000_000
+    assert encoder.target_bitrate == 1_700_000 and encoder.rate_changes == 2
+    encoder.target_bitrate = 2_500_000  # the link recovers
+    assert encoder.target_bitrate == 2_500_000
+    encoder.target_bitrate = 3_500_000  # past the ceiling: to it, though that is a smaller step
+    assert encoder.target_bitrate == 3_000_000 and encoder.rate_changes == 4
+    sending_at(encoder, 3_000_000)
+    encoder.target_bitrate = 10
+    assert encoder.target_bitrate == MIN_RATE
 
 
 def negotiated(codec: str) -> int:
     """Offer a video track from one connection to another on loopback with `codec` preferred;
-    how many senders of the offering side got the steady encoder."""
+    how many senders of the offering side got the tuned encoder."""
 
     async def main() -> int:
         caller, callee = RTCPeerConnection(), RTCPeerConnection()
@@ -165,10 +251,10 @@ def negotiated(codec: str) -> int:
             await callee.setRemoteDescription(caller.localDescription)
             await callee.setLocalDescription(await callee.createAnswer())
             await caller.setRemoteDescription(callee.localDescription)
-            changed = steady_senders(caller)
+            changed = len(tuned_senders(caller))
             encoder = transceiver.sender._RTCRtpSender__encoder
-            assert isinstance(encoder, SteadyVp8Encoder) == (changed == 1)
-            return changed + steady_senders(caller)  # the second changes nothing
+            assert isinstance(encoder, TunedVp8Encoder) == (changed == 1)
+            return changed + len(tuned_senders(caller))  # the second changes nothing
         finally:
             await caller.close()
             await callee.close()
@@ -176,6 +262,6 @@ def negotiated(codec: str) -> int:
     return asyncio.run(main())
 
 
-def test_a_vp8_sender_gets_the_steady_encoder_and_an_h264_one_keeps_aiortcs() -> None:
+def test_a_vp8_sender_gets_the_tuned_encoder_and_an_h264_one_keeps_aiortcs() -> None:
     assert negotiated("video/VP8") == 1
     assert negotiated("video/H264") == 0

@@ -641,7 +641,7 @@ def test_bench_prints_the_enhancer_stage(bench_args: Any) -> None:
     assert "enhance " in engine_line and "swap " in engine_line and "paste " in engine_line
 
 
-def test_the_stage_factory_gives_each_worker_its_own_sessions_loaded_once(
+def test_the_stage_factory_gives_each_worker_its_own_wrapper_on_one_shared_session_loaded_once(
     doubles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import realtime.wiring.model_loading as face_models
@@ -650,9 +650,9 @@ def test_the_stage_factory_gives_each_worker_its_own_sessions_loaded_once(
     loads: list[str] = []
     real = face_models.load_restorer
 
-    def counting(name: Any, path: Path, factory: SessionFactory) -> FaceRestorer:
+    def counting(name: Any, path: Path, factory: SessionFactory, session: Any = None) -> FaceRestorer:
         loads.append(name)
-        return real(name, path, factory)
+        return real(name, path, factory, session)
 
     monkeypatch.setattr(face_models, "load_restorer", counting)
     photo = tmp_path / "me.png"
@@ -662,7 +662,9 @@ def test_the_stage_factory_gives_each_worker_its_own_sessions_loaded_once(
     built = stages(s)
     assert loads == ["gpen_256"] * 3  # once per worker, at build time
     restorers = [w.enhancer.restorer for w in built.workers if isinstance(w, FaceSwapWorker) and w.enhancer]
-    assert len({id(r) for r in restorers}) == 3  # no session shared between worker threads
+    assert len({id(r) for r in restorers}) == 3  # no wrapper (its buffers) shared between threads
+    assert len({id(r.session) for r in restorers}) == 1  # one session, through the shared service
+    assert len({id(r.served.client) for r in restorers}) == 1  # the engine's one stream on it
     assert "gpen_256" in built.label
     frame, kps = astronaut_bgr(), astronaut_face().kps
     for worker in built.workers:
