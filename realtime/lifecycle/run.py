@@ -102,14 +102,15 @@ class Run:
         may then be None (the runner's are elsewhere)."""
         events = on_event or (lambda _event: None)
         self.runner: Runner
+        self._engine: Engine | None = None  # the engine this run built (None: another runner)
         if runner is not None:
             self.runner = runner
         elif settings is None:
             raise ValueError("an engine of this process needs its settings")
         elif make_engine is not None:
-            self.runner = make_engine(source, sink, settings, events)
+            self.runner = self._engine = make_engine(source, sink, settings, events)
         else:
-            self.runner = Engine(
+            self.runner = self._engine = Engine(
                 source, sink, settings, stages, on_event=events, load_in_background=load_in_background
             )
         self._settings = settings
@@ -121,13 +122,13 @@ class Run:
     @property
     def engine(self) -> Engine:
         """The engine this run drives (a run of another runner has none)."""
-        if not isinstance(self.runner, Engine):
+        if self._engine is None:
             raise TypeError("this run drives no engine of this process")
-        return self.runner
+        return self._engine
 
     @property
     def settings(self) -> Settings | None:
-        return self.runner.settings if isinstance(self.runner, Engine) else self._settings
+        return self._engine.settings if self._engine is not None else self._settings
 
     @property
     def description(self) -> str:
