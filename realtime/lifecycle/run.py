@@ -97,9 +97,10 @@ class Run:
         load_in_background: bool = False,
         make_engine: EngineMaker | None = None,
         runner: Runner | None = None,
+        run_id: str | None = None,
     ) -> None:
         """`runner`: run that instead of an engine of this process (the remote client); `settings`
-        may then be None (the runner's are elsewhere)."""
+        may then be None (the runner's are elsewhere). `run_id`: the engine's (its watermark's)."""
         events = on_event or (lambda _event: None)
         self.runner: Runner
         self._engine: Engine | None = None  # the engine this run built (None: another runner)
@@ -111,7 +112,13 @@ class Run:
             self.runner = self._engine = make_engine(source, sink, settings, events)
         else:
             self.runner = self._engine = Engine(
-                source, sink, settings, stages, on_event=events, load_in_background=load_in_background
+                source,
+                sink,
+                settings,
+                stages,
+                on_event=events,
+                load_in_background=load_in_background,
+                run_id=run_id,
             )
         self._settings = settings
         self.source, self.sink = source, sink
