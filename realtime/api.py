@@ -74,7 +74,8 @@ from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource, astronaut_photo
 from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
-from realtime.lifecycle.run import Ending, EngineMaker, Run, RunOutcome
+from realtime.lifecycle.run import Ending, EngineMaker, Run, Runner, RunOutcome
+from realtime.lifecycle.signals import SafeOutput, StopSignals, signal_exit_code
 from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.wiring.gallery_stages import ActiveFace, GalleryFaceSwap
 from realtime.wiring.model_loading import check_models_present, load_analysis_models, quality_model_names
@@ -136,6 +137,8 @@ __all__ = [
     "PickedIdentity",
     "Run",
     "RunOutcome",
+    "Runner",
+    "SafeOutput",
     "SessionConfig",
     "SessionFactory",
     "SessionPool",
@@ -146,6 +149,7 @@ __all__ = [
     "SourceIdentity",
     "StageFactory",
     "StatsSnapshot",
+    "StopSignals",
     "Summary",
     "SwapperInfo",
     "TestPatternSource",
@@ -200,6 +204,7 @@ __all__ = [
     "resolve_provider",
     "settings_path",
     "sign_video",
+    "signal_exit_code",
     "swapper_info",
     "swapper_names",
     "told",

@@ -259,6 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the models folder to check (default: the user cache folder, or $FACECAST_MODELS_DIR)",
     )
     doctor.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="files whose SHA-256 is not the published one (e.g. test doubles): a warning, not a failure",
+    )
+    doctor.add_argument(
         "--gpu-bench",
         action="store_true",
         help="GPU self-check: stand-in models at 720p/1080p on CUDA and TensorRT fp16 (< 5 minutes)",

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from realtime.tools.run_control import SafeOutput
+from realtime.lifecycle.signals import SafeOutput
 
 if TYPE_CHECKING:  # imported lazily, so that `--help` stays instant
     from realtime.jobs.filejob import JobSpec, Progress, StopRequest
