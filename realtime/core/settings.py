@@ -118,6 +118,10 @@ class CompositeSettings:
     # Unsharp-mask amount on the pasted face (0 = off): the 128 px swap is soft when upscaled
     # onto a large face; 0.3-0.8 restores edges without ringing.
     sharpen: float = 0.0
+    # How the swapped face meets the frame: "feather" (the feathered paste alone) or "poisson"
+    # (gradient-domain: the face takes the frame's lighting at its mask's edge, then the same
+    # feathered paste; realtime/face/host/poisson.py).
+    blend: Literal["feather", "poisson"] = "feather"
 
     def validate(self) -> None:
         _check(0.0 <= self.erode_ratio <= 0.4, "composite.erode_ratio", "0-0.4")
