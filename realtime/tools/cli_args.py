@@ -137,6 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
         + "; `models list` shows each one's crop size, download and licence",
     )
     run.add_argument(
+        "--frame-enhancer",
+        choices=names_of_role("frame_enhancer"),
+        default=None,
+        metavar="MODEL",
+        help="whole-frame super-resolution after the faces: "
+        + ", ".join(names_of_role("frame_enhancer"))
+        + " (kept at the input's size; --set frame_enhancer.upscale=true makes a file that many "
+        "times larger)",
+    )
+    run.add_argument(
         "--reference",
         type=Path,
         default=None,
