@@ -205,18 +205,22 @@ class MainWindow(QMainWindow):
         toolbar.addWidget(self.start_button)
         toolbar.addWidget(self.rec_indicator)
         toolbar.addWidget(self.state_label, 1)
-        toolbar.addWidget(self.unverified_label)
         toolbar.addWidget(QLabel("View"))
         toolbar.addWidget(self.view_combo)
         # Here, not in the tab bar's corner: there they took the room of the last tab, which hid
-        # behind scroll arrows at the window's default size.
-        toolbar.addWidget(self.models_button)
-        toolbar.addWidget(self.log_button)
+        # behind scroll arrows at the window's default size. A row of their own under the run's
+        # controls: on one row they made the window too wide for a small screen (1021 px at least).
+        tools = QHBoxLayout()
+        tools.addStretch(1)
+        tools.addWidget(self.unverified_label)
+        tools.addWidget(self.models_button)
+        tools.addWidget(self.log_button)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(6, 6, 6, 6)
         left_layout.addWidget(self.messages)
         left_layout.addLayout(toolbar)
+        left_layout.addLayout(tools)
         left_layout.addWidget(self.preview, 1)
         left_layout.addWidget(self.graph)
 

@@ -18,6 +18,7 @@ from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
 from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
 from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
+from models.runtime.batch_window import BatchPolicy
 from models.runtime.inference_hub import InferenceHub
 from models.runtime.providers import auto_provider
 from models.runtime.session import SessionConfig, SessionFactory
@@ -89,6 +90,7 @@ __all__ = [
     "ActiveFace",
     "AnalysisModels",
     "BackgroundSink",
+    "BatchPolicy",
     "CameraInfo",
     "CameraMode",
     "CameraSource",

@@ -32,6 +32,8 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
+from models.runtime.session import BatchProfile
+
 log = logging.getLogger(__name__)
 
 BATCH_DIM = "N"
@@ -104,9 +106,7 @@ def prove_batching(original: Any, batched: Any, n: int = PROOF_BATCH, seed: int 
     """One batch-`n` call of `batched` against `n` batch-1 calls of `original` on the same random
     inputs: (equal within PROOF_TOLERANCE of the outputs' range, what differed)."""
     rng = np.random.default_rng(seed)
-    feeds = {
-        s.name: rng.uniform(-1.0, 1.0, (n, *s.shape)).astype(s.dtype) for s in input_specs(original)
-    }
+    feeds = {s.name: rng.uniform(-1.0, 1.0, (n, *s.shape)).astype(s.dtype) for s in input_specs(original)}
     names = [o.name for o in original.get_outputs()]
     try:
         together = batched.run(names, feeds)
@@ -141,13 +141,15 @@ def open_batched(
     max_batch: int,
     verdicts: Path | None = None,
     check: Callable[[ort.InferenceSession], None] | None = None,
+    open_profiled: Callable[[bytes, BatchProfile], ort.InferenceSession] | None = None,
 ) -> Batched:
     """The model in `path`, able to take batches of up to `max_batch` where its graph allows.
 
     A model with a batch axis already is opened as is. One fixed at batch 1 is rewritten and proven
     (`verdicts`: a JSON file remembering each file's proof); where the proof fails it is opened as
     published, with a batch of 1, and the log says why. check: run on the published session first
-    (a wrong file is refused before anything is done with it).
+    (a wrong file is refused before anything is done with it). open_profiled: how to open the
+    rewritten model with its batch profile (TensorRT builds one engine for every batch size).
     """
     original = open_session(path)
     if check is not None:
@@ -159,7 +161,11 @@ def open_batched(
         return Batched(original, max_batch)
     key = _verdict_key(path)
     known = _read_verdicts(verdicts).get(key)
-    rewritten = open_session(with_dynamic_batch(model).SerializeToString())
+    batched = with_dynamic_batch(model)
+    data = batched.SerializeToString()
+    rewritten = (
+        open_session(data) if open_profiled is None else open_profiled(data, profile_of(batched, max_batch))
+    )
     if known is None:
         ok, why = prove_batching(original, rewritten)
         _write_verdict(verdicts, key, ok, why)
@@ -169,6 +175,18 @@ def open_batched(
         log.warning("%s keeps its published batch of 1: %s", path.name, why)
         return Batched(original, 1, f"batch of 1 ({why})")
     return Batched(rewritten, max_batch)
+
+
+def profile_of(model: onnx.ModelProto, max_batch: int) -> BatchProfile:
+    """The batched model's inputs (one sample's shape each) with the largest batch."""
+    inits = {i.name for i in model.graph.initializer}
+    rows = []
+    for value in model.graph.input:
+        if value.name in inits:
+            continue
+        dims = value.type.tensor_type.shape.dim[1:]
+        rows.append((value.name, tuple(int(d.dim_value) if d.HasField("dim_value") else 1 for d in dims)))
+    return BatchProfile(tuple(rows), max_batch)
 
 
 def _verdict_key(path: Path) -> str:
@@ -207,6 +225,7 @@ __all__ = [
     "has_fixed_batch",
     "input_specs",
     "open_batched",
+    "profile_of",
     "prove_batching",
     "with_dynamic_batch",
 ]

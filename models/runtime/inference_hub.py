@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from models.runtime.batch_axis import open_batched
+from models.runtime.batch_axis import Batched, open_batched
 from models.runtime.batch_window import BatchPolicy
 from models.runtime.device_batching import DeviceBatchRunner
 from models.runtime.inference_service import BatchRunner, HostBatchRunner, InferenceService
-from models.runtime.session import SessionFactory
+from models.runtime.session import BatchProfile, SessionFactory
 
 InputKind = Literal["host", "device"]
 VERDICTS_FILE = "batching-verdicts.json"  # beside the TensorRT cache: proofs per model file
@@ -110,14 +110,30 @@ class InferenceHub:
         def opener(stream: int | None) -> Callable[[Path | bytes], Any]:
             return lambda model: factory.create(model, label=name, cuda_stream=stream)
 
-        opened = open_batched(path, opener(streams[0]), self.policy.max_batch, verdicts, check)
+        def profiled(stream: int | None) -> Callable[[bytes, BatchProfile], Any]:
+            # run_shapes: TensorRT builds the profile's engine at load (announced), not at the
+            # first frame.
+            return lambda model, profile: factory.create(
+                model,
+                label=name,
+                cuda_stream=stream,
+                batch_profile=profile,
+                run_shapes=[(1, *row) for _, row in profile.rows],
+            )
+
+        def batched(stream: int | None, check_first: Callable[[Any], None] | None = None) -> Batched:
+            return open_batched(
+                path, opener(stream), self.policy.max_batch, verdicts, check_first, profiled(stream)
+            )
+
+        opened = batched(streams[0], check)
         outputs = list(wanted) if wanted else [opened.session.get_outputs()[0].name]
         sessions = [opened.session]
         for stream in streams[1:]:
             if stream is None:
                 sessions.append(opened.session)  # the CPU: one session, run from several threads
             else:
-                sessions.append(open_batched(path, opener(stream), self.policy.max_batch, verdicts).session)
+                sessions.append(batched(stream).session)
         runners: list[BatchRunner] = [
             _host_runner(session, outputs)
             if kind == "host"

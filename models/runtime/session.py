@@ -113,6 +113,25 @@ def _check_stream(stream: int | None) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class BatchProfile:
+    """The inputs of a model given a batch axis (name -> the shape of one sample) and the largest
+    batch it runs: TensorRT's explicit optimisation profile (min 1, opt = max = max_batch)."""
+
+    rows: tuple[tuple[str, tuple[int, ...]], ...]
+    max_batch: int
+
+    def trt_options(self) -> dict[str, str]:
+        def shapes(n: int) -> str:
+            return ",".join(f"{name}:{'x'.join(str(d) for d in (n, *row))}" for name, row in self.rows)
+
+        return {
+            "trt_profile_min_shapes": shapes(1),
+            "trt_profile_opt_shapes": shapes(self.max_batch),
+            "trt_profile_max_shapes": shapes(self.max_batch),
+        }
+
+
 @dataclass
 class InferenceClock:
     """Adds up the time spent inside session.run (benchmarks: pipeline overhead = wall - this)."""
@@ -176,14 +195,19 @@ class SessionFactory:
     # ------------------------------------------------------------------------------ provider chain
 
     def providers(
-        self, trt_cache_paths: trt_cache.TrtCachePaths | None = None, cuda_stream: int | None = None
+        self,
+        trt_cache_paths: trt_cache.TrtCachePaths | None = None,
+        cuda_stream: int | None = None,
+        batch_profile: BatchProfile | None = None,
     ) -> list[ProviderEntry]:
         """Provider list for ONNX Runtime, most preferred first, always ending with CPU.
 
         Values are Python types; ORT turns them into its option strings with str(), so booleans must
         be True/False (the TensorRT validator wants 'True'/'False') and the stream goes in as a string.
         TensorRT engine caching is only switched on with `trt_cache_paths` (create() computes them per
-        model): one shared folder would reuse engines across retrained weights.
+        model): one shared folder would reuse engines across retrained weights. batch_profile: the
+        inputs of a model with a batch axis and the largest batch: TensorRT builds one engine for
+        batches 1..max (explicit profile shapes) instead of a new one for each batch size it meets.
         """
         cfg = self.config
         stream = cfg.cuda_stream if cuda_stream is None else cuda_stream
@@ -201,6 +225,8 @@ class SessionFactory:
                 )
             if stream is not None:
                 trt["user_compute_stream"] = str(stream)
+            if batch_profile is not None:
+                trt.update(batch_profile.trt_options())
             chain.append((TENSORRT, trt))
         if cfg.provider in ("tensorrt", "cuda"):
             cuda: dict[str, Any] = {
@@ -252,6 +278,7 @@ class SessionFactory:
         *,
         cuda_stream: int | None = None,
         run_shapes: Sequence[Sequence[int]] | None = None,
+        batch_profile: BatchProfile | None = None,
     ) -> ort.InferenceSession:
         """Open a session; raise ModelError with a one-line reason for a missing/corrupt file.
 
@@ -259,7 +286,7 @@ class SessionFactory:
         `run_shapes`: the input shapes (one per input, in order) the model will be run with. Only
         TensorRT uses them: it builds the engine of a model whose inputs are not fixed at its first
         run, so that run happens here, announced, instead of stalling the first frame. A dynamic
-        batch dimension alone is taken as 1 without them.
+        batch dimension alone is taken as 1 without them. batch_profile: see providers().
         """
         name = label or (model.name if isinstance(model, Path) else "in-memory model")
         if isinstance(model, Path):
@@ -275,7 +302,7 @@ class SessionFactory:
             if self.clock is not None:
                 return cast(ort.InferenceSession, TimedSession(session, self.clock))
             return session
-        session = self._open(model, name, cuda_stream, run_shapes)
+        session = self._open(model, name, cuda_stream, run_shapes, batch_profile)
         if self.clock is not None:
             return cast(ort.InferenceSession, TimedSession(session, self.clock))
         return session
@@ -286,6 +313,7 @@ class SessionFactory:
         name: str,
         cuda_stream: int | None,
         run_shapes: Sequence[Sequence[int]] | None,
+        batch_profile: BatchProfile | None = None,
     ) -> ort.InferenceSession:
         source: str | bytes = str(model) if isinstance(model, Path) else model
         provider = self.config.provider
@@ -294,7 +322,7 @@ class SessionFactory:
         # Hashing a 554 MB model takes a second or two: not worth it when TensorRT cannot load.
         if provider == "tensorrt" and trt_cache.tensorrt_version() != "none":
             cache = self.trt_cache_for(model, name)
-        providers = self.providers(cache, cuda_stream)
+        providers = self.providers(cache, cuda_stream, batch_profile)
         options = self.session_options()
 
         def open_session(chain: Sequence[ProviderEntry]) -> ort.InferenceSession:

@@ -116,6 +116,10 @@ class RemoteBench:
     server_peak_rss_mb: float = 0.0
     server_rss_mb_by_streams: dict[str, float] = field(default_factory=dict)
     client_peak_rss_mb: float = 0.0
+    # The shared swapper service: per number of concurrent 640x480 streams, the model calls a
+    # second and the faces per call, with batching (the server's default) and without (--max-batch 1).
+    batching: list[dict[str, float]] = field(default_factory=list)
+    faces_per_call: dict[str, float] = field(default_factory=dict)  # streams -> faces per call, batched
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -197,14 +201,15 @@ def _local(models: Path, photo: Path, w: int, h: int, seconds: float) -> Summary
     return Summary.of(engine.metrics.latencies_ms(whole_run=True))
 
 
-def _serve(port: int, folder: Path, models: Path) -> subprocess.Popen[bytes]:
+def _serve(port: int, folder: Path, models: Path, *extra: str) -> subprocess.Popen[bytes]:
     tokens = folder / "tokens.txt"
     tokens.write_text(f"bench:{TOKEN}\n")
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
         [sys.executable, "-m", "realtime.remote", "serve", "--no-tls", "--host", "127.0.0.1",
          "--port", str(port), "--data-dir", str(folder / "data"), "--token-file", str(tokens),
-         "--models-dir", str(models), "--allow-unverified", "--provider", "cpu", "--max-streams", "8"],
+         "--models-dir", str(models), "--allow-unverified", "--provider", "cpu", "--max-streams", "8",
+         *extra],
         cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(root)},
     )  # fmt: skip
@@ -304,6 +309,41 @@ class ServerDrops(Sampler):
             self.by_place = found
 
 
+def _inference_counts(port: int) -> tuple[int, int]:
+    """The server's model calls and requests (faces) so far, all shared services together."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    text = urllib.request.urlopen(request, timeout=5).read().decode()
+    calls = requests = 0
+    for line in text.splitlines():
+        if line.startswith("facecast_inference_calls_total{"):
+            calls += int(float(line.rsplit(" ", 1)[1]))
+        elif line.startswith("facecast_inference_requests_total{"):
+            requests += int(float(line.rsplit(" ", 1)[1]))
+    return calls, requests
+
+
+def _batching(port: int, photo: Path, seconds: float, counts: tuple[int, ...]) -> list[dict[str, float]]:
+    """Per number of streams: model calls a second and faces per call while they ran."""
+    figures = []
+    for n in counts:
+        calls0, faces0 = _inference_counts(port)
+        t0 = time.monotonic()
+        _clients(port, photo, 640, 480, seconds, n)
+        elapsed = time.monotonic() - t0
+        calls1, faces1 = _inference_counts(port)
+        calls, faces = calls1 - calls0, faces1 - faces0
+        figures.append(
+            {
+                "streams": n,
+                "model_calls_per_s": round(calls / elapsed, 1),
+                "faces_per_call": round(faces / calls, 2) if calls else 0.0,
+            }
+        )
+    return figures
+
+
 def _sustained(port: int, photo: Path, seconds: float) -> SustainedFigures:
     with ServerDrops(port) as server:
         (client,) = _clients(port, photo, 1280, 720, seconds, 1)
@@ -330,6 +370,7 @@ def run_remote_bench(
     sizes: tuple[tuple[int, int], ...] = SIZES,
     sustained_s: float = 0.0,
     link_s: float | None = None,
+    batching_streams: tuple[int, ...] = (1, 2, 4),
 ) -> RemoteBench:
     """Each figure over `seconds`; the call over a slow link over `link_s` (default 2.5 x
     `seconds`: its estimator needs a few seconds; 0 leaves it out); with `sustained_s`, also one
@@ -404,16 +445,39 @@ def run_remote_bench(
             if sustained_s > 0:
                 result.sustained_720p = _sustained(port, photo, sustained_s)
             result.server_peak_rss_mb = _status_mb(server.pid, "VmHWM")
+            batched = _batching(port, photo, seconds, batching_streams) if batching_streams else []
             result.client_peak_rss_mb = _own_peak_rss_mb()
         finally:
             server.terminate()
             server.wait(20)
+        if batching_streams:
+            port = free_port()
+            unbatched_server = _serve(port, folder, models, "--max-batch", "1")
+            try:
+                unbatched = _batching(port, photo, seconds, batching_streams)
+            finally:
+                unbatched_server.terminate()
+                unbatched_server.wait(20)
+            for with_service, without in zip(batched, unbatched, strict=True):
+                result.batching.append(
+                    {
+                        "streams": with_service["streams"],
+                        "batched_calls_per_s": with_service["model_calls_per_s"],
+                        "batched_faces_per_call": with_service["faces_per_call"],
+                        "unbatched_calls_per_s": without["model_calls_per_s"],
+                        "unbatched_faces_per_call": without["faces_per_call"],
+                    }
+                )
+                result.faces_per_call[str(int(with_service["streams"]))] = with_service["faces_per_call"]
     return result
 
 
 def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
+    streams = tuple(int(n) for n in str(getattr(args, "streams", "1,2,4")).split(",") if n.strip())
     result = run_remote_bench(
-        out=None if args.json else out, sustained_s=float(getattr(args, "duration", 0) or 0.0)
+        out=None if args.json else out,
+        sustained_s=float(getattr(args, "duration", 0) or 0.0),
+        batching_streams=streams,
     )
     if args.json:
         print(result.to_json(), file=out)
@@ -439,6 +503,11 @@ def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
         by_streams = ", ".join(f"{n} at once {mb:.0f}" for n, mb in result.server_rss_mb_by_streams.items())
         print(f"memory: server peak RSS {result.server_peak_rss_mb:.0f} MB (streams {by_streams} MB); "
               f"client and local engine peak RSS {result.client_peak_rss_mb:.0f} MB", file=out)  # fmt: skip
+        for b in result.batching:
+            print(f"{b['streams']:.0f} stream(s) of 640x480: the shared swapper took "
+                  f"{b['batched_faces_per_call']} faces per call ({b['batched_calls_per_s']} calls/s); "
+                  f"without batching {b['unbatched_faces_per_call']} ({b['unbatched_calls_per_s']} calls/s)",
+                  file=out)  # fmt: skip
         held = result.sustained_720p
         if held is not None:
             print(f"1280x720 at 30 fps for {held.seconds:g} s: {held.frames_sent} frames sent, "

@@ -23,6 +23,7 @@ import platformdirs
 from realtime.remote.limits import Limits
 
 if TYPE_CHECKING:
+    from realtime.api import BatchPolicy
     from realtime.remote.options import RemoteOptions
 from realtime.remote.tokens import new_token
 
@@ -70,6 +71,21 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--provider", default="auto", help="ONNX Runtime provider for every stream")
     parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=8,
+        metavar="N",
+        help="faces of all streams the swapper takes in one call at most (default: 8; 1: no batching)",
+    )
+    parser.add_argument(
+        "--batch-delay-us",
+        type=int,
+        default=1000,
+        metavar="US",
+        help="how long a face waits for other streams' faces to join its call, at most (default: 1000; "
+        "a lone stream never waits)",
+    )
+    parser.add_argument(
         "--max-bitrate",
         type=int,
         default=None,
@@ -84,7 +100,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace, out: TextIO) -> int:
-    from realtime.api import FaceCastError, ModelOptions
+    from realtime.api import FaceCastError, InferenceHub, ModelOptions
     from realtime.remote.runner import start_site
     from realtime.remote.server import Server, ServerConfig
     from realtime.remote.tls import ensure_certificate, server_context
@@ -108,7 +124,11 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         data_dir=data_dir,
         token_file=token_file,
         limits=limits,
-        models=ModelOptions(models_dir=args.models_dir, allow_unverified=args.allow_unverified),
+        models=ModelOptions(
+            models_dir=args.models_dir,
+            allow_unverified=args.allow_unverified,
+            inference=InferenceHub(_batch_policy(args.max_batch, args.batch_delay_us)),
+        ),
         provider=args.provider,
         default_preset=args.preset,
         max_bitrate=_bitrate(getattr(args, "max_bitrate", None)),
@@ -199,6 +219,16 @@ def add_remote_arguments(parser: argparse.ArgumentParser, *, with_consent: bool 
     group.add_argument(
         "--duration", type=_seconds, default=None, metavar="S", help="stop after S seconds (local runs too)"
     )
+
+
+def _batch_policy(max_batch: int, delay_us: int) -> BatchPolicy:
+    from realtime.api import BatchPolicy, FaceCastError
+
+    if not 1 <= max_batch <= 64:
+        raise FaceCastError(f"--max-batch {max_batch} is out of range.", hint="Give 1 (no batching) to 64.")
+    if not 0 <= delay_us <= 100_000:
+        raise FaceCastError(f"--batch-delay-us {delay_us} is out of range.", hint="Give 0 to 100000.")
+    return BatchPolicy(max_batch=max_batch, max_delay_us=delay_us)
 
 
 def _bitrate(kbps: int | None) -> int | None:

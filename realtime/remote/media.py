@@ -44,7 +44,6 @@ class Tagged:
     pts: int
     arrived: float = field(default_factory=time.perf_counter)
     frame: av.VideoFrame | None = None
-    index: int = -1  # the picture's index at its source, where known
 
 
 class Received:

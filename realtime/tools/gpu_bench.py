@@ -149,6 +149,15 @@ def run_gpu_bench(
         except Exception as err:  # one provider's failure must not hide the other's numbers
             failed = True
             say(f"{provider}: failed: {type(err).__name__}: {err}")
+    for provider in providers:
+        if clock.left() < 15.0:
+            say(f"{provider}: batching rows skipped (time budget used up)")
+            continue
+        try:
+            _bench_service(provider, chosen, cache, gpu_id, say)
+        except Exception as err:  # the rows above still stand
+            failed = True
+            say(f"{provider} batching: failed: {type(err).__name__}: {err}")
     engine_provider: ProviderName = "cuda" if ok else "cpu"
     if ok or engine_models is not None:
         try:
@@ -161,6 +170,20 @@ def run_gpu_bench(
     say(format_results(results))
     say(f"total {time.perf_counter() - clock.start:.0f} s of a {budget_s:.0f} s budget")
     return 1 if failed else 0
+
+
+def _bench_service(
+    provider: ProviderName, models: BenchModels, cache: Path, gpu_id: int, say: Callable[[str], None]
+) -> None:
+    """Faces a second through the shared inference service at batch 1/4/8 (gpu_service_bench)."""
+    from realtime.tools.gpu_service_bench import faces_per_second
+
+    label = {"cuda": "CUDA", "tensorrt": "TensorRT fp16", "cpu": "CPU"}[provider]
+    factory = SessionFactory(
+        SessionConfig(provider=provider, device_id=gpu_id, fp16=True, cache_dir=cache / "trt-cache"),
+        progress=say,
+    )
+    faces_per_second(models.swapper, factory, label, seconds=3.0 if provider != "cpu" else 0.5, say=say)
 
 
 ENGINE_LIVE_FPS = 60.0  # the engine's latency rows: a 60 fps camera's pace

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,15 +173,18 @@ class EngineServices:
     factory: SessionFactory
     name: str
     _clients: dict[Path, tuple[ModelService, ServiceClient]] = field(default_factory=dict, repr=False)
+    # A quality model switched on live is loaded on a worker's thread, two workers at once.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def shared(
         self, path: Path, label: str, check: Callable[[Any], None] | None = None
     ) -> tuple[Any, ServiceClient]:
         """The shared session of the model in `path` and this engine's client on its service."""
-        found = self._clients.get(path)
-        if found is None:
-            service = self.hub.service(path, self.factory, label=label, check=check)
-            found = self._clients[path] = (service, service.service.client(self.name))
+        with self._lock:
+            found = self._clients.get(path)
+            if found is None:
+                service = self.hub.service(path, self.factory, label=label, check=check)
+                found = self._clients[path] = (service, service.service.client(self.name))
         return found[0].session, found[1]
 
 

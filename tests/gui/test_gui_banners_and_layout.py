@@ -334,3 +334,16 @@ def test_every_tab_shows_at_the_default_size_and_the_divider_stays_put_through_a
     qtbot.waitUntil(lambda: window.controller.state == RunState.IDLE, timeout=15_000)
     qtbot.wait(100)
     assert window.splitter.sizes() == before
+
+
+def test_the_window_fits_a_small_laptop_screen_with_every_control_shown(qtbot: QtBot, tmp_path: Path) -> None:
+    """1024 px wide (a small laptop, a netbook): the Models… and Log buttons and the "unverified
+    models" note joined the preview's toolbar and made the window at least 1021 px wide."""
+    models = tmp_path / "models"
+    models.mkdir()
+    window = open_window(qtbot, tmp_path, models, run_config((), vcam=True, detector="det_10g"))
+    window.unverified_label.show()  # the widest state: unverified files allowed
+    qtbot.wait(50)
+    assert window.minimumSizeHint().width() <= 800
+    for control in (window.models_button, window.log_button, window.unverified_label, window.view_combo):
+        assert control.isVisible()

@@ -1,6 +1,6 @@
 """inswapper_128 face swapper (fp32 and fp16 files).
 
-Contract (docs/model-contracts.md, "inswapper"): inputs `target` [1,3,128,128] (the arcface_128
+Contract (docs/model-contracts.md, "Swapper: inswapper_128"): inputs `target` [1,3,128,128] (the arcface_128
 aligned crop, RGB, x / 255) and `source` [1,512] (latent = normed_embedding @ emap, renormalised);
 output `output` [1,3,128,128] RGB in [0, 1]. `emap` is not an input: it is the graph's last
 initializer, read from the file once at load time.

@@ -99,3 +99,21 @@ def test_a_proven_rewrite_is_kept_and_a_dynamic_model_is_left_as_it_is(
     assert bisenet.max_batch == 8 and bisenet.session.get_inputs()[0].shape[0] == "N"  # published dynamic
     single = open_batched(files["hyperswap_1a_256.onnx"], lambda m: FACTORY.create(m), 1)
     assert single.max_batch == 1 and single.session.get_inputs()[0].shape[0] == 1
+
+
+def test_tensorrt_gets_one_profile_for_every_batch_size_of_a_batched_model(files: dict[str, Path]) -> None:
+    """TensorRT builds an engine per input shape it meets unless told the range: a batched swapper
+    asks for batches 1..max in one explicit profile (the option strings of docs/gpu-api-facts.md)."""
+    from models.runtime.batch_axis import profile_of
+
+    batched = with_dynamic_batch(onnx.load(str(files["inswapper_128.onnx"])))
+    profile = profile_of(batched, 8)
+    trt = SessionFactory(SessionConfig(provider="tensorrt")).providers(batch_profile=profile)[0]
+    assert trt[0] == "TensorrtExecutionProvider"
+    options = trt[1]  # type: ignore[index]
+    assert options["trt_profile_min_shapes"] == "target:1x3x128x128,source:1x512"
+    assert options["trt_profile_opt_shapes"] == "target:8x3x128x128,source:8x512"
+    assert options["trt_profile_max_shapes"] == "target:8x3x128x128,source:8x512"
+    assert (
+        "trt_profile_min_shapes" not in SessionFactory(SessionConfig(provider="tensorrt")).providers()[0][1]
+    )  # type: ignore[index]

@@ -148,7 +148,9 @@ def test_a_client_killed_mid_stream_frees_its_place(
 
 
 def test_the_bench_runs_in_miniature() -> None:
-    result = run_remote_bench(seconds=3.0, max_streams=1, sizes=((320, 240),), sustained_s=3.0)
+    result = run_remote_bench(
+        seconds=3.0, max_streams=1, sizes=((320, 240),), sustained_s=3.0, batching_streams=(2,)
+    )
     held = result.sustained_720p
     assert held is not None and held.seconds == 3.0
     assert held.frames_sent > 0 and 0 < held.frames_back <= held.frames_sent
@@ -165,3 +167,8 @@ def test_the_bench_runs_in_miniature() -> None:
     # Memory is reported: the server (models, buffers) and this process, in MB.
     assert 50 < result.server_rss_mb_by_streams["1"] <= result.server_peak_rss_mb < 4000
     assert result.client_peak_rss_mb > 50
+    # The shared swapper: two streams' faces, counted by the server with and without batching.
+    (batching,) = result.batching
+    assert batching["streams"] == 2 and batching["unbatched_faces_per_call"] == 1.0
+    assert 1.0 <= batching["batched_faces_per_call"] <= 2.0
+    assert json.loads(result.to_json())["faces_per_call"] == {"2": batching["batched_faces_per_call"]}

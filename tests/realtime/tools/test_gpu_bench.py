@@ -77,8 +77,11 @@ def test_allow_cpu_runs_the_whole_path(doubles: BenchModels, tmp_path: Path) -> 
     text = out.getvalue()
     assert code == 0, text
     assert "no CUDA provider:" in text and "allow_cpu" in text
-    rows = [line for line in text.splitlines() if line.startswith("CPU ")]
+    rows = [line for line in text.splitlines() if line.startswith("CPU ") and "faces/s" not in line]
     assert len(rows) == 4, text  # two paths, each printed as it finishes and in the final table
+    # The batching rows: faces a second through the shared service at batch 1, 4 and 8.
+    batching = [line for line in text.splitlines() if "faces/s at batch" in line]
+    assert [line.rsplit(" batch ", 1)[1].split()[0] for line in batching] == ["1", "4", "8"], text
     swap = next(r for r in rows if " swap " in r and "enhance" not in r)
     enhanced = next(r for r in rows if "swap + enhance" in r)
     for row in (swap, enhanced):
