@@ -70,6 +70,11 @@ def _entry(name: str, facts: FrameEnhancerFacts) -> ModelEntry:
 FRAME_ENHANCER_ENTRIES: tuple[ModelEntry, ...] = tuple(_entry(n, f) for n, f in FRAME_ENHANCERS.items())
 
 
+def frame_enhancer_names() -> tuple[str, ...]:
+    """Every frame enhancer of the catalogue, in its order."""
+    return tuple(FRAME_ENHANCERS)
+
+
 def frame_enhancer_facts(name: str) -> FrameEnhancerFacts:
     """The facts of frame enhancer `name` (KeyError naming the known ones otherwise)."""
     try:
@@ -84,4 +89,5 @@ __all__ = [
     "REAL_ESRGAN_LICENCE",
     "FrameEnhancerFacts",
     "frame_enhancer_facts",
+    "frame_enhancer_names",
 ]

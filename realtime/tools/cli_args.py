@@ -318,6 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
         "a service each (calls/s, faces per call, throughput, the latency it adds); see --streams",
     )
     bench.add_argument(
+        "--picture",
+        action="store_true",
+        help="measure the picture stages: Poisson blending per face and its edge's steadiness, the "
+        "frame enhancer per frame at 720p and 1080p (doubles; with --standins also Real-ESRGAN x2's "
+        "stand-in, minutes on a CPU)",
+    )
+    bench.add_argument(
         "--swappers",
         action="store_true",
         help="measure every swap family: ms per face at batch 1 and batch 4 (doubles; inswapper also on "
