@@ -187,3 +187,34 @@ def test_the_upscaled_output_is_the_enhanced_picture(capsys, tmp_path, models, p
     up = cv2.resize(plain, (240, 160), interpolation=cv2.INTER_LINEAR).astype(np.float64)
     expected = 0.8 * upscaler_reference(plain, 2) + 0.2 * up
     assert np.abs(image - expected).max() <= 1.5
+
+
+def test_a_batch_upscales_every_video_with_every_frame(capsys, tmp_path, models, photo, clip) -> None:  # type: ignore[no-untyped-def]
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    (targets / "a.mp4").write_bytes(clip.read_bytes())
+    (targets / "b.mp4").write_bytes(clip.read_bytes())
+    results = tmp_path / "results"
+    code, err = run_cli(
+        capsys,
+        "jobs",
+        "batch",
+        "--targets",
+        str(targets),
+        "--output-dir",
+        str(results),
+        "--source",
+        str(photo),
+        "--detector",
+        "mtcnn",
+        "--frame-enhancer",
+        "real_esrgan_x2",
+        "--set",
+        "frame_enhancer.upscale=true",
+        "--models-dir",
+        str(models),
+        "--allow-unverified",
+    )
+    assert code == 0, err
+    assert sorted(p.name for p in results.iterdir()) == ["a.mp4", "b.mp4"]
+    assert video_facts(results / "a.mp4") == video_facts(results / "b.mp4") == (320, 240, FRAMES)

@@ -159,3 +159,12 @@ def test_frames_keep_their_pictures_without_a_frame_enhancer() -> None:
     sink, _ = run_engine(two_workers(()), Settings())
     assert sink.opened == (96, 64) and sink.indices == list(range(6))
     assert frame_with_index(0, (96, 64)).shape == (64, 96, 3)
+
+
+def test_a_new_frame_enhancer_loads_in_the_background_a_new_blend_does_not() -> None:
+    from realtime.core.reload import needs_reload
+
+    base = settings()
+    assert needs_reload(base, base.with_overrides({"frame_enhancer.model": "real_esrgan_x4"}))
+    assert needs_reload(base, base.with_overrides({"frame_enhancer.model": "none"}))
+    assert not needs_reload(base, base.with_overrides({"frame_enhancer.blend": 0.3}))
