@@ -30,7 +30,7 @@ import platformdirs
 
 from models.errors import ExitCode, FaceCastError
 from realtime.core.failures import told
-from realtime.tools.cli import cmd_bench, cmd_doctor, cmd_models, cmd_serve
+from realtime.tools.cli import cmd_bench, cmd_doctor, cmd_models, cmd_serve, cmd_verify
 from realtime.tools.cli_args import build_parser
 from realtime.tools.cli_jobs import cmd_bench_jobs, cmd_jobs, cmd_worker
 from realtime.tools.cli_run import check_display, cmd_run
@@ -141,6 +141,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         "serve": cmd_serve,
         "jobs": cmd_jobs,
         "worker": cmd_worker,
+        "verify": cmd_verify,
         None: cmd_gui,
     }
     try:

@@ -40,6 +40,7 @@ from realtime.api import (
     VirtualCameraUnavailableError,
     auto_provider,
     collect_output_info,
+    new_run_id,
     open_input,
     open_outputs,
     passthrough_stages,
@@ -108,6 +109,7 @@ def make_sink(
     vcam_backend: str | None = None,
     on_recording_failed: Callable[[FaceCastError], None] | None = None,
     on_vcam_lost: Callable[[FaceCastError], None] | None = None,
+    run_id: str | None = None,
 ) -> FanOutSink:
     """Recording (on its own thread) and the virtual camera. Neither paces: every GUI source
     (camera, test pattern, video in real time) delivers frames at its own rate, and a second clock
@@ -119,7 +121,9 @@ def make_sink(
         # A new take: never replaces a recording (NAME-2.mp4, ...); a folder it cannot write stops
         # the recording alone, said through on_recording_failed (the preview and camera go on).
         failed = on_recording_failed or _log_failure
-        requests.append(OutputRequest(str(path), file_kind="video", on_failed=failed, new_take=True))
+        requests.append(
+            OutputRequest(str(path), file_kind="video", on_failed=failed, new_take=True, run_id=run_id)
+        )
     if config.vcam:
         requests.append(
             OutputRequest(
@@ -309,8 +313,15 @@ class EngineController(QObject):
 
         try:
             source = TappedSource(make_source(plan.input, plan.settings.pipeline.provider), self._feed.tap)
+            # The recording's manifest names the run whose watermark its frames carry.
+            run_id = new_run_id()
             sink = make_sink(
-                plan.output, on_vcam_unavailable, self._vcam_backend, on_recording_failed, on_vcam_lost
+                plan.output,
+                on_vcam_unavailable,
+                self._vcam_backend,
+                on_recording_failed,
+                on_vcam_lost,
+                run_id,
             )
             factory: StageFactory = (
                 GalleryFaceSwap(self._options, plan.faces, self._active, on_note)
@@ -320,7 +331,7 @@ class EngineController(QObject):
             # The remote panel's maker builds an engine whose stages run on a server.
             remote = None if maker is None else (lambda _src, _sink, st, ev: maker(source, sink, st, ev))
             run = Run(source, sink, plan.settings, factory, on_event=on_event, make_engine=remote,
-                      load_in_background=True)  # fmt: skip
+                      load_in_background=True, run_id=run_id)  # fmt: skip
             run.engine.subscribe_preview(self._feed.offer)
             self._opening = source
             try:

@@ -8,7 +8,7 @@ show_error() with the reason a value was refused.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
@@ -62,6 +62,16 @@ class Control:
     decimals: int = 2
     choices: tuple[str, ...] = ()
     tooltip: str = ""
+    # A line under the control saying what the chosen value is (a swap model's crop, download,
+    # licence), kept up to date; None: no line.
+    describe: Callable[[str], str] | None = None
+
+
+def swapper_line(name: str) -> str:
+    """What the chosen swap model is, in a line: family, crop, download, licence."""
+    info = swapper_info(name)
+    size = "size not published" if info.download_bytes is None else f"{info.download_bytes / 1e6:,.0f} MB"
+    return f"{info.family}, {info.crop} px crop, {size}; {info.licence.split(':')[0]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +133,7 @@ STAGES: tuple[Stage, ...] = (
                 tooltip="The face swap model: a change loads in the background while the current one "
                 "keeps swapping (no restart). Hover a model for its crop, download and licence; "
                 "Models… downloads it",
+                describe=swapper_line,
             ),
             # "reference" and "mapped" need reference photos, which only the command line takes.
             Control("swap.target", "Swap", "choice", choices=("largest", "all")),
@@ -335,6 +346,8 @@ class StageBox(QGroupBox):
         self.ms_label.setToolTip("Mean time per frame in this stage (" + " + ".join(stage.timings) + ")")
         self.widgets: dict[str, QWidget] = {}
         self._labels: dict[str, QLabel] = {}
+        self.notes: dict[str, QLabel] = {}  # the chosen value described, under its control
+        self._describe: dict[str, Callable[[str], str]] = {}
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         for control in stage.controls:
@@ -347,6 +360,15 @@ class StageBox(QGroupBox):
             self.widgets[control.key] = widget
             self._labels[control.key] = label
             form.addRow(label, widget)
+            if control.describe is not None and isinstance(widget, QComboBox):
+                note = QLabel(control.describe(widget.currentText()))
+                note.setWordWrap(True)
+                note.setStyleSheet("color:#999; font-size:11px;")
+                describe = control.describe
+                widget.currentTextChanged.connect(lambda text, n=note, d=describe: n.setText(d(text)))
+                self.notes[control.key] = note
+                self._describe[control.key] = describe
+                form.addRow("", note)
         self.note = QLabel()  # a warning about the stage's settings, shown when there is one
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color:#e0b050;")
@@ -398,6 +420,8 @@ class StageBox(QGroupBox):
                 widget.setChecked(bool(value))
             elif isinstance(widget, QComboBox):
                 widget.setCurrentText(str(value))
+                if key in self.notes:  # (its signal is blocked: said here)
+                    self.notes[key].setText(self._describe[key](str(value)))
             elif isinstance(widget, QSpinBox):
                 widget.setValue(int(value))
             elif isinstance(widget, QDoubleSpinBox):

@@ -32,6 +32,8 @@ class ExitCode(IntEnum):
     SOME_JOBS_FAILED = 18  # file jobs: a batch finished with at least one job failed
     NO_WORKER = 19  # file jobs: `jobs submit --wait` gave up: no worker took the job (it stays queued)
     FRAMES_MISSING = 20  # run --remote: a file through the server did not come back whole (nothing written)
+    NOT_MARKED = 21  # verify: the file was read; it carries neither FaceCast's watermark nor a C2PA manifest
+    UNREADABLE = 22  # verify: the file (or standard input) is not a video or picture that can be read
     INTERNAL = 70  # a fault of FaceCast itself (a bug): `--debug` shows its traceback
     SIGHUP = 129  # the terminal closed (128 + SIGHUP): the output was finished first
     SIGINT = 130  # Ctrl+C (128 + SIGINT, as a shell reports it)

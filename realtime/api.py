@@ -57,6 +57,7 @@ from realtime.core.settings import (
     parse_override,
 )
 from realtime.core.stage_set import StageFactory, passthrough_stages
+from realtime.core.watermark.payload import new_run_id
 from realtime.face.model_api import AnalysisModels, FaceDetector
 from realtime.face.picks import FacePick, LivePicks, MappedPerson, PickedIdentity
 from realtime.face.source_face import SourceIdentity, load_identity, pick_face, read_image
@@ -178,6 +179,7 @@ __all__ = [
     "load_identity",
     "load_preset",
     "new_partial_path",
+    "new_run_id",
     "open_input",
     "open_output",
     "open_outputs",

@@ -39,6 +39,9 @@ from realtime.core.reload import analysis_differs, for_loaded_models, load_wante
 from realtime.core.settings import Provider, Settings
 from realtime.core.source_base import complete_source
 from realtime.core.stage_set import StageFactory, StageSet, passthrough_stages
+from realtime.core.version import facecast_version
+from realtime.core.watermark.embed import Watermarker
+from realtime.core.watermark.payload import Payload
 
 # Where the rest of the code imports them from.
 __all__ = [
@@ -49,6 +52,11 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often blocked threads re-check the stop flag
 REPEAT_REPORT_S = 10.0  # a per-frame failure with the same reason is reported again after this
+WATERMARK_OFF = (
+    "The invisible watermark is off (watermark.enabled = false): this run's frames carry no "
+    "machine-readable mark that they were modified by AI. Where the law asks for one (the EU AI Act, "
+    "Art. 50), turn it back on."
+)
 
 
 class Engine:
@@ -64,8 +72,13 @@ class Engine:
         metrics: Metrics | None = None,
         on_event: Callable[[EngineEvent], None] | None = None,
         load_in_background: bool = False,
+        run_id: str | None = None,
     ) -> None:
         self._source: FrameSource = complete_source(source)
+        # What every output frame's invisible mark says; run_id (8 hex digits) is the one a
+        # recording's C2PA manifest names too (a new one when not given).
+        self.mark = Payload.for_run(facecast_version(), run_id)
+        self._marker = Watermarker(self.mark)
         self._sink = sink
         self._settings = settings.validate()
         self._factory = stage_factory
@@ -159,6 +172,8 @@ class Engine:
         for t in self._threads:
             t.start()
         self._emit(EngineEvent("started", self.stages_label))
+        if not self._settings.watermark.enabled:
+            self._emit(EngineEvent("warning", WATERMARK_OFF))
 
     def _source_news(self, level: str, message: str) -> None:
         self._emit(EngineEvent("info" if level == "info" else "warning", message))
@@ -207,6 +222,8 @@ class Engine:
             # The number of worker threads is fixed for a run; keep it (it applies at the next Start).
             settings = settings.with_overrides({"pipeline.frames_in_flight": old.pipeline.frames_in_flight})
         self._settings = settings
+        if old.watermark.enabled and not settings.watermark.enabled and not stopped:
+            self._emit(EngineEvent("warning", WATERMARK_OFF))
         with self._lock:
             pending = self._pending_stages[1] if self._pending_stages is not None else None
             on_its_way = self._load_request or self._loading or pending
@@ -551,8 +568,16 @@ class Engine:
                 frame = pipes.done.pop_next()
                 assert frame is not None
             t0 = time.perf_counter()
-            if self._settings.composite.disclosure_label:
+            settings = self._settings
+            if settings.composite.disclosure_label:
                 draw_disclosure_label(frame.image)
+            if settings.watermark.enabled:
+                # Here, once, after the swap and the label and before every output alike.
+                t_mark = time.perf_counter()
+                self._marker.mark(frame.image)
+                t1 = time.perf_counter()
+                self.metrics.stage("watermark", (t1 - t_mark) * 1000.0)
+                t0 += t1 - t_mark  # the sink's time is its own
             self._sink.send(frame)
             sent = time.perf_counter()
             self.metrics.stage("sink", (sent - t0) * 1000.0)

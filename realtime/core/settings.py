@@ -200,6 +200,16 @@ class MasksSettings:
         _check(0.5 <= self.mouth_scale <= 2.0, "masks.mouth_scale", "0.5-2")
 
 
+@dataclass(frozen=True, slots=True)
+class WatermarkSettings:
+    # The invisible, machine-readable mark on every output frame (realtime/core/watermark,
+    # docs/PROVENANCE.md). Off only on purpose: a run without it says so with a warning.
+    enabled: bool = True
+
+    def validate(self) -> None:
+        pass
+
+
 # Where the models run; "auto" is resolved by whoever builds the stages (realtime.wiring.face_swap).
 Provider = Literal["auto", "cpu", "cuda", "tensorrt", "coreml", "directml", "openvino"]
 
@@ -237,6 +247,7 @@ class Settings:
     masks: MasksSettings = field(default_factory=MasksSettings)
     privacy: PrivacySettings = field(default_factory=PrivacySettings)
     frame_enhancer: FrameEnhancerSettings = field(default_factory=FrameEnhancerSettings)
+    watermark: WatermarkSettings = field(default_factory=WatermarkSettings)
 
     def validate(self) -> Settings:
         for f in fields(self):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -50,6 +51,8 @@ class OutputRequest:
     file_options: VideoFileSink's own options (codec, crf, ...).
     provenance: a file output is tagged and, once finished, signed (sign_in_place); False leaves
     it as it was encoded.
+    run_id: the run whose watermark the frames carry (Engine's run_id): the signed manifest
+    names it.
     """
 
     spec: str
@@ -69,6 +72,7 @@ class OutputRequest:
     new_take: bool = False
     file_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     provenance: bool = True
+    run_id: str | None = None
 
 
 def open_output(spec: str, **options: Any) -> FrameSink:
@@ -112,11 +116,11 @@ def _encoded_sink(request: OutputRequest) -> tuple[FrameSink, str]:
 
 def _provenance(request: OutputRequest) -> dict[str, Any]:
     """A video file sink's tags and finalise hook (see OutputRequest.provenance)."""
-    return {"tags": provenance_tags(), "finalise": sign_in_place} if request.provenance else {}
+    return {"tags": provenance_tags(), "finalise": _finalise(request)} if request.provenance else {}
 
 
 def _finalise(request: OutputRequest) -> Finalise | None:
-    return sign_in_place if request.provenance else None
+    return partial(sign_in_place, run_id=request.run_id) if request.provenance else None
 
 
 def _video_sink(request: OutputRequest) -> VideoFileSink:

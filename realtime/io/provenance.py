@@ -20,12 +20,14 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
+from realtime.core.version import facecast_version
+from realtime.core.watermark.design import DEFAULT_KEY
+from realtime.core.watermark.payload import FORMAT
 from realtime.io.partial_files import _partial_path, _remove
 
 log = logging.getLogger(__name__)
@@ -40,13 +42,6 @@ SIGNABLE_VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v", ".avi"})
 SIGNABLE_IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff"})
 SIGNABLE_SUFFIXES = SIGNABLE_VIDEO_SUFFIXES | SIGNABLE_IMAGE_SUFFIXES
 TAGGED_SUFFIXES = frozenset({".mkv", ".webm", ".mp4", ".mov", ".m4v", ".avi"})  # containers with tags
-
-
-def facecast_version() -> str:
-    try:
-        return metadata.version("facecast")
-    except metadata.PackageNotFoundError:
-        return "0.1.0"
 
 
 def provenance_tags() -> dict[str, str]:
@@ -138,10 +133,17 @@ def _make_key() -> tuple[bytes, bytes]:
     return chain, pem
 
 
-def manifest_definition(title: str, description: str = AI_MODIFIED_TEXT) -> dict[str, Any]:
+WATERMARK_ASSERTION = "com.facecast.watermark"
+
+
+def manifest_definition(
+    title: str, description: str = AI_MODIFIED_TEXT, run_id: str | None = None
+) -> dict[str, Any]:
+    """The manifest FaceCast signs; `run_id`: the run whose invisible watermark the frames carry
+    (an assertion of its own names it, so the mark and the manifest can be matched)."""
     version = facecast_version()
     agent = {"name": "FaceCast", "version": version}
-    return {
+    definition: dict[str, Any] = {
         "claim_generator_info": [agent],
         "title": title,
         "assertions": [
@@ -165,6 +167,14 @@ def manifest_definition(title: str, description: str = AI_MODIFIED_TEXT) -> dict
             }
         ],
     }
+    if run_id is not None:
+        definition["assertions"].append(
+            {
+                "label": WATERMARK_ASSERTION,
+                "data": {"run_id": run_id, "key": DEFAULT_KEY, "format": FORMAT},
+            }
+        )
+    return definition
 
 
 def can_sign(path: Path) -> bool:
@@ -175,15 +185,17 @@ def ai_modified_text(path: Path) -> str:
     return AI_MODIFIED_IMAGE_TEXT if path.suffix.lower() in SIGNABLE_IMAGE_SUFFIXES else AI_MODIFIED_TEXT
 
 
-def sign_video(source: Path, dest: Path, title: str) -> None:
-    """Write `source` with a signed C2PA manifest embedded to `dest` (a new file)."""
+def sign_video(source: Path, dest: Path, title: str, run_id: str | None = None) -> None:
+    """Write `source` with a signed C2PA manifest embedded to `dest` (a new file); `run_id`: the
+    watermark's run id the manifest names."""
     import c2pa
 
     key = signing_key()
     signer = c2pa.Signer.from_info(
         c2pa.C2paSignerInfo(c2pa.C2paSigningAlg.ES256, key.chain_pem, key.key_pem, None)
     )
-    with signer, c2pa.Builder(manifest_definition(title, ai_modified_text(dest))) as builder:
+    definition = manifest_definition(title, ai_modified_text(dest), run_id)
+    with signer, c2pa.Builder(definition) as builder:
         builder.sign_file(str(source), str(dest), signer)
 
 
@@ -191,7 +203,7 @@ _said_lock = threading.Lock()
 _said: set[str] = set()  # the suffixes already logged as not signable
 
 
-def sign_in_place(path: Path) -> bool:
+def sign_in_place(path: Path, run_id: str | None = None) -> bool:
     """Embed the manifest into the finished file `path`: the signed copy is written beside it
     under a hidden partial name, then replaces it. A format c2pa cannot embed into is left as it
     is (said once per suffix); a failure leaves the file unsigned, with a warning. True: signed."""
@@ -214,7 +226,7 @@ def sign_in_place(path: Path) -> bool:
         return False
     temp = _partial_path(path)
     try:
-        sign_video(path, temp, path.name)
+        sign_video(path, temp, path.name, run_id)
         os.replace(temp, path)
     except Exception as err:  # whatever the signer raises, the recording is kept (unsigned)
         _remove(temp)

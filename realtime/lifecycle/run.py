@@ -77,13 +77,20 @@ class Run:
         on_event: Callable[[EngineEvent], None] | None = None,
         load_in_background: bool = False,
         make_engine: EngineMaker | None = None,
+        run_id: str | None = None,
     ) -> None:
         events = on_event or (lambda _event: None)
         if make_engine is not None:
             self.engine = make_engine(source, sink, settings, events)
         else:
             self.engine = Engine(
-                source, sink, settings, stages, on_event=events, load_in_background=load_in_background
+                source,
+                sink,
+                settings,
+                stages,
+                on_event=events,
+                load_in_background=load_in_background,
+                run_id=run_id,
             )
         self.source, self.sink = source, sink
         self._started_at: float | None = None

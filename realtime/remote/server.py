@@ -74,6 +74,9 @@ class ServerConfig:
     provider: str = "auto"
     default_preset: str = DEFAULT_PRESET
     force_label: bool = True  # every swapped frame carries the "AI-modified" mark
+    # Every swapped frame carries the invisible watermark (docs/PROVENANCE.md); a client cannot
+    # turn it off, only the operator (tests that measure the transport's own loss do).
+    watermark: bool = True
     # The most video a stream sends back, in bit/s (`serve --max-bitrate`); None: what the
     # picture's size needs (realtime/remote/encoder.py). A client may ask for less (max_kbps=).
     max_bitrate: int | None = None
@@ -292,6 +295,7 @@ class Server:
         values["pipeline.provider"] = self.config.provider
         if self.config.force_label:
             values["composite.disclosure_label"] = True
+        values["watermark.enabled"] = self.config.watermark
         return resolve_provider(settings.with_overrides(values)).validate()
 
     async def create_stream(self, request: web.Request) -> web.Response:

@@ -59,6 +59,10 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    if getattr(args, "watermark", False):
+        from realtime.tools.bench_watermark import run_watermark_bench_cli
+
+        return run_watermark_bench_cli(args.clips, args.decisions, out)
     if getattr(args, "service", False):
         from realtime.tools.bench_service import run_service_bench_cli
 
@@ -88,3 +92,25 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.remote.cli import run_serve
 
     return run_serve(args, out)
+
+
+def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
+    """`main.py verify FILE|-`: the watermark and the C2PA manifest of a video or picture."""
+    import json
+    import sys
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from realtime.io.media_check import check_media, check_media_bytes
+
+    if args.file == "-":
+        result = check_media_bytes(sys.stdin.buffer.read())
+    else:
+        result = check_media(Path(args.file).expanduser())
+    if args.json:
+        found = asdict(result)
+        found["marked"] = result.marked
+        out.write(json.dumps(found, indent=2, default=str) + "\n")
+    else:
+        out.write("\n".join(result.lines()) + "\n")
+    return result.exit_code

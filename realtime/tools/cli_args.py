@@ -229,6 +229,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser("serve", help="serve the face swap to `run --remote` clients and browsers (WebRTC)")
     )
 
+    verify = sub.add_parser(
+        "verify",
+        help="say whether a video or picture carries FaceCast's watermark and a C2PA manifest "
+        "(exit 0: marked, 21: no mark found, 22: unreadable)",
+    )
+    verify.add_argument(
+        "file", metavar="FILE|-", help="a video, a picture or a screen capture; - reads standard input"
+    )
+    verify.add_argument("--json", action="store_true", help="print the findings as JSON")
+
     models = sub.add_parser("models", help="list, download and verify model files")
     msub = models.add_subparsers(dest="models_command", required=True)
     for name, text in (
@@ -344,6 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="--service: the swap model (default: inswapper_128)",
     )
     bench.add_argument("--max-batch", type=_count, default=8, help="--service: faces per model call at most")
+    bench.add_argument(
+        "--watermark",
+        action="store_true",
+        help="measure the invisible watermark: cost per frame, PSNR, detection after codecs and edits, "
+        "false positives on unmarked video and noise (see --clips, --decisions)",
+    )
+    bench.add_argument("--clips", type=_count, default=8, help="--watermark: clips per edit and size")
+    bench.add_argument(
+        "--decisions", type=_count, default=1000, help="--watermark: decisions on unmarked input"
+    )
     bench.add_argument(
         "--max-delay-us", type=int, default=1000, help="--service: the batch window's deadline"
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from realtime.core.errors import SinkError
+from realtime.core.watermark.payload import new_run_id
 
 if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays instant
     from realtime.core.contracts import FrameSink, FrameSource
@@ -45,7 +46,10 @@ class WindowOutput(Protocol):
 
 
 def sink_for_args(
-    args: argparse.Namespace, source: FrameSource, window: WindowOutput | None = None
+    args: argparse.Namespace,
+    source: FrameSource,
+    window: WindowOutput | None = None,
+    run_id: str | None = None,
 ) -> FrameSink:
     """The sink `--output` names. A virtual camera paces itself only for sources that do not: a
     camera (or a video played in real time) already delivers frames at its rate, and a second clock
@@ -70,6 +74,7 @@ def sink_for_args(
         vcam_device=getattr(args, "vcam_device", None),
         pace=not source.is_live,
         window=None if window is None else window.make_sink,
+        run_id=run_id,
     )
 
 
@@ -300,7 +305,8 @@ def _run(
         print(f"note: {note}", file=out)
     for note in stages.fallbacks:
         print(f"warning: {note}", file=out)
-    sink = sink_for_args(args, source, window)
+    run_id = new_run_id()  # the frames' watermark and the recording's manifest name the same run
+    sink = sink_for_args(args, source, window, run_id)
     signals.checkpoint()
 
     said: set[str] = set()
@@ -312,7 +318,7 @@ def _run(
         elif event.kind == "info":
             complain(f"note: {event.message}")
 
-    run = Run(source, sink, settings, stages, on_event=on_event)
+    run = Run(source, sink, settings, stages, on_event=on_event, run_id=run_id)
     in_window = window is not None and args.output.strip().lower() == "window"
     if window is not None and in_window:
         window.prepare(sink)  # on the GUI thread, before the engine opens the sink

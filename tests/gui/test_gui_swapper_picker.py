@@ -36,6 +36,14 @@ def test_the_picker_offers_every_catalogue_swapper_with_its_crop_download_and_li
     assert tips["ghost_1_256"].startswith("Ghost, 256 px crop, 537 MB")
     assert tips["simswap_unofficial_512"].startswith("SimSwap, 512 px crop")
     assert "AGPL-3.0" in tips["reswapper_256"]
+    # And the chosen one said in a line under the picker, whichever way it was chosen.
+    (note,) = [n for box in panel.boxes for k, n in box.notes.items() if k == "swap.model"]
+    combo.setCurrentText("simswap_unofficial_512")
+    assert note.text().startswith("SimSwap, 512 px crop, 261 MB; CC BY-NC 4.0")  # 239 + its 22 MB converter
+    from realtime.api import Settings
+
+    panel.set_settings("balanced", Settings().with_overrides({"swap.model": "hyperswap_1b_256"}), set())
+    assert note.text().startswith("HyperSwap, 256 px crop, 403 MB")
 
 
 def test_a_switch_during_a_run_loads_the_new_model_while_the_old_one_keeps_swapping(

@@ -15,7 +15,7 @@ from realtime.core.engine import Engine
 from realtime.core.errors import SinkError, SourceError
 from realtime.core.settings import Settings, SettingsError
 from realtime.core.stage_set import StageSet, passthrough_stages
-from tests.engine_fakes import FakeSource, RecordingSink, SlowWorker
+from tests.engine_fakes import FakeSource, RecordingSink, SlowWorker, index_of
 
 
 def settings(in_flight: int = 2) -> Settings:
@@ -124,7 +124,7 @@ def test_sink_failure_stops_the_run_and_discards_the_partial_output() -> None:
 def test_failing_frame_passes_through_and_the_stream_continues() -> None:
     class Flaky:
         def apply(self, image, plan, s):  # type: ignore[no-untyped-def]
-            if int(image[0, 0, 0]) == 3:
+            if index_of(image) == 3:
                 raise RuntimeError("boom")
             return {}
 
@@ -805,9 +805,9 @@ class _PreparingAnalyser:
 
     def prepare(self, image: np.ndarray) -> object | None:
         self.prepared_on.append(threading.current_thread().name)
-        if int(image[0, 0, 0]) == self.fail_on:
+        if index_of(image) == self.fail_on:
             raise RuntimeError("cannot prepare this one")
-        return ("prepared", int(image[0, 0, 0]))
+        return ("prepared", index_of(image))
 
     def analyse(self, image, ts, s, *, prepared=None):  # type: ignore[no-untyped-def]
         self.received.append(prepared)

@@ -87,9 +87,10 @@ def decode(path: Path) -> list[np.ndarray]:
 
 # libx264 does not always give the same bitstream for the same frames: fed bit-identical YUV at
 # the same timestamps from the engine's sink thread, about one resumed job in four here has a chunk
-# encoded differently (mean 0.3-0.6 levels off, single pixels up to ~60). Frames of the moving clip
-# one step apart differ by 2.4 levels or more, so "the same frame" is checked against that.
-ENCODER_NOISE = 1.0  # mean absolute difference, levels
+# encoded differently (mean 0.3-0.6 levels off, single pixels up to ~60; 1.03 seen once on a loaded
+# machine). Frames of the moving clip one step apart differ by 2.4 levels or more, so "the same
+# frame" is checked against that: below ENCODER_NOISE, and under half the distance to a neighbour.
+ENCODER_NOISE = 1.5  # mean absolute difference, levels
 
 
 def assert_same_frames(output: Path, reference: Path) -> None:

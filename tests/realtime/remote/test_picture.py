@@ -5,6 +5,7 @@ the sender follows the link down while frames keep coming."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -83,7 +84,11 @@ def call(
 def test_a_call_brings_the_picture_back_clean(
     start_server: Callable[..., ServerThread], photo: Path, tmp_path: Path
 ) -> None:
-    stats, score = call(start_server(), photo, tmp_path, 4.0)
+    # The transport's loss alone: the server's watermark (+-2 levels on 3 px cells at this size) is
+    # a change it makes on purpose, like the label the meter leaves out.
+    server = start_server()
+    server.server.config = replace(server.server.config, watermark=False)
+    stats, score = call(server, photo, tmp_path, 4.0)
     assert stats.connects == 1 and score.frames >= 20, (stats, score)
     assert score.psnr_db >= PSNR_FLOOR_DB, score
     assert score.ssim >= SSIM_FLOOR, score
