@@ -17,6 +17,7 @@ from models.errors import (
 from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
 from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
+from models.files.frame_enhancer_catalogue import frame_enhancer_names
 from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
 from models.runtime.batch_window import BatchPolicy
 from models.runtime.inference_hub import InferenceHub
@@ -172,6 +173,7 @@ __all__ = [
     "default_entries",
     "default_models_dir",
     "draw_disclosure_label",
+    "frame_enhancer_names",
     "freeze_heap",
     "get_entry",
     "job_names",

@@ -7,7 +7,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 Role = Literal[
-    "detector", "recognizer", "swapper", "converter", "landmarks", "enhancer", "occluder", "parser"
+    "detector",
+    "recognizer",
+    "swapper",
+    "converter",
+    "landmarks",
+    "enhancer",
+    "occluder",
+    "parser",
+    "frame_enhancer",
 ]
 
 

@@ -265,6 +265,7 @@ def _overrides(args: argparse.Namespace) -> tuple[str, ...]:
     flags: dict[str, Any] = {
         "detector.model": getattr(args, "detector", None),
         "swap.model": getattr(args, "swapper", None),
+        "frame_enhancer.model": getattr(args, "frame_enhancer", None),
     }
     values += [f"{k}={v}" for k, v in flags.items() if v]
     if getattr(args, "label", False):

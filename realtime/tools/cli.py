@@ -72,6 +72,10 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
         from realtime.tools.bench_service import run_service_bench_cli
 
         return run_service_bench_cli(args, out)
+    if getattr(args, "picture", False):
+        from realtime.tools.bench_picture import run_picture_bench_cli
+
+        return run_picture_bench_cli(args, out)
     if getattr(args, "swappers", False):
         from realtime.tools.bench_swappers import run_swappers_bench_cli
 

@@ -62,6 +62,8 @@ def spec_from_args(
         overrides.append(f"detector.model={args.detector}")
     if args.swapper:
         overrides.append(f"swap.model={args.swapper}")
+    if getattr(args, "frame_enhancer", None):
+        overrides.append(f"frame_enhancer.model={args.frame_enhancer}")
     if args.label:
         overrides.append("composite.disclosure_label=true")
     return JobSpec(
