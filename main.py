@@ -40,7 +40,7 @@ log = logging.getLogger("facecast")
 if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays instant
     from realtime.core.contracts import FrameSink
     from realtime.core.engine import Engine
-    from realtime.tools.run_control import StopSignals
+    from realtime.lifecycle.signals import StopSignals
 
 # Our BLAS work is a handful of tiny matrices per face; OpenBLAS's thread pools (numpy's and
 # scipy's) only spin on sched_yield between calls and take cores from the pipeline's threads.

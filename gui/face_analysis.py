@@ -37,6 +37,7 @@ from realtime.api import (
     load_identity,
     pick_face,
     read_image,
+    told,
 )
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,8 @@ class PhotoAnalysisService(QObject):
             analyser = self._analyser
         try:
             result = analyser.analyse(path)
+        except OSError as exc:  # a photo or models folder that may not be read: no crash to log
+            result = FaceResult(path, None, None, error=f"Could not analyse this photo: {told(exc).message}")
         except Exception as exc:
             log.exception("analysing %s failed", path)
             result = FaceResult(path, None, None, error=f"Could not analyse this photo: {exc}")
@@ -225,6 +228,8 @@ class PhotoAnalysisService(QObject):
             analyser = self._analyser
         try:
             text = analyser.missing_models()
+        except OSError as exc:  # a folder this user may not read: said, not logged as a crash
+            text = f"The models cannot be checked: {told(exc).message}"
         except Exception:  # a bug here must not pass for "all models present": logged, nothing shown
             log.exception("checking the models failed")
             return

@@ -35,7 +35,7 @@ def models_banner(message: str, cwd: Path | None = None) -> str:
         return (
             f"{MODELS_BANNER}models that are not downloaded yet: {many['files']} "
             f"(folder {absolute_path(many['folder'], here)}). "
-            "Download them with Models… (beside View, above the preview)"
+            "Download them with Models… (above the preview, on the right)"
             ", or in a terminal: "
             f"`{absolute_command(many['command'], here)}`{many['about'] or ''}. "
             "They are used from the next Start."
@@ -45,7 +45,7 @@ def models_banner(message: str, cwd: Path | None = None) -> str:
         return (
             f"{MODELS_BANNER}a model that is not downloaded yet: {one['file']} "
             f"(folder {absolute_path(one['folder'], here)}). "
-            "Download it with Models… (beside View, above the preview)"
+            "Download it with Models… (above the preview, on the right)"
             ", or in a terminal: "
             f"`{absolute_command(one['command'], here)}`, or put the file in that folder. "
             "It is used from the next Start."

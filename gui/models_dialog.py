@@ -72,6 +72,7 @@ ROLE_TITLES = {
     "enhancer": "Face enhancers",
     "occluder": "Occlusion masks",
     "parser": "Face parsers",
+    "frame_enhancer": "Frame enhancers (whole-frame super-resolution)",
     "content": "Content checks (the server's content policy)",
 }
 

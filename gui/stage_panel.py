@@ -34,11 +34,21 @@ from realtime.api import (
     Summary,
     auto_provider,
     available_presets,
+    frame_enhancer_names,
+    get_entry,
     swapper_info,
     swapper_names,
 )
 
 Kind = Literal["int", "float", "bool", "choice"]
+
+FRAME_ENHANCER_STAGE = "Frame enhancer (super-resolution)"
+# Measured with `main.py bench --picture` on a 2-core CPU (docs/PERFORMANCE.md).
+POISSON_COST = "2-5 ms per face on a 2-core CPU (the most while the face changes size): it fits a live run"
+FRAME_ENHANCER_CPU_NOTE = (
+    "On the CPU Real-ESRGAN takes minutes per frame (x2: about 2 minutes at 720p on 2 cores): it is for "
+    "video files (main.py run with a file in and out) or a GPU; live, the output would stall."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +181,18 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "Merge (mask & colour)",
-        ("paste",),
+        ("blend", "paste"),
         (
             Control("composite.erode_ratio", "Mask erode", "float", 0.0, 0.4, 0.01),
             Control("composite.blur_ratio", "Mask blur", "float", 0.0, 0.3, 0.01),
+            Control(
+                "composite.blend",
+                "Blend",
+                "choice",
+                tooltip="feather: the feathered paste alone. poisson: the face takes the frame's "
+                "lighting at its edge (gradient-domain blending) before the same paste, so a face lit "
+                f"differently shows no seam; {POISSON_COST}",
+            ),
             Control("composite.colour_match", "Colour match", "bool"),
             Control("composite.opacity", "Opacity", "float", 0.0, 1.0, 0.05),
             Control("composite.sharpen", "Sharpen", "float", 0.0, 3.0, 0.1, tooltip="0 = off"),
@@ -187,6 +205,30 @@ STAGES: tuple[Stage, ...] = (
             Control("enhancer.model", "Model", "choice", tooltip="Face restoration of the swapped face"),
             Control("enhancer.blend", "Blend", "float", 0.0, 1.0, 0.05),
             Control("enhancer.every_n", "Run every", "int", 1, 30, 1, tooltip="Frames between restorer runs"),
+        ),
+    ),
+    Stage(
+        FRAME_ENHANCER_STAGE,
+        ("frame_enhance",),
+        (
+            Control(
+                "frame_enhancer.model",
+                "Model",
+                "choice",
+                choices=("none", *frame_enhancer_names()),
+                tooltip="Whole-frame super-resolution after the faces (Real-ESRGAN), kept at the "
+                "picture's size: sharper, same size. A separate download (Models…); a change loads "
+                "in the background",
+            ),
+            Control(
+                "frame_enhancer.blend",
+                "Blend",
+                "float",
+                0.0,
+                1.0,
+                0.05,
+                tooltip="The enhanced picture's share (the rest is the plain picture)",
+            ),
         ),
     ),
     Stage(
@@ -249,12 +291,24 @@ def choice_tooltip(key: str, choice: str) -> str:
     if key == "swap.model":
         info = swapper_info(choice)
         return f"{info.summary()}. Licence: {info.licence}."
+    if key == "frame_enhancer.model" and choice != "none":
+        entry = get_entry(choice)
+        return f"{entry.description}. Licence: {entry.licence}."
     if (key, choice) == ("pipeline.provider", "auto"):
         return (
             "auto: CUDA where onnxruntime-gpu and an NVIDIA driver are present, DirectML on "
             f"Windows, else the CPU. Here: {auto_provider()}."
         )
     return ""
+
+
+def frame_enhancer_warning(settings: Settings) -> str:
+    """What the frame enhancer's box says when the chosen one would run on the CPU (else "")."""
+    if settings.frame_enhancer.model == "none":
+        return ""
+    provider = settings.pipeline.provider
+    on_cpu = provider == "cpu" or (provider == "auto" and auto_provider() == "cpu")
+    return FRAME_ENHANCER_CPU_NOTE if on_cpu else ""
 
 
 def _value(settings: Settings, key: str) -> Any:
@@ -315,9 +369,18 @@ class StageBox(QGroupBox):
                 self.notes[control.key] = note
                 self._describe[control.key] = describe
                 form.addRow("", note)
+        self.note = QLabel()  # a warning about the stage's settings, shown when there is one
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color:#e0b050;")
+        self.note.hide()
         layout = QVBoxLayout(self)
         layout.addWidget(self.ms_label)
         layout.addLayout(form)
+        layout.addWidget(self.note)
+
+    def set_note(self, text: str) -> None:
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
 
     def _make(self, control: Control) -> QWidget:
         key = control.key
@@ -431,6 +494,8 @@ class StagePanel(QWidget):
         self.description.setText(self._descriptions.get(preset, ""))
         for box in self.boxes:
             box.set_values(settings, overridden)
+            if box.stage.title == FRAME_ENHANCER_STAGE:
+                box.set_note(frame_enhancer_warning(settings))
 
     def set_stage_ms(self, stages_ms: Mapping[str, Summary]) -> None:
         for box in self.boxes:

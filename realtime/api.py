@@ -17,6 +17,7 @@ from models.errors import (
 from models.fakes.doubles import write_all as write_model_doubles
 from models.files.catalogue import CATALOGUE, ModelEntry, ModelFile, default_entries, get_entry
 from models.files.download import Downloader, HttpGet, HttpResponse, part_path, requests_get
+from models.files.frame_enhancer_catalogue import frame_enhancer_names
 from models.files.store import MODELS_DIR_ENV, ModelStore, VerifyResult, default_models_dir
 from models.runtime.batch_window import BatchPolicy
 from models.runtime.inference_hub import InferenceHub
@@ -76,7 +77,8 @@ from realtime.io.sources import IMAGE_EXTENSIONS, refuse_stream_url
 from realtime.io.test_pattern import TestPatternSource, astronaut_photo
 from realtime.io.vcam_sink import VirtualCameraSink, virtual_camera_fix
 from realtime.io.video_file import VideoFileSource
-from realtime.lifecycle.run import Ending, EngineMaker, Run, RunOutcome
+from realtime.lifecycle.run import Ending, EngineMaker, Run, Runner, RunOutcome
+from realtime.lifecycle.signals import SafeOutput, StopSignals, signal_exit_code
 from realtime.wiring.content_check import CONTENT_MODEL, ContentCheck, ContentVerdict
 from realtime.wiring.face_swap import ModelOptions, prepare_face_swap, resolve_provider
 from realtime.wiring.gallery_stages import ActiveFace, GalleryFaceSwap
@@ -145,6 +147,8 @@ __all__ = [
     "PickedIdentity",
     "Run",
     "RunOutcome",
+    "Runner",
+    "SafeOutput",
     "SessionConfig",
     "SessionFactory",
     "SessionPool",
@@ -155,6 +159,7 @@ __all__ = [
     "SourceIdentity",
     "StageFactory",
     "StatsSnapshot",
+    "StopSignals",
     "Summary",
     "SwapperInfo",
     "TestPatternSource",
@@ -179,6 +184,7 @@ __all__ = [
     "default_entries",
     "default_models_dir",
     "draw_disclosure_label",
+    "frame_enhancer_names",
     "freeze_heap",
     "get_entry",
     "job_names",
@@ -211,6 +217,7 @@ __all__ = [
     "resolve_provider",
     "settings_path",
     "sign_video",
+    "signal_exit_code",
     "swapper_info",
     "swapper_names",
     "told",

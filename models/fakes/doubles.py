@@ -5,7 +5,8 @@ output order, and tiny deterministic graphs whose outputs are easy to predict:
 models/fakes/detector_double.py builds the SCRFD detector double (and the pictures it finds faces in),
 models/fakes/pixel_doubles.py the per-pixel ones (ArcFace, inswapper and ReSwapper, landmarks,
 restorers, xseg, BiSeNet), models/fakes/swapper_doubles.py the other swap families and the
-embedding converters and models/fakes/content_double.py the content classifier, with their numpy
+embedding converters, models/fakes/upscaler_double.py the frame enhancers and
+models/fakes/content_double.py the content classifier, with their numpy
 references. write_all writes them all under the catalogue's file names.
 FakeArg and FakeSession stand in for an onnxruntime session's signature.
 
@@ -32,6 +33,7 @@ from models.fakes.pixel_doubles import (
     build_xseg,
 )
 from models.fakes.swapper_doubles import swapper_doubles
+from models.fakes.upscaler_double import build_upscaler
 
 RESWAPPER_SEED = 7
 
@@ -61,6 +63,11 @@ def write_all(
         "reswapper_128.onnx": build_inswapper(seed=RESWAPPER_SEED, emap_name="emap"),
         "reswapper_256.onnx": build_inswapper(seed=RESWAPPER_SEED, size=256, emap_name="emap"),
         **swapper_doubles(),
+        # Frame enhancers: the fp16 files take and give float32 (FaceFusion feeds them float32).
+        "real_esrgan_x2.onnx": build_upscaler(2),
+        "real_esrgan_x2_fp16.onnx": build_upscaler(2),
+        "real_esrgan_x4.onnx": build_upscaler(4),
+        "real_esrgan_x4_fp16.onnx": build_upscaler(4),
         "nsfw_2.onnx": build_content_classifier(),
     }
     written: dict[str, Path] = {}

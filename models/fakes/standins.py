@@ -9,8 +9,8 @@ memory traffic) is realistic while the pictures they produce are meaningless.
 
 Only TensorRT-friendly ops are used (docs/gpu-api-facts.md §4-5): Conv, Gemm, InstanceNormalization,
 LeakyRelu/Relu, Resize (linear/nearest with constant scales), Pad (reflect, constant pads), Concat,
-Split (sizes as an attribute), Reshape, ReduceMean, Tanh, Add/Mul, Cast and MaxPool. Opset 11, like the
-real inswapper_128.
+Split (sizes as an attribute), Reshape, ReduceMean, Tanh, Add/Mul, Cast and MaxPool (and SpaceToDepth
+and Identity in Real-ESRGAN's). Opset 11, like the real inswapper_128.
 
 `ensure_standins(cache_dir)` writes them under the catalogue's file names for `main.py bench --standins`.
 """
@@ -416,6 +416,53 @@ def build_gpen256_standin(seed: int = 0) -> onnx.ModelProto:
     return _build_unet(_GPEN256, "gpen256_standin", seed)
 
 
+# Real-ESRGAN (RRDBNet): for x2 the tile is first folded 2x2 into channels (Real-ESRGAN's
+# pixel-unshuffle; ONNX's SpaceToDepth orders the channels differently at the same cost), a 3x3 conv
+# to 64 features, 23 residual-in-residual dense blocks (three dense blocks of five 3x3 convs growing
+# by 32 channels, residuals scaled by 0.2), a 3x3 conv added back, two nearest x2 upsamplings each
+# with a 3x3 conv, two last 3x3 convs to RGB; LeakyReLU 0.2. x4 skips the fold. ~16.7 M parameters,
+# ~293.8 GMACs on a 256 px tile for x2 (docs/model-contracts.md).
+ESRGAN_FEAT, ESRGAN_BLOCKS, ESRGAN_GROW, ESRGAN_RESIDUAL = 64, 23, 32, 0.2
+
+
+def _esrgan_dense(b: _Builder, x: str) -> str:
+    feats = [x]
+    for i in range(4):
+        joined = feats[0] if len(feats) == 1 else b.node("Concat", feats, "cat", axis=1)
+        feats.append(b.conv(joined, ESRGAN_FEAT + i * ESRGAN_GROW, ESRGAN_GROW))
+    last = b.conv(
+        b.node("Concat", feats, "cat", axis=1), ESRGAN_FEAT + 4 * ESRGAN_GROW, ESRGAN_FEAT, act=None
+    )
+    return b.node("Add", [b.node("Mul", [last, b.scalar(ESRGAN_RESIDUAL, "res")]), x], "res_add")
+
+
+def build_esrgan_standin(scale: int = 2, tile: int = 256, seed: int = 0) -> onnx.ModelProto:
+    """Real-ESRGAN x`scale` (2 or 4) stand-in: `input` [1,3,tile,tile] -> `output` [1,3,s*tile,s*tile]."""
+    if scale not in (2, 4):
+        raise ValueError(f"Real-ESRGAN stand-ins are x2 or x4, not x{scale}")
+    b = _Builder(seed)
+    x, cin = "input", 3
+    if scale == 2:
+        x, cin = b.node("SpaceToDepth", [x], "unshuffle", blocksize=2), 12
+    feat = b.conv(x, cin, ESRGAN_FEAT, act=None)
+    body = feat
+    for _ in range(ESRGAN_BLOCKS):
+        inner = body
+        for _ in range(3):
+            inner = _esrgan_dense(b, inner)
+        body = b.node("Add", [b.node("Mul", [inner, b.scalar(ESRGAN_RESIDUAL, "res")]), body], "rrdb_add")
+    feat = b.node("Add", [feat, b.conv(body, ESRGAN_FEAT, ESRGAN_FEAT, act=None)], "trunk")
+    for _ in range(2):
+        feat = b.conv(b.upsample2(feat, mode="nearest"), ESRGAN_FEAT, ESRGAN_FEAT)
+    out = b.conv(b.conv(feat, ESRGAN_FEAT, ESRGAN_FEAT), ESRGAN_FEAT, 3, act=None)
+    b.nodes.append(helper.make_node("Identity", [out], ["output"], name="output"))
+    big = tile * scale
+    shapes = ([1, 3, tile, tile], [1, 3, big, big])
+    return b.model(
+        f"real_esrgan_x{scale}_standin", [_tensor("input", shapes[0])], [_tensor("output", shapes[1])]
+    )
+
+
 # --------------------------------------------------------------------------------------------------
 # Cost accounting
 # --------------------------------------------------------------------------------------------------
@@ -525,6 +572,7 @@ _STANDINS: tuple[_Standin, ...] = (
     ),
     _Standin("gfpgan_1.4", "gfpgan_1.4.onnx", 340, build_gfpgan_standin),
     _Standin("GPEN-BFR-256", "GPEN-BFR-256.onnx", 76, build_gpen256_standin),
+    _Standin("real_esrgan_x2", "real_esrgan_x2.onnx", 67, lambda: build_esrgan_standin(2)),
 )
 STANDIN_NAMES: tuple[str, ...] = tuple(s.name for s in _STANDINS)
 

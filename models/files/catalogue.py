@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from models.errors import ModelMissingError
+from models.files.frame_enhancer_catalogue import FRAME_ENHANCER_ENTRIES
 from models.files.model_entry import ModelEntry, ModelFile, Role
 from models.files.swapper_catalogue import INSIGHTFACE_LICENCE, INSIGHTFACE_LICENCE_URL, SWAPPER_ENTRIES
 
@@ -183,6 +184,7 @@ CATALOGUE: tuple[ModelEntry, ...] = (
         description="BiSeNet ResNet-34 face parser (skin, eyes, mouth regions)",
         default=False,
     ),
+    *FRAME_ENHANCER_ENTRIES,
     ModelEntry(
         name="nsfw_2",
         role="content",

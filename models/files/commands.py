@@ -54,7 +54,16 @@ def list_models(store: ModelStore, out: TextIO, notes: Callable[[ModelEntry], st
 
 
 _ROLE_ORDER = (
-    "swapper", "converter", "detector", "recognizer", "landmarks", "enhancer", "occluder", "parser", "content"
+    "swapper",
+    "converter",
+    "detector",
+    "recognizer",
+    "landmarks",
+    "enhancer",
+    "occluder",
+    "parser",
+    "frame_enhancer",
+    "content",
 )
 
 

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 Role = Literal[
-    "detector", "recognizer", "swapper", "converter", "landmarks", "enhancer", "occluder", "parser", "content"
+    "detector",
+    "recognizer",
+    "swapper",
+    "converter",
+    "landmarks",
+    "enhancer",
+    "occluder",
+    "parser",
+    "frame_enhancer",
+    "content",
 ]
 
 

@@ -84,6 +84,13 @@ class SwapWorker(Protocol):
     ) -> dict[str, float]: ...
 
 
+class FrameStage(Protocol):
+    """A whole-picture step after the faces (super-resolution): the picture to send on, either
+    `image` edited in place or a new array (another size), and its ms by name."""
+
+    def process(self, image: ImageBGR, settings: Settings) -> tuple[ImageBGR, dict[str, float]]: ...
+
+
 class PassthroughAnalyser:
     """Finds nothing: frames flow unchanged (no models loaded yet, or models failed)."""
 

@@ -134,7 +134,9 @@ class Engine:
         self._live = self._source.is_live
         try:
             w, h = self._source.size
-            self._sink.open(w, h, self._source.fps)
+            # A frame enhancer that upscales makes every output frame that many times larger.
+            k = self._settings.frame_enhancer.output_scale
+            self._sink.open(w * k, h * k, self._source.fps)
         except BaseException:
             self._source.close()
             raise
@@ -516,11 +518,26 @@ class Engine:
             except Exception as exc:
                 self._frame_failed("face swap", job.frame.index, exc)
                 timings = {}
+            if stages.frame_stages:
+                timings.update(self._finish_picture(stages, index, job.frame, settings))
             self.metrics.stages(timings.items())
             self.metrics.stage("worker", (time.perf_counter() - t0) * 1000.0)
             with pipes.lock:
                 pipes.done.add(job.seq, job.frame)
                 pipes.sink_wake.notify()
+
+    def _finish_picture(
+        self, stages: StageSet, index: int, frame: VideoFrame, settings: Settings
+    ) -> dict[str, float]:
+        """The worker's whole-picture stages (super-resolution) on its frame; a failure passes the
+        picture on as the faces left it, and is told like a failed swap."""
+        stage = stages.frame_stages[index % len(stages.frame_stages)]
+        try:
+            frame.image, timings = stage.process(frame.image, settings)
+        except Exception as exc:
+            self._frame_failed("frame enhancer", frame.index, exc)
+            return {}
+        return timings
 
     def _sink_loop(self) -> None:
         failure: FaceCastError | None = None

@@ -15,6 +15,7 @@ MODEL_FIELDS: tuple[tuple[str, str], ...] = (
     ("swap", "model"),
     ("swap", "recognizer"),
     ("enhancer", "model"),
+    ("frame_enhancer", "model"),
     ("masks", "occlusion"),
     ("masks", "regions"),
     ("pipeline", "provider"),

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from models.errors import FaceCastError
 from models.files.catalogue import names_of_role
+from models.files.frame_enhancer_catalogue import frame_enhancer_facts
 
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "configs" / "presets"
 DEFAULT_PRESET = "balanced"
@@ -118,6 +119,10 @@ class CompositeSettings:
     # Unsharp-mask amount on the pasted face (0 = off): the 128 px swap is soft when upscaled
     # onto a large face; 0.3-0.8 restores edges without ringing.
     sharpen: float = 0.0
+    # How the swapped face meets the frame: "feather" (the feathered paste alone) or "poisson"
+    # (gradient-domain: the face takes the frame's lighting at its mask's edge, then the same
+    # feathered paste; realtime/face/host/poisson.py).
+    blend: Literal["feather", "poisson"] = "feather"
 
     def validate(self) -> None:
         _check(0.0 <= self.erode_ratio <= 0.4, "composite.erode_ratio", "0-0.4")
@@ -144,6 +149,30 @@ class EnhancerSettings:
         _check(0.0 <= self.blend <= 1.0, "enhancer.blend", "0-1")
         _check(1 <= self.every_n <= 30, "enhancer.every_n", "1-30 frames")
         _check(0.0 <= self.fidelity <= 1.0, "enhancer.fidelity", "0-1")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameEnhancerSettings:
+    """Whole-frame super-resolution after the faces (realtime/picture/frame_enhancer.py)."""
+
+    # "none", or a frame enhancer of the catalogue (Real-ESRGAN x2/x4; `models list` shows them).
+    model: str = "none"
+    # False: the enhanced picture is scaled back to the input's size (sharper, same size: the live
+    # default). True: the output is `scale` times the input's size (files; read when a run starts).
+    upscale: bool = False
+    blend: float = 0.8  # the enhanced picture's share; the rest is the plain picture
+
+    def validate(self) -> None:
+        models = ("none", *names_of_role("frame_enhancer"))
+        _check(self.model in models, "frame_enhancer.model", f"one of {', '.join(models)}")
+        _check(0.0 <= self.blend <= 1.0, "frame_enhancer.blend", "0-1")
+
+    @property
+    def output_scale(self) -> int:
+        """How many times the input's size the output is: the model's factor when it upscales."""
+        if self.model == "none" or not self.upscale:
+            return 1
+        return frame_enhancer_facts(self.model).scale
 
 
 # BiSeNet face-parsing classes (docs/model-contracts.md, "Masks").
@@ -217,6 +246,7 @@ class Settings:
     enhancer: EnhancerSettings = field(default_factory=EnhancerSettings)
     masks: MasksSettings = field(default_factory=MasksSettings)
     privacy: PrivacySettings = field(default_factory=PrivacySettings)
+    frame_enhancer: FrameEnhancerSettings = field(default_factory=FrameEnhancerSettings)
     watermark: WatermarkSettings = field(default_factory=WatermarkSettings)
 
     def validate(self) -> Settings:

@@ -2,11 +2,12 @@
 
 First, for every face of the frame: crop and submit the swap (steps/swap.py, SubmitStep), so the
 faces share one model call. Then per face: its swap (SwapStep) -> masks (steps/masks.py) -> colour
-match (steps/colour.py) -> [enhance in FFHQ space] (steps/enhance.py) -> sharpen (steps/sharpen.py)
--> one region-limited paste (steps/paste.py). Each step that runs reports its own ms ("swap",
-"mask.occlusion", "mask.regions", "mask.mouth", "colour", "enhance" / "enhance.reuse",
-"sharpen", "paste"), summed over the frame's faces. A step reads the frame's settings from
-`FrameJob` and hands its result on in `FaceJob`; nothing calls back into the worker.
+match (steps/colour.py) -> [Poisson blend] (steps/blend.py) -> [enhance in FFHQ space]
+(steps/enhance.py) -> sharpen (steps/sharpen.py) -> one region-limited paste (steps/paste.py).
+Each step that runs reports its own ms ("swap", "mask.occlusion", "mask.regions", "mask.mouth",
+"colour", "blend", "enhance" / "enhance.reuse", "sharpen", "paste"), summed over the frame's
+faces. A step reads the frame's settings from `FrameJob` and hands its result on in `FaceJob`;
+nothing calls back into the worker.
 """
 
 from __future__ import annotations

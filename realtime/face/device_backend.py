@@ -24,9 +24,11 @@ matrix + FFHQ mask as parameter uploads. Where the mask is 1 this equals the hos
 feathered edge the restorer is blended over the feathered swap (the host blends it over the plain
 swap), a difference only where the two backends' edges mix anyway.
 
-Host steps on crops (colour match, sharpening, a cross-fade) ask for a crop's `pixels`: the crop
-is downloaded (196 kB at 128 px), finished on the host and bound back as the paste's input, while
-the frame stays on the device. Each such trip is counted (`Copies.crop_downloads` /
+Host steps on crops (colour match, Poisson blending, sharpening, a cross-fade) ask for a crop's
+`pixels`: the crop is downloaded (196 kB at 128 px), finished on the host and bound back as the
+paste's input, while the frame stays on the device. Poisson blending has no device graph: its
+sparse solve runs on the host (about 1 ms per 128 px face), so this round trip is its fallback.
+Each such trip is counted (`Copies.crop_downloads` /
 `crop_uploads`). The masks are computed on the host frame's crops and join the paste mask. A
 float16-output swapper's or restorer's crop takes the same round trip (the paste graph takes
 float32). With `enhancer.every_n` > 1 a face's correction (restored - input) is kept on the host

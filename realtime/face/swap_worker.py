@@ -34,6 +34,7 @@ from realtime.face.host.enhancer import FaceEnhanceStage
 from realtime.face.model_api import QualityModels
 from realtime.face.privacy import CoverStep, covers_of
 from realtime.face.source_face import SourceIdentity
+from realtime.face.steps.blend import BlendStep
 from realtime.face.steps.colour import ColourStep
 from realtime.face.steps.enhance import EnhanceStep
 from realtime.face.steps.masks import FaceMasks, MaskStep
@@ -115,6 +116,7 @@ class FaceSwapWorker:
             SwapStep(),
             MaskStep(self._masks),
             ColourStep(),
+            BlendStep(),
             EnhanceStep(),
             SharpenStep(),
             PasteStep(),

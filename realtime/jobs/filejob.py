@@ -24,6 +24,7 @@ from realtime.api import (
     check_output_free,
     check_video_container,
     load_preset,
+    new_run_id,
     parse_override,
     prepare_face_swap,
     provenance_tags,
@@ -187,6 +188,7 @@ def prepare_job(spec: JobSpec, info: MediaInfo) -> tuple[Manifest, set[int]]:
         time_base=str(info.time_base),
         chunks=tuple(plan_chunks(info, spec.chunk_s, spec.warmup_frames)),
         expected_frames=max(info.expected_frames, info.frames),
+        run_id=new_run_id(),
     )
     write_atomically(folder / "manifest.json", manifest.to_json())
     return manifest, set()
@@ -217,7 +219,7 @@ def finish_job(
             hint=f"The finished chunks stay in {folder}; pass --overwrite to replace it.",
         )
     # MP4/MOV carry a signed C2PA manifest; other containers say it in their tags only.
-    signer = partial(sign_video, title=output.name) if can_sign(output) else None
+    signer = partial(sign_video, title=output.name, run_id=manifest.mark_id) if can_sign(output) else None
     chunks = [folder / c.name for c in manifest.chunks]
     report = assemble(Path(spec.input), chunks, output, extra_tags=tags or provenance_tags(), sign=signer)
     shutil.rmtree(folder, ignore_errors=True)
@@ -283,7 +285,9 @@ def _run_locked(
         for chunk in manifest.chunks:
             if chunk.index in done:
                 continue
-            outcome = run_chunk(info, chunk, folder / chunk.name, settings, stages, stop.event, on_frame)
+            outcome = run_chunk(
+                info, chunk, folder / chunk.name, settings, stages, stop.event, on_frame, manifest.mark_id
+            )
             if not outcome.completed:
                 signum = stop.signum[0] if stop.signum else 2
                 raise JobInterrupted(
@@ -322,5 +326,7 @@ def process_chunk(
         return 0  # done already (a task delivered twice)
     settings, stages = built if built is not None else build_stages(spec)
     info = probe(Path(spec.input))
-    result = run_chunk(info, chunk, folder / chunk.name, settings, stages, stop or threading.Event())
+    result = run_chunk(
+        info, chunk, folder / chunk.name, settings, stages, stop or threading.Event(), run_id=manifest.mark_id
+    )
     return result.frames_written

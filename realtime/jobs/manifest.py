@@ -4,6 +4,7 @@ file appears by one rename, so a kill at any moment leaves it whole or absent.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -37,6 +38,16 @@ class Manifest:
     chunks: tuple[Chunk, ...]
     expected_frames: int
     version: int = MANIFEST_VERSION
+    # The watermark run id every chunk's frames carry and the output's C2PA manifest names, so a
+    # job split over chunks, machines and resumes reads as one run. Plans written before it had
+    # none: they get one derived from the plan, the same on every worker.
+    run_id: str = ""
+
+    @property
+    def mark_id(self) -> str:
+        if self.run_id:
+            return self.run_id
+        return hashlib.sha256(f"{self.input_identity}/{self.settings_key}".encode()).hexdigest()[:8]
 
     @property
     def fraction(self) -> Fraction:

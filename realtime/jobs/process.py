@@ -83,8 +83,10 @@ def run_chunk(
     stages: StageFactory,
     stop: threading.Event,
     on_frame: Callable[[], None] = lambda: None,
+    run_id: str | None = None,
 ) -> ChunkResult:
-    """Process `chunk` into `work_file`, which appears (atomically) only when the chunk is done."""
+    """Process `chunk` into `work_file`, which appears (atomically) only when the chunk is done;
+    its frames carry `run_id`'s watermark (the job's, so that all its chunks carry one)."""
     temp = work_file.with_name(f"{work_file.stem}.writing{work_file.suffix}")
     source = VideoFileSource(info.path, start_pts=chunk.warm_pts, end_pts=chunk.end_pts)
     video = VideoFileSink(temp, time_base=info.time_base, b_frames=False)
@@ -94,7 +96,7 @@ def run_chunk(
         if event.kind == "warning":  # an error ends the run and is raised below
             log.warning("chunk %d: %s", chunk.index, event.message)
 
-    run = Run(source, sink, settings, stages, on_event=on_event)
+    run = Run(source, sink, settings, stages, on_event=on_event, run_id=run_id)
     run.start()
     try:
         run.watch(stop.wait)

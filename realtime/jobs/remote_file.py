@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TextIO
@@ -34,6 +33,7 @@ from realtime.jobs.assemble import assemble
 from realtime.jobs.filejob import JobSpec, check_paths
 from realtime.remote.cli import console, remote_options
 from realtime.remote.client import RemoteClient
+from realtime.remote.client_run import run_call
 from realtime.remote.errors import FramesMissingError, RemoteError
 
 WORK_FILE = "video.nut"  # NUT keeps any time base exactly (as a file job's chunks)
@@ -71,9 +71,7 @@ class _AtMediaTime:
         return self._inner.frames_written
 
 
-def run_remote_file(
-    args: argparse.Namespace, out: TextIO, exit_for_signal: Callable[[int], int] | None = None
-) -> int:
+def run_remote_file(args: argparse.Namespace, out: TextIO) -> int:
     """The file through the server, then assembled; the exit status."""
     say = console(out)
     source_path, output = Path(args.input).expanduser(), Path(args.output).expanduser()
@@ -91,12 +89,12 @@ def run_remote_file(
         try:
             client.open()  # the input's real size and rate for the line below
             say(f"running: {source.description} -> {args.remote} -> {output}, every frame; Ctrl+C stops")
-            stats = client.run()
+            stats, code = run_call(client, say)
         except RemoteError as exc:
             say(f"error: {exc.user_message()}")
             return exc.exit_code
-        if client.stopped_by is not None:
-            return exit_for_signal(client.stopped_by) if exit_for_signal is not None else 0
+        if code:
+            return code  # a signal ended it: nothing was written (the file must come back whole)
         if sink.frames_written != stats.file_frames:  # the client checks it; the file must agree
             error = FramesMissingError(
                 f"Only {sink.frames_written} of {stats.file_frames} frames reached the work file; "

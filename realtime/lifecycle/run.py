@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from models.errors import ExitCode, FaceCastError
 from realtime.core.contracts import BasicSource, FrameSink
@@ -40,6 +41,24 @@ FIRST_FINISH_S = 0.5  # waited silently; longer, and the user is told why the st
 StopWait = Callable[[float], bool]
 # Builds the run's engine (the remote panel builds one whose stages run on a server).
 EngineMaker = Callable[[BasicSource, FrameSink, Settings, Callable[[EngineEvent], None]], Engine]
+
+
+class Runner(Protocol):
+    """What a Run drives: the Engine, or another runner of frames (the remote client, whose
+    faces are swapped on a server)."""
+
+    @property
+    def error(self) -> FaceCastError | None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 1.0) -> None: ...
+
+    def ended(self, timeout: float | None = None) -> bool: ...
+
+    def finish_output(self, timeout: float) -> bool: ...
+
+    def stats(self) -> StatsSnapshot: ...
 
 
 class Ending(StrEnum):
@@ -71,19 +90,28 @@ class Run:
         self,
         source: BasicSource,
         sink: FrameSink,
-        settings: Settings,
+        settings: Settings | None,
         stages: StageFactory = passthrough_stages,
         *,
         on_event: Callable[[EngineEvent], None] | None = None,
         load_in_background: bool = False,
         make_engine: EngineMaker | None = None,
+        runner: Runner | None = None,
         run_id: str | None = None,
     ) -> None:
+        """`runner`: run that instead of an engine of this process (the remote client); `settings`
+        may then be None (the runner's are elsewhere). `run_id`: the engine's (its watermark's)."""
         events = on_event or (lambda _event: None)
-        if make_engine is not None:
-            self.engine = make_engine(source, sink, settings, events)
+        self.runner: Runner
+        self._engine: Engine | None = None  # the engine this run built (None: another runner)
+        if runner is not None:
+            self.runner = runner
+        elif settings is None:
+            raise ValueError("an engine of this process needs its settings")
+        elif make_engine is not None:
+            self.runner = self._engine = make_engine(source, sink, settings, events)
         else:
-            self.engine = Engine(
+            self.runner = self._engine = Engine(
                 source,
                 sink,
                 settings,
@@ -92,26 +120,34 @@ class Run:
                 load_in_background=load_in_background,
                 run_id=run_id,
             )
+        self._settings = settings
         self.source, self.sink = source, sink
         self._started_at: float | None = None
         self._ending: Ending | None = None
         self._stopped = threading.Event()
 
     @property
-    def settings(self) -> Settings:
-        return self.engine.settings
+    def engine(self) -> Engine:
+        """The engine this run drives (a run of another runner has none)."""
+        if self._engine is None:
+            raise TypeError("this run drives no engine of this process")
+        return self._engine
+
+    @property
+    def settings(self) -> Settings | None:
+        return self._engine.settings if self._engine is not None else self._settings
 
     @property
     def description(self) -> str:
         return f"{self.source.description} -> {self.sink.description}"
 
     def stats(self) -> StatsSnapshot:
-        return self.engine.stats()
+        return self.runner.stats()
 
     def start(self) -> None:
         """Open the input and the outputs and start. Raises the user's error, nothing left open."""
         try:
-            self.engine.start()
+            self.runner.start()
         except FaceCastError:
             raise
         except Exception as exc:  # a device's OSError, a custom source's bug: worded once, here
@@ -120,7 +156,7 @@ class Run:
 
     def ended(self, timeout: float = 0.0) -> bool:
         """Whether the run has ended by itself (input over, a failure), waiting up to `timeout` s."""
-        return self.engine.ended(timeout)
+        return self.runner.ended(timeout)
 
     def watch(
         self,
@@ -137,8 +173,8 @@ class Run:
         started = self._started_at if self._started_at is not None else time.monotonic()
         last_tick = time.monotonic()
         while True:
-            if self.engine.ended(0.0):
-                self._ending = Ending.FAILED if self.engine.error is not None else Ending.INPUT_ENDED
+            if self.runner.ended(0.0):
+                self._ending = Ending.FAILED if self.runner.error is not None else Ending.INPUT_ENDED
                 return self._ending
             if duration_s is not None and time.monotonic() - started >= duration_s:
                 self._ending = Ending.DURATION
@@ -165,14 +201,14 @@ class Run:
         """Stop (frames in flight are dropped), finish the output and release the devices.
         `stop_code`: the exit status a stop request ends the command with (a signal's)."""
         tell = say or (lambda _text: None)
-        self.engine.stop(timeout)
-        finished = self.engine.finish_output(FIRST_FINISH_S)
+        self.runner.stop(timeout)
+        finished = self.runner.finish_output(FIRST_FINISH_S)
         if not finished:
             tell("finishing the output ...")  # a write still running (a slow disk)
-            finished = self.engine.finish_output(finish_s)
+            finished = self.runner.finish_output(finish_s)
             if not finished:
                 tell(f"warning: {self.sink.description} did not finish in {finish_s:.0f} s")
-        error = self.engine.error
+        error = self.runner.error
         ending = self._ending or (Ending.FAILED if error is not None else Ending.STOPPED)
         code = stop_code if ending == Ending.STOPPED else ExitCode.OK
-        return RunOutcome(ending, self.engine.stats(), error, finished, code)
+        return RunOutcome(ending, self.runner.stats(), error, finished, code)

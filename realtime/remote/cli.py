@@ -276,6 +276,7 @@ def _overrides(args: argparse.Namespace) -> tuple[str, ...]:
     flags: dict[str, Any] = {
         "detector.model": getattr(args, "detector", None),
         "swap.model": getattr(args, "swapper", None),
+        "frame_enhancer.model": getattr(args, "frame_enhancer", None),
     }
     values += [f"{k}={v}" for k, v in flags.items() if v]
     if getattr(args, "label", False):
@@ -325,17 +326,14 @@ def remote_options(args: argparse.Namespace) -> RemoteOptions:
     )
 
 
-def run_remote(
-    args: argparse.Namespace, out: TextIO, exit_for_signal: Callable[[int], int] | None = None
-) -> int:
+def run_remote(args: argparse.Namespace, out: TextIO) -> int:
     """`run --remote URL`: the local input to the server, the swapped video to the local output,
     live (a video file is played at its rate; a video file into a video file, every frame of it,
-    is realtime.jobs.remote_file's).
-
-    `exit_for_signal`: the exit status for a call that SIGINT/SIGTERM ended, from the signal's
-    number (the local run's codes); without it such a call exits 0."""
+    is realtime.jobs.remote_file's). A call a signal ended exits as a local run does (130 for
+    Ctrl+C, 143 for `kill`, 129 for a closed terminal), its output finished."""
     from realtime.api import open_input, open_output
     from realtime.remote.client import RemoteClient
+    from realtime.remote.client_run import run_call
     from realtime.remote.errors import RemoteError
 
     say = console(out)
@@ -354,7 +352,7 @@ def run_remote(
         client = RemoteClient(options, source, sink, say)
         client.open()  # the input's real size and rate for the line below
         say(f"running: {source.description} -> {args.remote} -> {sink.description}; Ctrl+C stops")
-        stats = client.run()
+        stats, code = run_call(client, say)
     except RemoteError as exc:
         say(f"error: {exc.user_message()}")
         return exc.exit_code
@@ -364,9 +362,7 @@ def run_remote(
         f"{stats.reconnecting_frames} while reconnecting), {stats.connects} connection(s); "
         f"glass-to-glass p50 {lat.p50:.0f} / p99 {lat.p99:.0f} ms (network included)"
     )
-    if client.stopped_by is not None and exit_for_signal is not None:
-        return exit_for_signal(client.stopped_by)  # hung up and finished, yet a signal ended it
-    return 0
+    return code  # 0, or a signal's: hung up and finished, yet a signal ended it
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -330,6 +330,13 @@ class Server:
             key, value = parse_override(text)
             if key in SERVER_ONLY_SETTINGS:
                 raise FaceCastError(f"Setting {key!r} is the server's to choose.")
+            if key == "frame_enhancer.upscale" and str(value).lower() in ("true", "1", "on", "yes"):
+                # A stream's pictures come back at their own size; a larger file is a local job.
+                raise FaceCastError(
+                    "frame_enhancer.upscale is for files processed on this machine: a stream comes "
+                    "back at its own size.",
+                    hint="Leave it off (the frame enhancer then sharpens at the same size).",
+                )
             values[key] = value
         values["pipeline.provider"] = self.config.provider
         if self.config.force_label:

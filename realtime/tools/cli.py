@@ -50,7 +50,12 @@ def write_doubles(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     from realtime.tools.doctor import run_doctor
 
-    code = run_doctor(out, check_cameras=not args.no_cameras, models_dir=args.models_dir)
+    code = run_doctor(
+        out,
+        check_cameras=not args.no_cameras,
+        models_dir=args.models_dir,
+        allow_unverified=args.allow_unverified,
+    )
     if args.gpu_bench:
         from realtime.tools.gpu_bench import run_gpu_bench
 
@@ -67,6 +72,10 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
         from realtime.tools.bench_service import run_service_bench_cli
 
         return run_service_bench_cli(args, out)
+    if getattr(args, "picture", False):
+        from realtime.tools.bench_picture import run_picture_bench_cli
+
+        return run_picture_bench_cli(args, out)
     if getattr(args, "swappers", False):
         from realtime.tools.bench_swappers import run_swappers_bench_cli
 

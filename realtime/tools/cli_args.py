@@ -137,6 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
         + "; `models list` shows each one's crop size, download and licence",
     )
     run.add_argument(
+        "--frame-enhancer",
+        choices=names_of_role("frame_enhancer"),
+        default=None,
+        metavar="MODEL",
+        help="whole-frame super-resolution after the faces: "
+        + ", ".join(names_of_role("frame_enhancer"))
+        + " (kept at the input's size; --set frame_enhancer.upscale=true makes a file that many "
+        "times larger)",
+    )
+    run.add_argument(
         "--reference",
         type=Path,
         default=None,
@@ -259,6 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the models folder to check (default: the user cache folder, or $FACECAST_MODELS_DIR)",
     )
     doctor.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="files whose SHA-256 is not the published one (e.g. test doubles): a warning, not a failure",
+    )
+    doctor.add_argument(
         "--gpu-bench",
         action="store_true",
         help="GPU self-check: stand-in models at 720p/1080p on CUDA and TensorRT fp16 (< 5 minutes)",
@@ -316,6 +331,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="measure the shared inference service: streams in phase at 30 fps, one shared service vs "
         "a service each (calls/s, faces per call, throughput, the latency it adds); see --streams",
+    )
+    bench.add_argument(
+        "--picture",
+        action="store_true",
+        help="measure the picture stages: Poisson blending per face and its edge's steadiness, the "
+        "frame enhancer per frame at 720p and 1080p (doubles; with --standins also Real-ESRGAN x2's "
+        "stand-in, minutes on a CPU)",
     )
     bench.add_argument(
         "--swappers",

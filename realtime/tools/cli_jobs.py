@@ -13,7 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from realtime.tools.run_control import SafeOutput
+from realtime.lifecycle.signals import SafeOutput
 
 if TYPE_CHECKING:  # imported lazily, so that `--help` stays instant
     from realtime.jobs.filejob import JobSpec, Progress, StopRequest
@@ -62,6 +62,8 @@ def spec_from_args(
         overrides.append(f"detector.model={args.detector}")
     if args.swapper:
         overrides.append(f"swap.model={args.swapper}")
+    if getattr(args, "frame_enhancer", None):
+        overrides.append(f"frame_enhancer.model={args.frame_enhancer}")
     if args.label:
         overrides.append("composite.disclosure_label=true")
     return JobSpec(

@@ -57,6 +57,14 @@ def _add_job_options(
         metavar="MODEL",
         help="face swap model (default: inswapper_128); `models list` shows them",
     )
+    p.add_argument(
+        "--frame-enhancer",
+        choices=names_of_role("frame_enhancer"),
+        default=None,
+        metavar="MODEL",
+        help="whole-frame super-resolution (Real-ESRGAN x2/x4); --set frame_enhancer.upscale=true "
+        "makes the output that many times larger",
+    )
     p.add_argument("--label", action="store_true", help='draw a small "AI-modified" mark on the output')
     p.add_argument("--overwrite", action="store_true", help="replace output files that exist")
     p.add_argument(

@@ -8,7 +8,8 @@ from typing import Any
 
 def checked_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """`--set` values, each checked (a bogus value is refused even where a flag would replace it),
-    with the flags that name a setting (--provider, --detector, --swapper) over them. A flag and a
+    with the flags that name a setting (--provider, --detector, --swapper, --frame-enhancer) over
+    them. A flag and a
     `--set` that disagree are refused: one of them would be dropped without a word."""
     from realtime.core.settings import DEFAULT_PRESET, SettingsError, load_preset, parse_override
 
@@ -18,6 +19,7 @@ def checked_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "pipeline.provider": ("--provider", args.provider),
         "detector.model": ("--detector", args.detector),
         "swap.model": ("--swapper", args.swapper),
+        "frame_enhancer.model": ("--frame-enhancer", getattr(args, "frame_enhancer", None)),
     }
     for key, (flag, value) in flags.items():
         if not value:

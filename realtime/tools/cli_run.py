@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the CLI imports the engine lazily, so that `--help` stays i
     from realtime.core.contracts import FrameSink, FrameSource
     from realtime.core.engine import Engine
     from realtime.core.settings import Settings
-    from realtime.tools.run_control import StopSignals
+    from realtime.lifecycle.signals import StopSignals
 
 
 class WindowOutput(Protocol):
@@ -228,8 +228,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
     """`main.py run`; `window` provides `--output window` (without it that output is an error)."""
     from realtime.consent import ensure_consent
     from realtime.io.outputs import check_output_free
+    from realtime.lifecycle.signals import SafeOutput, StopSignals
     from realtime.tools.cli_overrides import checked_overrides
-    from realtime.tools.run_control import SafeOutput, StopSignals, signal_exit_code
 
     show, complain = SafeOutput(out), SafeOutput(sys.stderr)
     # The confirmation the panel asks for on first use, stored in the same place (realtime.consent).
@@ -251,8 +251,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, window: WindowOutput | None =
         if is_remote_file_job(args):  # every frame back, the sound kept
             from realtime.jobs.remote_file import run_remote_file
 
-            return run_remote_file(remote_args, out, signal_exit_code)
-        return run_remote(remote_args, out, signal_exit_code)
+            return run_remote_file(remote_args, out)
+        return run_remote(remote_args, out)
 
     if is_file_job(args):  # a video file into a video file: a resumable job that keeps every stream
         return cmd_file_job(args, out)
@@ -323,7 +323,7 @@ def _run(
     if window is not None and in_window:
         window.prepare(sink)  # on the GUI thread, before the engine opens the sink
     signals.checkpoint()  # the last moment a stop request means "nothing was run"
-    # From here a stop request finishes the output: the loops below poll for it (see run_control).
+    # From here a stop request finishes the output: the loops below poll for it (lifecycle/signals.py).
     try:
         run.start()
         freeze_heap(collect=False)  # the models and the run's objects out of the collector's scans

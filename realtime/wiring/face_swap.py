@@ -31,6 +31,7 @@ from realtime.wiring.model_loading import (
     ModelPaths,
     StoreQualityModels,
     check_models_present,
+    frame_enhance_stages,
     load_analysis_models,
     load_swapper_model,
     shared_swapper,
@@ -170,10 +171,13 @@ class FaceSwapStages:
             )
             for swapper in swappers
         )
+        frame_stages = frame_enhance_stages(paths, settings, factory, hub, f"engine-{id(self):x}")
         self.fallbacks.extend(m for m in factory.fallbacks if m not in self.fallbacks)
         label = f"{settings.detector.model} + {settings.swap.model}"
         if settings.enhancer.model != "none":
             label += f" + {settings.enhancer.model}"
+        if settings.frame_enhancer.model != "none":
+            label += f" + {settings.frame_enhancer.model}"
         # The provider that really runs the swap: after a fallback the asked-for one would mislead.
         running = SessionFactory.provider_of(swappers[0].session)
         asked = resolve_provider(settings).pipeline.provider
@@ -182,7 +186,7 @@ class FaceSwapStages:
             analysis, settings, self.reference, [m.reference for m in self.mappings], picks=self.options.picks
         )
         # What "auto" means here, resolved once per build: the engine compares settings with it.
-        return StageSet(analyser, workers, label, auto_provider=auto_provider())
+        return StageSet(analyser, workers, label, auto_provider=auto_provider(), frame_stages=frame_stages)
 
     def _reuse_analysis(self, settings: Settings) -> AnalysisModels | None:
         warm, self._warm = self._warm, None

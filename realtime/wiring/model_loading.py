@@ -11,12 +11,14 @@ from typing import Any
 from models.cli_text import app_command
 from models.errors import ModelError, ModelMissingError
 from models.files.catalogue import get_entry
+from models.files.frame_enhancer_catalogue import frame_enhancer_facts
 from models.files.store import ModelStore, download_command
 from models.runtime.inference_hub import InferenceHub, InputKind, ModelService
 from models.runtime.inference_service import ServiceClient
-from models.runtime.session import SessionFactory
+from models.runtime.session import SessionFactory, wrap_checked
 from models.wrappers.dlib_recognizer import DlibRecognizer
 from models.wrappers.enhancers import FaceRestorer, RestorerName, load_restorer
+from models.wrappers.frame_enhancers import FrameEnhancer
 from models.wrappers.maskers import FaceParser, Occluder
 from models.wrappers.mtcnn import MTCNN
 from models.wrappers.router import load_detector, load_recognizer
@@ -24,6 +26,7 @@ from models.wrappers.swappers.base import FaceSwapper
 from models.wrappers.swappers.registry import check_swapper_file, converter_entry, family_of, load_swapper
 from realtime.core.settings import DetectorSettings, Settings
 from realtime.face.model_api import AnalysisModels, FaceDetector, Recognizer
+from realtime.picture.frame_enhancer import FrameEnhanceStage
 
 # Settings values -> model files, where the setting is not a catalogue entry's own name (the
 # swappers' names are: their files come from the catalogue).
@@ -131,6 +134,36 @@ def shared_swapper(
     return hub.service(path, factory, kind=kind, instances=instances, label=name, check=check)
 
 
+def frame_enhance_stages(
+    paths: ModelPaths, settings: Settings, factory: SessionFactory, hub: InferenceHub, stream: str
+) -> tuple[FrameEnhanceStage, ...]:
+    """One frame enhancer stage per worker for `frame_enhancer.model` (none when it is "none"),
+    all on this engine's stream (`stream`) of the process's shared service of its file: a frame's
+    tiles, and other streams', share model calls. Host arrays on every provider (the picture is on
+    the host after the faces); a file that is not a frame enhancer is refused before it is batched."""
+    name = settings.frame_enhancer.model
+    if name == "none":
+        return ()
+    path = paths.path(name)
+    facts = frame_enhancer_facts(name)
+
+    def check(session: Any) -> None:
+        wrap_checked(
+            path,
+            session,
+            lambda s: FrameEnhancer.check_contract(s.get_inputs(), s.get_outputs(), facts, name),
+        )
+
+    service = hub.service(path, factory, label=name, check=check)
+    client = service.service.client(stream)
+    stages = []
+    for _ in range(settings.pipeline.frames_in_flight):
+        enhancer = FrameEnhancer.from_file(name, path, factory, service.session)
+        enhancer.served.attach(client)
+        stages.append(FrameEnhanceStage(enhancer))
+    return tuple(stages)
+
+
 @dataclass
 class EngineServices:
     """One engine's streams on the process's shared model services (the hub): one client per
@@ -203,10 +236,13 @@ class StoreQualityModels:
 
 
 def quality_model_names(settings: Settings) -> list[str]:
-    """The enhancer and mask models (CATALOGUE_FILE keys) that `settings` switch on."""
+    """The enhancer, mask and frame enhancer models (CATALOGUE_FILE keys or catalogue names) that
+    `settings` switch on."""
     names: list[str] = []
     if settings.enhancer.model != "none":
         names.append(settings.enhancer.model)
+    if settings.frame_enhancer.model != "none":
+        names.append(settings.frame_enhancer.model)
     if settings.masks.occlusion:
         names.append(OCCLUDER_MODEL)
     if settings.masks.regions:
@@ -270,6 +306,7 @@ __all__ = [
     "StoreQualityModels",
     "check_models_present",
     "file_of",
+    "frame_enhance_stages",
     "load_analysis_models",
     "load_detector_for",
     "load_identifier",

@@ -467,3 +467,14 @@ def test_a_set_value_a_flag_would_replace_is_still_checked(  # type: ignore[no-u
         code, err = run_cli(capsys, *base_args(models, photo, clip, out)[:-2], *overrides)
         assert code == 2 and said in error_line(err) and "detector.model" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_command_that_loads_models_takes_the_models_folder_options(capsys) -> None:  # type: ignore[no-untyped-def]
+    """The worker (and the doctor) had no --models-dir / --allow-unverified."""
+    commands = ["run", "doctor", "bench", "serve", "worker", "jobs batch", "jobs submit"]
+    commands += ["models list", "models verify", "models download"]
+    for command in commands:
+        with pytest.raises(SystemExit):
+            main.main([*command.split(), "--help"])
+        text = capsys.readouterr().out
+        assert "--models-dir" in text and "--allow-unverified" in text, command

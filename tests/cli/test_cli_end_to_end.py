@@ -163,6 +163,8 @@ def test_run_to_a_recording_virtual_camera(
         "--vcam-device",
         "FaceCast 2",
         "--no-label",  # the disclosure mark (on by default for vcam) would change the far pixels
+        "--set",
+        "watermark.enabled=false",  # so does the invisible one (tests/realtime/test_watermark_routes.py)
     )
     assert code == 0, text
     assert 'note: --no-label: the output carries no "AI-modified" mark' in text

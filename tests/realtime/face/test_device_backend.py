@@ -547,7 +547,7 @@ def test_the_engine_runs_end_to_end_on_the_device_path(swapper_file: Path) -> No
             return StageSet(OneFaceAnalyser(), workers, "device" if device else "opencv")
 
         sink = KeepingSink()
-        engine = Engine(SmoothSource(frames=6, size=(W, H)), sink, Settings(), stages)
+        engine = Engine(SmoothSource(frames=6, size=(W, H)), sink, Settings(), stages, run_id="0badcafe")
         engine.start()
         assert engine.wait(60)
         stats = engine.stats()

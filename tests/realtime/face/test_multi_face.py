@@ -446,7 +446,8 @@ def photos(tmp_path_factory: pytest.TempPathFactory, crossing: CrossingClip) -> 
 def cli_args(doubles: Path, photos: dict[str, Path], out: Path, *maps: str) -> list[str]:
     args = ["run", "--models-dir", str(doubles), "--allow-unverified", "--input", str(photos["frame"])]
     args += ["--output", str(out), "--detector", "mtcnn", "--set", f"swap.reference_threshold={THRESHOLD}"]
-    args += ["--set", "tracker.fade_frames=0"]
+    # Off, so that two runs' pictures compare pixel for pixel (each run's mark carries its own id).
+    args += ["--set", "tracker.fade_frames=0", "--set", "watermark.enabled=false"]
     for m in maps:
         args += ["--map", m]
     return args

@@ -23,6 +23,9 @@ from realtime.tools.bench import astronaut_bgr
 from tests.realtime.jobs.media import assert_same_frames, audio_packets, video_times, write_clip
 
 Worker = Callable[..., subprocess.Popen[bytes]]
+# Two jobs carry two run ids in their marks; off, their frames compare pixel for pixel
+# (one job's single mark across chunks and machines: tests/realtime/jobs/test_job_watermark.py).
+NO_MARK = "watermark.enabled=false"
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +40,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[JobSpec, Path]:
         source=(str(folder / "me.png"),),
         models_dir=str(folder / "models"),
         allow_unverified=True,
+        overrides=(NO_MARK,),
         chunk_s=0.4,
     )
     settings, stages = build_stages(spec)
@@ -52,7 +56,7 @@ def cli(*args: str) -> tuple[int, str]:
 def submit_args(spec: JobSpec, output: Path, url: str, *extra: str) -> list[str]:
     return ["jobs", "submit", "--broker", url, "--input", spec.input, "--output", str(output),
             "--source", *spec.source, "--models-dir", str(spec.models_dir), "--allow-unverified",
-            "--chunk-seconds", str(spec.chunk_s), *extra]  # fmt: skip
+            "--chunk-seconds", str(spec.chunk_s), "--set", NO_MARK, *extra]  # fmt: skip
 
 
 def assert_same_as(reference: Path, output: Path, clip: Path) -> None:

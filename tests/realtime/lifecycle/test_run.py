@@ -121,7 +121,7 @@ def test_stopping_waits_for_an_output_still_writing_and_says_so() -> None:
 
 
 def test_every_failure_is_told_once_with_its_own_exit_code() -> None:
-    from realtime.tools.run_control import Stopped
+    from realtime.lifecycle.signals import Stopped
 
     assert told(SinkError("Disk full.", hint="Free some.")) == told(SinkError("Disk full.", "Free some."))
     assert told(SinkError("Disk full.", hint="Free some.")).message == "Disk full. Free some."

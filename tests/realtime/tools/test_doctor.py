@@ -591,6 +591,12 @@ def test_the_doctor_checks_the_models_folder_and_the_default_models(tmp_path: Pa
         and "models download inswapper_128" in checks["inswapper_128.onnx"].fix
     )
     assert checks["det_10g.onnx"].status == "fail" and "truncated" in checks["det_10g.onnx"].detail
+    # `doctor --allow-unverified` (as every command that loads models takes it): the doubles used.
+    allowed = collect_report(
+        check_cameras=False, check_vcam=False, models_dir=tmp_path / "models", allow_unverified=True
+    )
+    det = next(c for c in allowed.section(MODELS).checks if c.name == "det_10g.onnx")
+    assert det.status == "warn" and det.detail.startswith("unverified (allowed)")
 
 
 @contextlib.contextmanager

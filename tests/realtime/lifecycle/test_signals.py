@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from realtime.tools.run_control import SafeOutput, Stopped, StopSignals
+from realtime.lifecycle.signals import SafeOutput, Stopped, StopSignals
 from tests.signals import default_handlers
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals sent to ourselves")

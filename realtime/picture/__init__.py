@@ -1,0 +1,1 @@
+"""Whole-picture stages that run after the faces (super-resolution)."""
