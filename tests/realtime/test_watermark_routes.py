@@ -17,6 +17,7 @@ import pytest
 
 from main import main
 from models.errors import ExitCode
+from models.fakes.doubles import write_all
 from realtime.core.contracts import FrameSink
 from realtime.core.events import EngineEvent
 from realtime.core.frames import VideoFrame
@@ -25,7 +26,9 @@ from realtime.core.watermark.detect import MarkDetector
 from realtime.io.outputs import OutputRequest, open_output, open_outputs
 from realtime.lifecycle.run import Run
 from tests.engine_fakes import FakeSource
+from tests.real_faces import astronaut_bgr
 from tests.realtime.core.watermark.marked_clips import real_clip
+from tests.realtime.jobs.media import write_clip
 from tests.vcam_recorder import recording_backend
 
 SIZE = (640, 360)
@@ -116,3 +119,52 @@ def test_verify_says_unreadable_for_what_is_no_video_or_picture(tmp_path: Path) 
     junk.write_bytes(b"not a video at all" * 100)
     assert main(["verify", str(junk)], out=io.StringIO()) == ExitCode.UNREADABLE
     assert main(["verify", str(tmp_path / "missing.mp4")], out=io.StringIO()) == ExitCode.UNREADABLE
+
+
+def verified(path: Path) -> str:
+    """What `main.py verify` says of `path` (which must come out marked)."""
+    out = io.StringIO()
+    assert main(["verify", str(path)], out=out) == ExitCode.OK, out.getvalue()
+    return out.getvalue()
+
+
+def run_id_in(text: str) -> str:
+    """The run id a `verify` report names for the watermark."""
+    return text.split("watermark found: run ", 1)[1][:8]
+
+
+def test_a_file_job_and_a_batch_carry_one_run_id_each_that_their_manifests_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run` with a video file in and out (a file job, in chunks) and `jobs batch`: each output is
+    marked with one run id for the whole file, and signed naming it; two jobs, two ids."""
+    monkeypatch.setenv("FACECAST_PROVENANCE_DIR", str(tmp_path / "key"))
+    monkeypatch.setenv("FACECAST_CONSENT", "1")
+    models = tmp_path / "models"
+    write_all(models)
+    photo = tmp_path / "me.png"
+    cv2.imwrite(str(photo), astronaut_bgr()[:, ::-1].copy())
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for name in ("a.mp4", "b.mp4"):
+        write_clip(clips / name, 60, (1280, 720), gop=15, audio=False)
+    common = [
+        "--source",
+        str(photo),
+        "--models-dir",
+        str(models),
+        "--allow-unverified",
+        "--detector",
+        "mtcnn",
+    ]
+    job = tmp_path / "job.mp4"
+    args = ["run", "--input", str(clips / "a.mp4"), "--output", str(job), "--chunk-seconds", "1", *common]
+    assert main(args, out=io.StringIO()) == ExitCode.OK
+    text = verified(job)
+    assert "the same run as the watermark" in text, text
+    batch = tmp_path / "batch"
+    args = ["jobs", "batch", "--targets", str(clips), "--output-dir", str(batch), *common]
+    assert main(args, out=io.StringIO()) == ExitCode.OK
+    reports = [verified(batch / name) for name in ("a.mp4", "b.mp4")]
+    assert all("the same run as the watermark" in r for r in reports), reports
+    assert len({run_id_in(r) for r in [text, *reports]}) == 3
