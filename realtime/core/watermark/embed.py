@@ -5,7 +5,9 @@ frames), so a 1080p frame takes well under a millisecond (docs/PERFORMANCE.md). 
 same on every frame of a run, which codecs keep cheaply and the detector adds up.
 
 Flat areas: on a flat wall nothing hides the mark's cells, so there a cell carries half the
-amplitude (FLAT_AMPLITUDE). How busy a cell is comes from a sparse sample of the frame's green
+amplitude (FLAT_AMPLITUDE), and the energy that frees goes to the busiest cells, where texture
+hides more (BUSIEST_AMPLITUDE): the frame's PSNR stays what it was, the mark where it is least
+seen. How busy a cell is comes from a sparse sample of the frame's green
 channel (every few pixels, a cell holding two samples a side): the mean distance of each sample
 from its 3 x 3 neighbourhood, over the cell and its neighbours, averaged over the latest frames
 (ACTIVITY_WEIGHT; every ACTIVITY_EVERY-th frame is looked at). A camera's noise or any texture is
@@ -29,12 +31,19 @@ from models.types import ImageBGR
 from realtime.core.watermark.design import AMPLITUDE, DEFAULT_KEY, TILE, cell_size, chips_for
 from realtime.core.watermark.payload import Payload
 
-FLAT_AMPLITUDE = 1  # grey levels, where the picture is flat (AMPLITUDE elsewhere)
+FLAT_AMPLITUDE = 1  # grey levels, where the picture is flat (AMPLITUDE elsewhere) ...
+BUSIEST_AMPLITUDE = 3  # ... and on the busiest cells, with the energy the flat ones freed
 # A cell turns flat when its activity (grey levels) falls below FLAT_BELOW, and busy again above
 # BUSY_ABOVE (no flicker at an edge). Not none at all on a flat cell: there the detector sees the
 # mark best, and a single picture needs it (docs/PROVENANCE.md).
 FLAT_BELOW = 0.5
 BUSY_ABOVE = 0.75
+BUSIEST_ABOVE = 8.0  # activity a cell needs to carry BUSIEST_AMPLITUDE: strong texture (hair,
+# fabric, foliage) hides it; a grainy smooth backdrop (3-4) would show its blocks
+# Each flat cell frees AMPLITUDE**2 - FLAT_AMPLITUDE**2 of the mark's energy; each busiest cell
+# takes BUSIEST_AMPLITUDE**2 - AMPLITUDE**2: the frame's mean squared offset (its PSNR) stays
+# that of AMPLITUDE everywhere.
+BUSIEST_PER_FLAT = (AMPLITUDE**2 - FLAT_AMPLITUDE**2) / (BUSIEST_AMPLITUDE**2 - AMPLITUDE**2)
 BANDS_PER_FRAME = 12  # rows of cells whose planes are rebuilt per frame, at most
 ACTIVITY_WEIGHT = 0.25  # a new frame's share of the running activity (its noise averages out)
 ACTIVITY_EVERY = 2  # frames: every other one is looked at (a flat map changes at a scene's pace)
@@ -65,8 +74,18 @@ def cell_activity(image: ImageBGR, rows: int, cols: int) -> npt.NDArray[np.float
     return np.asarray(cv2.blur(cells, (3, 3), borderType=cv2.BORDER_REFLECT))
 
 
-def _amplitudes(flat: npt.NDArray[np.bool_]) -> Int8Grid:
-    return np.where(flat, FLAT_AMPLITUDE, AMPLITUDE).astype(np.int8)
+def amplitudes(activity: npt.NDArray[np.float32], flat: npt.NDArray[np.bool_]) -> Int8Grid:
+    """Each cell's amplitude: FLAT_AMPLITUDE where flat; BUSIEST_AMPLITUDE on the busiest cells,
+    as many as the flat ones pay for (BUSIEST_PER_FLAT); AMPLITUDE elsewhere."""
+    levels = np.where(flat, FLAT_AMPLITUDE, AMPLITUDE).astype(np.int8)
+    budget = int(BUSIEST_PER_FLAT * np.count_nonzero(flat))
+    candidates = (activity > BUSIEST_ABOVE) & ~flat
+    if budget > 0 and np.count_nonzero(candidates) > 0:
+        values = activity[candidates]
+        if values.size > budget:
+            candidates &= activity > np.partition(values, values.size - budget - 1)[values.size - budget - 1]
+        levels[candidates] = BUSIEST_AMPLITUDE
+    return levels
 
 
 @dataclass
@@ -87,23 +106,24 @@ class _Planes:
     def build(self, activity: npt.NDArray[np.float32], masking: bool) -> None:
         self.activity = activity
         self.flat = activity < FLAT_BELOW if masking else np.zeros(activity.shape, bool)
-        self.built = _amplitudes(self.flat)
+        self.built = amplitudes(activity, self.flat)
         offsets = (self.chips * self.built)[self.row_of[:, None], self.col_of[None, :]]
         self.up = np.repeat(np.clip(offsets, 0, None).astype(np.uint8)[:, :, None], 3, axis=2)
         self.down = np.repeat(np.clip(-offsets, 0, None).astype(np.uint8)[:, :, None], 3, axis=2)
 
     def follow(self, activity: npt.NDArray[np.float32]) -> None:
         """Move the flat map with the frame's activity (with hysteresis), then rebuild up to
-        BANDS_PER_FRAME cell rows whose amplitudes differ from it, round the frame."""
+        BANDS_PER_FRAME cell rows whose amplitudes differ from what it asks, round the frame."""
         self.activity += ACTIVITY_WEIGHT * (activity - self.activity)
         self.flat = np.where(self.flat, self.activity < BUSY_ABOVE, self.activity < FLAT_BELOW)
-        changed = np.flatnonzero((_amplitudes(self.flat) != self.built).any(axis=1))
+        wanted = amplitudes(self.activity, self.flat)
+        changed = np.flatnonzero((wanted != self.built).any(axis=1))
         if changed.size == 0:
             return
         start = int(np.searchsorted(changed, self._next_band))
         order = np.concatenate([changed[start:], changed[:start]])[:BANDS_PER_FRAME]
         for row in order:
-            self.built[row] = _amplitudes(self.flat[row])
+            self.built[row] = wanted[row]
             cells = self.chips[row] * self.built[row]
             values = np.repeat(cells[self.col_of][:, None], 3, axis=1)  # (W, 3): one pixel row
             band = self.bands[row]
