@@ -20,6 +20,9 @@ Graphs (opset 17, IR 8):
 * `build_paste_blend(size)`: frame region uint8 [h,w,3] (dynamic), swapped crop float32 [1,3,S,S]
   RGB in [0,1], crop-space mask float32 [S,S], `theta_inv` float32 [2,3] (crop->region, what
   cv2.warpAffine takes) -> blended region uint8 = alpha*warped_crop + (1-alpha)*region.
+* `build_mark(row_of, col_of)`: frame uint8 [h,w,3] + cells float32 [R,C] (each cell's signed
+  offset in grey levels) -> the frame with each pixel's cell offset added to B, G and R, clipped:
+  the invisible watermark (realtime/core/watermark) applied to the device frame.
 
 Pixel convention (the one OpenCV uses): pixel i has its centre at coordinate i. GridSample runs
 with align_corners=0, whose denormalisation is x = ((g+1)*W - 1)/2, so the graph normalises a
@@ -393,3 +396,34 @@ __all__ = [
     "build_paste_blend",
     "build_warp_crop",
 ]
+
+
+def build_mark(row_of: npt.ArrayLike, col_of: npt.ArrayLike) -> onnx.ModelProto:
+    """frame uint8 [h,w,3] + cells float32 [R,C] -> marked uint8 [h,w,3] = clip(frame + offset, 0,
+    255) on every channel, the offset of pixel (y, x) being cells[row_of[y], col_of[x]].
+
+    What the host watermark does with its saturating byte additions (realtime/core/watermark/
+    embed.py), bit for bit: the offsets are whole grey levels, exact in float32. The cell grid is
+    the host's (`row_of`, `col_of`: each pixel row's and column's cell, from the frame's height),
+    so the graph is built per frame size, like the NV12 graph; the cells (a few kB) come per frame,
+    so the amplitudes can follow the picture as the host's do. The two Gathers read their indices
+    from initializers, which live on the device.
+    """
+    rows, cols = np.asarray(row_of, np.int64), np.asarray(col_of, np.int64)
+    h, w = int(rows.size), int(cols.size)
+    if h < 1 or w < 1:
+        raise ValueError("the mark needs a frame of at least one pixel")
+    g = _Graph(f"mark_{w}x{h}")
+    by_row = g.op("Gather", ["cells", g.const(rows, np.int64, "row_of")], axis=0)  # [h, C]
+    plane = g.op("Gather", [by_row, g.const(cols, np.int64, "col_of")], axis=1)  # [h, w]
+    offsets = g.op("Reshape", [plane, g.const([h, w, 1], np.int64, "hw1")])
+    summed = g.op("Add", [g.op("Cast", ["frame"], to=TensorProto.FLOAT), offsets])
+    clipped = g.op("Clip", [summed, g.const(0.0, np.float32, "lo"), g.const(255.0, np.float32, "hi")])
+    g.op("Cast", [clipped], out="marked", to=TensorProto.UINT8)
+    return g.model(
+        [
+            helper.make_tensor_value_info("frame", TensorProto.UINT8, [h, w, 3]),
+            helper.make_tensor_value_info("cells", TensorProto.FLOAT, ["R", "C"]),
+        ],
+        [helper.make_tensor_value_info("marked", TensorProto.UINT8, [h, w, 3])],
+    )

@@ -32,6 +32,7 @@ from models.ops.crop_geometry import (
     shift_target,
 )
 from models.ops.device_graphs import (
+    build_mark,
     build_nv12_to_bgr,
     build_paste_blend,
     build_warp_crop,
@@ -181,6 +182,25 @@ class PasteBlend(_Runner):
 # --------------------------------------------------------------------------------------------
 
 
+class MarkApply(_Runner):
+    """Runs the mark graph for one frame size (its cell grid); the output is reused unless `out` is
+    given (an OrtValue of the frame's shape: the frame itself marks it in place)."""
+
+    def __init__(self, factory: SessionFactory, row_of: npt.ArrayLike, col_of: npt.ArrayLike) -> None:
+        rows, cols = np.asarray(row_of, np.int64), np.asarray(col_of, np.int64)
+        super().__init__(factory, build_mark(rows, cols), f"mark_{cols.size}x{rows.size}")
+        self.height, self.width = int(rows.size), int(cols.size)
+        self._cells = np.zeros((int(rows.max()) + 1, int(cols.max()) + 1), np.float32)
+
+    def run(self, frame: Frame, cells: npt.ArrayLike, *, out: Any = None) -> Any:
+        h, w = _frame_hw(frame)
+        if (h, w) != (self.height, self.width):
+            raise ValueError(f"this mark is for {self.width}x{self.height} frames, not {w}x{h}")
+        np.copyto(self._cells, np.asarray(cells), casting="unsafe")
+        self.bound.bind_output("marked", out)
+        return self.bound.run({"frame": frame, "cells": self._cells})[0]
+
+
 class DeviceOps:
     """The between-model image ops of one worker (one instance per worker thread).
 
@@ -213,6 +233,7 @@ class DeviceOps:
         self._crops: dict[CropSpec, WarpCrop] = {}
         self._nv12: Nv12ToBgr | None = None
         self._pastes: dict[tuple[int, bool], PasteBlend] = {}  # by (crop size, signed)
+        self._mark: MarkApply | None = None  # for the newest frame size
         self._host_crops: dict[CropSpec, npt.NDArray[Any]] = {}
         self._host_bgr: ImageBGR | None = None
         self._scratch = _Scratch()
@@ -342,6 +363,29 @@ class DeviceOps:
             band = TensorView.rows(frame, box.y0, box.y1)
             runner.run(band, swapped, alpha, shift_target(invert_affine(mat), 0, box.y0), out=band)
 
+    # -- the watermark ---------------------------------------------------------------------------
+
+    def mark(self, frame: Frame, cells: npt.ArrayLike, row_of: npt.ArrayLike, col_of: npt.ArrayLike) -> None:
+        """Add the watermark's cell offsets (`cells` [R,C], grey levels; `row_of`/`col_of`: each
+        pixel row's and column's cell) to `frame` in place, on the frame's own device: a device
+        frame is marked before its one download. Without the graphs, numpy on the host frame."""
+        if not self.use_graphs:
+            host = self._host_frame(frame)
+            offsets = np.asarray(cells, np.int16)[np.asarray(row_of)[:, None], np.asarray(col_of)[None, :]]
+            np.clip(host + offsets[:, :, None], 0, 255, out=host, casting="unsafe")
+            if not isinstance(frame, np.ndarray) and frame.device_name().lower() != "cpu":
+                frame.update_inplace(host)
+            return
+        h, w = _frame_hw(frame)
+        runner = self._mark
+        if runner is None or (runner.height, runner.width) != (h, w):
+            runner = self._mark = MarkApply(self.factory, row_of, col_of)
+            self._adopt(runner)
+        if isinstance(frame, np.ndarray):
+            np.copyto(frame, runner.run(frame, cells).numpy())
+        else:
+            runner.run(frame, cells, out=frame)
+
     @staticmethod
     def _host_frame(frame: Frame) -> npt.NDArray[np.uint8]:
         # OrtValue.numpy() of a CPU OrtValue is a view of its memory (checked on ORT 1.31).
@@ -351,6 +395,7 @@ class DeviceOps:
 __all__ = [
     "DeviceOps",
     "Frame",
+    "MarkApply",
     "Nv12ToBgr",
     "PasteBlend",
     "WarpCrop",

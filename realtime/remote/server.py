@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
@@ -98,6 +98,15 @@ class ServerConfig:
     content_policy: ContentMode = "off"
 
 
+class EndedStream(NamedTuple):
+    """What the server keeps of a stream that ended, for a client asking why."""
+
+    token_name: str
+    reason: str
+    final: bool  # ended by a limit a reconnect must not get round
+    refused_by: str = ""  # "content": the content policy ended it
+
+
 def _error(status: int, message: str, refused_by: str = "", **headers: str) -> web.Response:
     body = {"error": message, **({"refused_by": refused_by} if refused_by else {})}
     return web.json_response(body, status=status, headers=headers)
@@ -116,8 +125,7 @@ class Server:
     audit: AuditLog = field(init=False)
     sessions: dict[str, StreamSession] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)
-    # token, why, final, refused_by
-    ended: OrderedDict[str, tuple[str, str, bool, str]] = field(default_factory=OrderedDict)
+    ended: OrderedDict[str, EndedStream] = field(default_factory=OrderedDict)
     content: ContentPolicy = field(init=False)
     streams_total: int = 0
     _prepare_lock: asyncio.Lock | None = None
@@ -481,7 +489,9 @@ class Server:
 
     async def _closed(self, session: StreamSession, reason: str) -> None:
         self.sessions.pop(session.stream_id, None)
-        self.ended[session.stream_id] = (session.token_name, reason, session.final, session.refused_by)
+        self.ended[session.stream_id] = EndedStream(
+            session.token_name, reason, session.final, session.refused_by
+        )
         while len(self.ended) > ENDED_KEPT:
             self.ended.popitem(last=False)
         for face in session.faces:
@@ -514,8 +524,8 @@ class Server:
                 return _ended(stream_id, session.close_reason, session.final, session.refused_by)
             return web.json_response({"id": stream_id, "state": "running"})
         ended = self.ended.get(stream_id)
-        if ended is not None and ended[0] == request[TOKEN_NAME]:
-            return _ended(stream_id, *ended[1:])
+        if ended is not None and ended.token_name == request[TOKEN_NAME]:
+            return _ended(stream_id, ended.reason, ended.final, ended.refused_by)
         return _error(404, "No such stream.")
 
     async def patch_stream(self, request: web.Request) -> web.Response:

@@ -132,6 +132,15 @@ class _Planes:
         self._next_band = int(order[-1]) + 1
 
 
+@dataclass(frozen=True)
+class CellOffsets:
+    """The mark of one frame as its cells: pixel (y, x) gets cells[row_of[y], col_of[x]] grey levels."""
+
+    cells: npt.NDArray[np.float32]  # (cell rows, cell columns)
+    row_of: npt.NDArray[np.intp]
+    col_of: npt.NDArray[np.intp]
+
+
 class Watermarker:
     """Marks frames of any size with one payload. Thread-safe; keeps the planes of the newest size.
     masking=False: the full amplitude everywhere (the bench's comparison)."""
@@ -157,16 +166,29 @@ class Watermarker:
         planes.build(cell_activity(image, rows, cols), self.masking)
         return planes
 
+    def _planes_for(self, image: ImageBGR) -> _Planes:
+        """(Under the lock.) The planes for this frame, following its picture."""
+        h, w = image.shape[:2]
+        planes = self._planes
+        if planes is None or self._size != (w, h):
+            planes = self._planes = self._new_planes(image)
+            self._size = (w, h)
+        elif self.masking and self._frames % ACTIVITY_EVERY == 0:
+            planes.follow(cell_activity(image, *planes.chips.shape))
+        self._frames += 1
+        return planes
+
     def mark(self, image: ImageBGR) -> None:
         """Add the mark to `image` (H x W x 3 uint8 BGR), in place."""
-        h, w = image.shape[:2]
         with self._lock:
-            planes = self._planes
-            if planes is None or self._size != (w, h):
-                planes = self._planes = self._new_planes(image)
-                self._size = (w, h)
-            elif self.masking and self._frames % ACTIVITY_EVERY == 0:
-                planes.follow(cell_activity(image, *planes.chips.shape))
-            self._frames += 1
+            planes = self._planes_for(image)
             cv2.add(image, planes.up, dst=image)
             cv2.subtract(image, planes.down, dst=image)
+
+    def cell_offsets(self, image: ImageBGR) -> CellOffsets:
+        """What mark(image) would add, cell by cell, for a device path to add itself (DeviceOps.mark):
+        the picture's host copy (`image`, left unchanged) moves the amplitudes as mark() does."""
+        with self._lock:
+            planes = self._planes_for(image)
+            cells = (planes.chips * planes.built).astype(np.float32)
+            return CellOffsets(cells, planes.row_of, planes.col_of)

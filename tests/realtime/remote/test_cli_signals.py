@@ -67,7 +67,7 @@ def test_a_signal_hangs_up_finishes_the_output_and_exits_with_the_signals_code(
     assert f"stopping ({how})" in text and "done:" in text, text
     # The server heard the hang-up (a DELETE), not its idle timeout.
     assert not server.server.sessions
-    assert [reason for _, reason, _ in server.server.ended.values()] == ["the client hung up"]
+    assert [ended.reason for ended in server.server.ended.values()] == ["the client hung up"]
     # The recording is finished: renamed into place and playable.
     assert not list(tmp_path.glob(".*partial*"))
     video = cv2.VideoCapture(str(out))
