@@ -27,7 +27,7 @@ swap), a difference only where the two backends' edges mix anyway.
 Host steps on crops (colour match, Poisson blending, sharpening, a cross-fade) ask for a crop's
 `pixels`: the crop is downloaded (196 kB at 128 px), finished on the host and bound back as the
 paste's input, while the frame stays on the device. Poisson blending has no device graph: its
-sparse solve runs on the host (about 1 ms per 128 px face), so this round trip is its fallback.
+sparse solve runs on the host (its cost: docs/PERFORMANCE.md), so this round trip is its fallback.
 Each such trip is counted (`Copies.crop_downloads` /
 `crop_uploads`). The masks are computed on the host frame's crops and join the paste mask. A
 float16-output swapper's or restorer's crop takes the same round trip (the paste graph takes

@@ -1,7 +1,7 @@
 """Frame-skipping face tracker: full detection every K frames, optical flow in between.
 
-Why: a face detector costs tens of ms per frame on a CPU (MTCNN ~150 ms at 640x480 on 2 cores)
-and a few ms on a GPU, while the five landmarks the swapper needs move only a few pixels between
+Why: a face detector costs tens of ms per frame on a CPU and a few on a GPU (docs/PERFORMANCE.md,
+"Figures behind the code"), while the five landmarks the swapper needs move only a few pixels between
 frames. Peers either detect every frame (slow) or reuse a stale detection for several frames (the
 swapped face slides and jitters: Deep-Live-Cam #767 #981 #1610). Here:
 

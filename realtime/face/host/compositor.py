@@ -1,7 +1,7 @@
 """Paste a swapped face crop back into the frame — only inside the face's region.
 
 insightface warps the crop, a white mask and a diff image over the WHOLE frame and erodes and
-blurs a frame-sized mask (26 ms at 720p, 52 ms at 1080p on a 2-core CPU). Here the feathered mask
+blurs a frame-sized mask, tens of ms a frame on a CPU (docs/PERFORMANCE.md). Here the feathered mask
 is made once in crop space (erosion and blur scaled to the face, as insightface scales them in
 frame space) and cached; per frame only the crop and its mask are warped into the face's bounding
 region and blended there. Every pixel outside that region is left exactly as it came in.

@@ -324,8 +324,8 @@ def classes_mask(
     """1.0 where the argmax label is one of `classes`, else 0.0 (float32).
 
     Computed as max(logits[classes]) >= max(all logits) rather than with np.argmax: argmax along
-    the class axis of a (19, 512, 512) array walks memory with a 1 MB stride (~50 ms on a 2-core
-    CPU), while 19 + len(classes) contiguous np.maximum passes take ~3 ms. The two differ only on
+    the class axis of a (19, 512, 512) array walks memory with a 1 MB stride, an order of magnitude
+    slower than 19 + len(classes) contiguous np.maximum passes (docs/PERFORMANCE.md). They differ only on
     exact ties between a listed and an unlisted class, which float logits practically never have.
     """
     first, *rest = classes

@@ -37,9 +37,9 @@ def write_flow_image(image: ImageBGR, out: GreyImage, scratch_bgr: ImageBGR | No
         return
     if scratch_bgr is None or scratch_bgr.shape != (h, w, 3):
         scratch_bgr = np.empty((h, w, 3), dtype=np.uint8)
-    # Shrink first, then convert; nearest-neighbour shrink (0.08 ms at 720p vs 0.25 linear, 1.8
-    # area): LK's own pyramid smooths what it aliases, and on the astronaut clip at 720p the
-    # landmark error is the same as with a linear shrink (1.17 vs 1.19 px).
+    # Shrink first, then convert; a nearest-neighbour shrink is the cheapest and loses nothing:
+    # LK's own pyramid smooths what it aliases (figures: docs/PERFORMANCE.md, "Figures behind
+    # the code").
     cv2.resize(image, (w, h), dst=scratch_bgr, interpolation=cv2.INTER_NEAREST)
     cv2.cvtColor(scratch_bgr, cv2.COLOR_BGR2GRAY, dst=out)
 
