@@ -52,6 +52,9 @@ class EntryState:
     kept_bytes: int = 0
 
 
+CRC32_VERIFIED = "the publisher's CRC-32 matches (no SHA-256 is published)"
+
+
 def entry_state(store: ModelStore, entry: ModelEntry, use_cache: bool = True) -> EntryState:
     """What the user needs to know of an entry's files (see EntryStatus)."""
     results = [store.check(spec, use_cache=use_cache) for spec in entry.files]
@@ -80,7 +83,9 @@ def entry_state(store: ModelStore, entry: ModelEntry, use_cache: bool = True) ->
         return EntryState(entry.name, "missing", kept_bytes=kept)
     if any(r.status == "unpinned" for r in results):
         return EntryState(entry.name, "unverified", "no published hash; the file parses as a model")
-    return EntryState(entry.name, "verified")
+    # A file with no published SHA-256 passed its publisher's CRC-32: said as such, not as a SHA-256.
+    by_crc = any("CRC-32" in r.detail for r in results)
+    return EntryState(entry.name, "verified", CRC32_VERIFIED if by_crc else "")
 
 
 class _WatchedResponse:

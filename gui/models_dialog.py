@@ -385,7 +385,7 @@ class ModelsDialog(QDialog):
         row.bar.hide()
         text = {
             "missing": "missing",
-            "verified": "verified (SHA-256 matches)",
+            "verified": f"verified ({state.detail or 'SHA-256 matches'})",
             "unverified": f"unverified: {state.detail}",
             "different": f"{state.detail}. Download replaces it, or allow unverified files above",
             "damaged": f"damaged: {state.detail}",
