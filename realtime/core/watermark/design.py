@@ -66,8 +66,3 @@ def chips_for(key: str = DEFAULT_KEY) -> Chips:
 def cell_size(height: int) -> float:
     """A cell's side in pixels for a frame `height` px high."""
     return height / CELLS_PER_HEIGHT
-
-
-def cell_index(length: int, cell: float) -> np.ndarray:
-    """For each pixel along a side of `length` px, the tile row (or column) its cell falls in."""
-    return (np.floor(np.arange(length) / cell).astype(np.int64) % TILE).astype(np.intp)

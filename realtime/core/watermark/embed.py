@@ -56,13 +56,6 @@ def _cell_of(length: int, cell: float) -> npt.NDArray[np.intp]:
     return np.floor(np.arange(length) / cell).astype(np.intp)
 
 
-def mark_pattern(width: int, height: int, payload: Payload, key: str = DEFAULT_KEY) -> np.ndarray:
-    """The signed luma offsets (int16, H x W) the mark adds to a busy frame of this size."""
-    tile = chips_for(key).tile(payload.to_bits()).astype(np.int16) * AMPLITUDE
-    cell = cell_size(height)
-    return tile[(_cell_of(height, cell) % TILE)[:, None], (_cell_of(width, cell) % TILE)[None, :]]
-
-
 def cell_activity(image: ImageBGR, rows: int, cols: int) -> npt.NDArray[np.float32]:
     """How busy each of the rows x cols cells of `image` is, in grey levels (module doc)."""
     h = image.shape[0]
