@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 from models.types import FloatArray, ImageBGR
 from realtime.core.frames import VideoFrame
 from realtime.core.settings import Settings
+from realtime.core.watermark.embed import MarkRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,26 @@ class SwapWorker(Protocol):
 
     def apply(
         self, image: ImageBGR, plan: FramePlan, settings: Settings, *, device_picture: object | None = None
+    ) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class DeviceMarkingWorker(Protocol):
+    """A swap worker that can add the run's watermark where its frame is (the GPU path): the engine
+    offers it each frame's MarkRequest when nothing after the worker changes the picture's pixels
+    but the label, and marks on the host only the frames it did not take."""
+
+    @property
+    def marks_on_device(self) -> bool: ...
+
+    def apply(
+        self,
+        image: ImageBGR,
+        plan: FramePlan,
+        settings: Settings,
+        *,
+        device_picture: object | None = None,
+        mark: MarkRequest | None = None,
     ) -> dict[str, float]: ...
 
 

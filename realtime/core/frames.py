@@ -23,6 +23,8 @@ class VideoFrame:
     pts: position in the media timeline in seconds (video files), or None for live sources.
     prepared: what the analyser made ahead for this picture on the capture thread (see
         realtime.core.contracts.PreparingAnalyser), or None.
+    marked: the picture carries the run's watermark already (a GPU worker added it before its
+        download); the sink marks every other frame.
     """
 
     image: ImageBGR
@@ -30,6 +32,7 @@ class VideoFrame:
     capture_ts: float
     pts: float | None = None
     prepared: object | None = None
+    marked: bool = False
 
     @property
     def device_picture(self) -> object | None:

@@ -31,6 +31,7 @@ from models.ops.align import Matrix2x3, warp_paste_crop
 from models.runtime.inference_service import Ticket
 from models.types import ImageBGR
 from models.wrappers.swappers.base import FaceSwapper
+from realtime.core.watermark.embed import MarkRequest
 from realtime.face.host.compositor import Compositor, MaskArray, Region, paste_region
 from realtime.face.host.enhancer import FaceEnhanceStage
 
@@ -75,9 +76,16 @@ class FaceBackend(Protocol):
     """The operations of the per-face chain that depend on where the pixels live (module doc)."""
 
     def begin(
-        self, image: ImageBGR, timings: dict[str, float], compositor: Compositor, picture: object | None
+        self,
+        image: ImageBGR,
+        timings: dict[str, float],
+        compositor: Compositor,
+        picture: object | None,
+        mark: MarkRequest | None = None,
     ) -> None:
-        """Start a frame: `image` is the host frame, swapped in place by the time `end` returns."""
+        """Start a frame: `image` is the host frame, swapped in place by the time `end` returns.
+        `mark`: the frame's watermark, for a backend that adds it before `end` hands the frame back
+        (setting `mark.done`); one that does not leaves it to the engine's sink."""
         ...
 
     def submit(self, m: Matrix2x3, identity: int, previous: int | None) -> PendingSwap:
@@ -150,9 +158,14 @@ class HostBackend:
         self._compositor = Compositor()
 
     def begin(
-        self, image: ImageBGR, timings: dict[str, float], compositor: Compositor, picture: object | None
+        self,
+        image: ImageBGR,
+        timings: dict[str, float],
+        compositor: Compositor,
+        picture: object | None,
+        mark: MarkRequest | None = None,
     ) -> None:
-        self._image = image
+        self._image = image  # (the host frame is marked by the engine's sink, after the label)
         self._compositor = compositor
         self._used = 0
 

@@ -64,6 +64,7 @@ from models.runtime.session import SessionFactory
 from models.types import ImageBGR
 from models.wrappers.enhancers import FaceRestorer, ffhq_template
 from models.wrappers.swappers.base import SOURCE_NAME, TARGET_NAME, FaceSwapper
+from realtime.core.watermark.embed import MarkRequest
 from realtime.face.backend import FaceCrop, PendingSwap
 from realtime.face.host.compositor import Compositor, MaskArray, compose_affine, paste_region
 from realtime.face.host.enhancer import FaceEnhanceStage
@@ -182,6 +183,7 @@ class DeviceBackend:
         self._picture: Any = None
         self._timings: dict[str, float] = {}
         self._frame: Any = None  # the frame on the device once the first face needs it
+        self._mark: MarkRequest | None = None  # the frame's watermark, added before the download
         # One device crop per face of a frame (the swapper's `target`), grown as needed, reused.
         self._crops: list[Any] = []
         self._used = 0
@@ -201,12 +203,20 @@ class DeviceBackend:
     # -- FaceBackend ---------------------------------------------------------------------------
 
     def begin(
-        self, image: ImageBGR, timings: dict[str, float], compositor: Compositor, picture: object | None
+        self,
+        image: ImageBGR,
+        timings: dict[str, float],
+        compositor: Compositor,
+        picture: object | None,
+        mark: MarkRequest | None = None,
     ) -> None:
         """picture: the frame's NV12 picture still on the device (a realtime.io.nvdec.DeviceNV12,
         or any object with its ptr/width/height/pitch/gpu_id and optional device_type), the same
-        picture `image` was downloaded from; when it can be bound as is it replaces the upload."""
+        picture `image` was downloaded from; when it can be bound as is it replaces the upload.
+        mark: the frame's watermark, added on the device before the download when the frame went
+        there (a frame with no face stays on the host, and the engine's sink marks it)."""
         self.last_copies = Copies()
+        self._mark = mark
         self._image = image
         self._picture = picture
         self._timings = timings
@@ -331,6 +341,8 @@ class DeviceBackend:
             del self._corrections[gone]  # faces that left: their corrections go with them
         if self._frame is None:
             return  # no face needed the frame on the device
+        if self._mark is not None:
+            self._add_mark(self._mark)
         t0 = time.perf_counter()
         np.copyto(self._image, np.asarray(self._frame.numpy()))  # the one download
         copies = self.last_copies
@@ -340,6 +352,17 @@ class DeviceBackend:
         self._frame = None
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _add_mark(self, mark: MarkRequest) -> None:
+        """The watermark onto the device frame; its cells follow the host picture (the input's,
+        still in `_image`: the amplitudes follow how busy the picture is, which the swapped faces
+        barely change)."""
+        t0 = time.perf_counter()
+        offsets = mark.offsets_for(self._image)
+        self.ops.mark(self._frame, offsets.cells, offsets.row_of, offsets.col_of)
+        self.last_copies.add_params(1, int(offsets.cells.nbytes))
+        mark.done = True
+        _add_ms(self._timings, "watermark", t0)
 
     def _device_frame(self) -> Any:
         if self._frame is None:

@@ -26,6 +26,7 @@ from models.wrappers.enhancers import CodeFormer
 from models.wrappers.swappers.base import FaceSwapper
 from realtime.core.contracts import FramePlan, SwapTarget, check_identity
 from realtime.core.settings import MasksSettings, Settings
+from realtime.core.watermark.embed import MarkRequest
 from realtime.face.backend import FaceBackend, HostBackend
 from realtime.face.chain import FaceJob, FaceStep, FrameJob, run_chain
 from realtime.face.device_backend import DeviceBackend
@@ -141,12 +142,24 @@ class FaceSwapWorker:
         """The enhance stage in use (None when enhancer.model is "none")."""
         return self._enhancer
 
+    @property
+    def marks_on_device(self) -> bool:
+        """True on the device path: a frame's watermark is added there, before its download."""
+        return self._device is not None
+
     def apply(
-        self, image: ImageBGR, plan: FramePlan, settings: Settings, *, device_picture: object | None = None
+        self,
+        image: ImageBGR,
+        plan: FramePlan,
+        settings: Settings,
+        *,
+        device_picture: object | None = None,
+        mark: MarkRequest | None = None,
     ) -> dict[str, float]:
         """Swap the plan's faces into `image` in place; the ms of each step that ran (see
         realtime.face.chain). device_picture: the frame's NV12 picture still on the device, used
-        instead of an upload where the device backend can bind it."""
+        instead of an upload where the device backend can bind it. mark: the frame's watermark,
+        added on the device where the frame is there (`mark.done` then says so)."""
         if settings.composite is not self._mask_settings_from:  # (the same object while unchanged)
             self._mask_settings_from = settings.composite
             mask_settings = _mask_settings(settings)
@@ -172,7 +185,7 @@ class FaceSwapWorker:
             for c in covers_of(plan)
             if c.strength > 0.0 and plausible_landmarks(c.kps)
         ]
-        self._backend.begin(image, timings, self._compositor, device_picture)
+        self._backend.begin(image, timings, self._compositor, device_picture, mark)
         run_chain(self.first_steps, self.steps, self._backend, faces, frame, covers)
         if self._device is not None:
             timings["copies"] = float(self._device.last_copies.total)

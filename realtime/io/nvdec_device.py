@@ -371,6 +371,7 @@ class DeviceVideoFrame(VideoFrame):
         self.capture_ts = capture_ts
         self.pts = pts
         self.prepared = None
+        self.marked = False
 
     @property
     def image(self) -> ImageBGR:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import cv2
@@ -132,6 +133,17 @@ class CellOffsets:
     cells: npt.NDArray[np.float32]  # (cell rows, cell columns)
     row_of: npt.NDArray[np.intp]
     col_of: npt.NDArray[np.intp]
+
+
+@dataclass(slots=True)
+class MarkRequest:
+    """A frame's mark, offered to a swap worker that can add it where the frame is: the device path
+    adds it on the GPU before the frame's one download (DeviceOps.mark), so the host never
+    touches the frame for it. `offsets_for` gives the cells for the frame's host picture;
+    `done` says the worker added them, and the engine's sink then leaves the frame alone."""
+
+    offsets_for: Callable[[ImageBGR], CellOffsets]
+    done: bool = False
 
 
 class Watermarker:

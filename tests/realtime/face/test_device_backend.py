@@ -31,6 +31,7 @@ from realtime.core.engine import Engine
 from realtime.core.frames import VideoFrame
 from realtime.core.settings import Settings, load_preset
 from realtime.core.stage_set import StageSet
+from realtime.core.watermark.detect import MarkDetector
 from realtime.face.host.compositor import Compositor, paste_region
 from realtime.face.source_face import SourceIdentity
 from realtime.face.swap_worker import FaceSwapWorker
@@ -496,8 +497,55 @@ def test_the_engine_hands_an_nvdec_frames_picture_to_the_worker(swapper_file: Pa
     stats = engine.stats()
     assert stats.frames_out == 4 and stats.errors == 0
     assert "nv12" in stats.stages_ms and "upload" not in stats.stages_ms
-    # Per frame: no frame upload, 3 parameters per face, one download.
-    assert stats.stages_ms["copies"].mean == 3 * len(FACES) + 1
+    # Per frame: no frame upload, 3 parameters per face, the mark's cells, one download.
+    assert stats.stages_ms["copies"].mean == 3 * len(FACES) + 1 + 1
+
+
+class EveryOtherFrameAnalyser:
+    """Plans the two faces on even frames and none on odd ones."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def analyse(self, image: npt.NDArray[np.uint8], timestamp: float, settings: Settings) -> FramePlan:
+        self.frames += 1
+        return FramePlan(list(FACES) if self.frames % 2 == 1 else [])
+
+
+class Brighten:
+    """A whole-picture stage after the faces (as the frame enhancer is)."""
+
+    def process(self, image: npt.NDArray[np.uint8], settings: Settings) -> tuple[npt.NDArray[np.uint8], dict]:
+        return np.clip(image.astype(np.int16) + 20, 0, 255).astype(np.uint8), {}
+
+
+@pytest.mark.parametrize("frame_stage", [False, True], ids=["faces-on-some-frames", "a-frame-stage-after"])
+def test_frames_the_gpu_did_not_mark_are_marked_on_the_host_once(
+    swapper_file: Path, frame_stage: bool
+) -> None:
+    def stages(s: Settings) -> StageSet:
+        workers = tuple(
+            FaceSwapWorker(
+                swapper(swapper_file), [identity(1), identity(2)], s, factory=FACTORY, device_graphs=True
+            )
+            for _ in range(s.pipeline.frames_in_flight)
+        )
+        after = tuple(Brighten() for _ in workers) if frame_stage else ()
+        return StageSet(EveryOtherFrameAnalyser(), workers, "device", frame_stages=after)
+
+    settings = Settings().with_overrides({"pipeline.frames_in_flight": 1})
+    sink = KeepingSink()
+    engine = Engine(SmoothSource(frames=6, size=(W, H)), sink, settings, stages, run_id="0badcafe")
+    engine.start()
+    assert engine.wait(60)
+    # A frame with no face never went to the device; a frame stage changes the picture after the
+    # swap: both are marked by the sink, after everything else.
+    assert sink.marked == ([False] * 6 if frame_stage else [True, False] * 3)
+    detector = MarkDetector()
+    for image in sink.images:
+        detector.add(image)
+    found = detector.decide(wide=False)
+    assert found.marked and found.payload is not None and found.payload.run_id == "0badcafe"
 
 
 def test_cpu_factory_keeps_the_opencv_path_unless_forced(swapper_file: Path) -> None:
@@ -528,9 +576,19 @@ class KeepingSink(RecordingSink):
     def __init__(self) -> None:
         super().__init__()
         self.images: list[npt.NDArray[np.uint8]] = []
+        self.marked: list[bool] = []
 
     def send(self, frame: VideoFrame) -> None:
         self.images.append(frame.image.copy())
+        self.marked.append(frame.marked)
+
+
+def far_from_the_faces(shape: tuple[int, ...], margin: int = 60) -> npt.NDArray[np.bool_]:
+    far = np.ones(shape[:2], bool)
+    for face in FACES:
+        (x0, y0), (x1, y1) = face.kps.min(0), face.kps.max(0)
+        far[max(0, int(y0) - margin) : int(y1) + margin, max(0, int(x0) - margin) : int(x1) + margin] = False
+    return far
 
 
 def test_the_engine_runs_end_to_end_on_the_device_path(swapper_file: Path) -> None:
@@ -552,14 +610,29 @@ def test_the_engine_runs_end_to_end_on_the_device_path(swapper_file: Path) -> No
         assert engine.wait(60)
         stats = engine.stats()
         assert stats.frames_out == 6 and stats.errors == 0
-        return sink.images, {k: v.mean for k, v in stats.stages_ms.items()}
+        return sink.images, sink.marked, {k: v.mean for k, v in stats.stages_ms.items()}
 
-    dev, dev_stages = run(True)
-    cv, cv_stages = run(False)
+    dev, dev_marked, dev_stages = run(True)
+    cv, cv_marked, cv_stages = run(False)
     assert len(dev) == len(cv) == 6
+    # The device path adds the run's mark on the GPU, before its one download; the host path on
+    # the host, after the swap. Far from the faces the two frames carry the same mark, once (its
+    # amplitudes, which follow the picture, may take a frame longer to settle where the workers
+    # ask out of order: one level); at the faces the paste differs a little, and the amplitude
+    # there follows the input picture on the device (the swapped one on the host): one level more.
+    assert dev_marked == [True] * 6 and cv_marked == [False] * 6
+    far = far_from_the_faces(dev[0].shape)
     for a, b in zip(dev, cv, strict=True):
-        assert np.abs(a.astype(np.int16) - b).max() <= PASTE_TOL
-    assert dev_stages["copies"] == 1 + 3 * len(FACES) + 1
+        diff = np.abs(a.astype(np.int16) - b)
+        assert diff[far].max() <= 1
+        assert diff.max() <= PASTE_TOL + 1
+    detector = MarkDetector()
+    for image in dev:
+        detector.add(image)
+    found = detector.decide(wide=False)
+    assert found.marked and found.payload is not None and found.payload.run_id == "0badcafe"
+    # 1 frame upload, 3 parameters per face, the mark's cells, 1 download.
+    assert dev_stages["copies"] == 1 + 3 * len(FACES) + 1 + 1
     assert "copies" not in cv_stages
 
 
