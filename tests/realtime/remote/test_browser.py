@@ -1,4 +1,5 @@
-"""The browser page in a real headless Chromium (fake camera): the swapped video comes back."""
+"""The browser page in a real headless Chromium (fake camera): the swapped video comes back, and a
+stream the server ends (its content policy) says why on the page."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import cv2
+import numpy as np
 import pytest
 
 from realtime.remote.runner import ServerThread
-from tests.realtime.remote.conftest import TOKEN
+from tests.realtime.remote.conftest import TOKEN, frame_image
+from tests.realtime.remote.test_content_policy import flagged
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -24,14 +29,12 @@ pytestmark = [
 ]
 
 
-def test_the_page_shows_swapped_video_from_the_server(
-    start_server: Callable[..., ServerThread], photo: Path
-) -> None:
+def chromium(camera_file: Path | None = None) -> Any:
+    """A headless Chromium whose camera is Chrome's fake one: its test pattern, or `camera_file`
+    (a Y4M clip, looped)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
 
-    server = start_server()
     opts = webdriver.ChromeOptions()
     opts.binary_location = str(CHROMIUM)
     for arg in (
@@ -43,13 +46,41 @@ def test_the_page_shows_swapped_video_from_the_server(
         "--use-fake-ui-for-media-stream",
     ):
         opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+    if camera_file is not None:
+        opts.add_argument(f"--use-file-for-fake-video-capture={camera_file}")
+    return webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+
+
+def start_the_page(driver: Any, server: ServerThread, photo: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(server.url + "/")
+    driver.find_element(By.ID, "token").send_keys(TOKEN)
+    driver.find_element(By.ID, "photo").send_keys(str(photo))
+    driver.find_element(By.ID, "consent").click()
+    driver.find_element(By.ID, "start").click()
+
+
+def write_y4m(path: Path, picture: np.ndarray, frames: int = 30) -> Path:
+    """`picture` (BGR, even sides) as a Y4M clip of `frames` frames at 30 fps, 4:2:0."""
+    h, w = picture.shape[:2]
+    i420 = cv2.cvtColor(picture, cv2.COLOR_BGR2YUV_I420).tobytes()
+    with path.open("wb") as out:
+        out.write(f"YUV4MPEG2 W{w} H{h} F30:1 Ip A1:1 C420jpeg\n".encode())
+        for _ in range(frames):
+            out.write(b"FRAME\n" + i420)
+    return path
+
+
+def test_the_page_shows_swapped_video_from_the_server(
+    start_server: Callable[..., ServerThread], photo: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    server = start_server()
+    driver = chromium()
     try:
-        driver.get(server.url + "/")
-        driver.find_element(By.ID, "token").send_keys(TOKEN)
-        driver.find_element(By.ID, "photo").send_keys(str(photo))
-        driver.find_element(By.ID, "consent").click()
-        driver.find_element(By.ID, "start").click()
+        start_the_page(driver, server, photo)
         end = time.monotonic() + 90
         frames = 0
         while time.monotonic() < end:
@@ -68,5 +99,27 @@ def test_the_page_shows_swapped_video_from_the_server(
         while server.server.sessions and time.monotonic() < end:
             time.sleep(0.2)
         assert not server.server.sessions  # Stop hangs up: the server frees the stream
+    finally:
+        driver.quit()
+
+
+def test_a_stream_the_content_policy_ends_says_why_on_the_page(
+    start_server: Callable[..., ServerThread], photo: Path, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    server = start_server(content_policy="refuse")
+    camera = write_y4m(tmp_path / "camera.y4m", flagged(frame_image(640, 480)))
+    driver = chromium(camera)
+    try:
+        start_the_page(driver, server, photo)
+        end = time.monotonic() + 90
+        status = ""
+        while time.monotonic() < end:
+            status = driver.find_element(By.ID, "status").text
+            if status.startswith("ended"):
+                break
+            time.sleep(0.5)
+        assert status.startswith("ended: ") and "content policy" in status, status
     finally:
         driver.quit()
