@@ -36,6 +36,7 @@ from realtime.tools.bench import astronaut_bgr, peak_rss_mb
 from realtime.wiring.face_swap import ModelOptions, prepare_face_swap
 
 FPS = 30.0
+DEFAULT_SECONDS = 10.0  # per run, where --duration does not say
 SIZE = (640, 480)
 
 
@@ -145,6 +146,7 @@ def run_streams(
 
 def run_service_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
     counts = [int(c) for c in str(args.streams).split(",")]
+    seconds = args.duration if args.duration > 0 else DEFAULT_SECONDS
     policy = BatchPolicy(max_batch=args.max_batch, max_delay_us=args.max_delay_us)
     with tempfile.TemporaryDirectory() as folder:
         models = Path(folder) / "models"
@@ -157,14 +159,14 @@ def run_service_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
                 print(
                     f"{n} stream(s), {'one shared service' if shared else 'a service each'} ...", flush=True
                 )
-                results.append(run_streams(models, photo, args.swapper, n, shared, args.duration, policy))
+                results.append(run_streams(models, photo, args.swapper, n, shared, seconds, policy))
     rss = peak_rss_mb()
     if args.json:
         print(json.dumps({"runs": [asdict(r) for r in results], "peak_rss_mb": rss}, indent=2), file=out)
         return 0
     print(
         f"\nShared inference service: {args.swapper} doubles, one face per 640x480 frame, streams in phase "
-        f"at {FPS:.0f} fps for {args.duration:.0f} s; window: max batch {policy.max_batch}, "
+        f"at {FPS:.0f} fps for {seconds:.0f} s; window: max batch {policy.max_batch}, "
         f"max delay {policy.max_delay_us} us",
         file=out,
     )

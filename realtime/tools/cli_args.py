@@ -313,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--duration",
         type=float,
         default=0.0,
-        help="also run the engine live for this many seconds and report latency drift",
+        help="also run the engine live for this many seconds and report latency drift; --service: "
+        "seconds per run (default: 10); --remote: also hold one 1280x720 stream this long",
     )
     bench.add_argument(
         "--jobs",

@@ -7,9 +7,12 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 import main
 from models.files.catalogue import names_of_role
 from models.wrappers.swappers.registry import FAMILIES, family_of
+from realtime.tools import bench_service
 from realtime.tools.bench_swappers import ONE_PER_FAMILY
 
 
@@ -43,3 +46,11 @@ def test_the_service_bench_runs_each_stream_count_shared_and_not() -> None:
             assert r["faces_per_call"] == 1.0 and r["added_ms_p50"] == 0.0
         else:
             assert 1.0 <= r["faces_per_call"] <= r["streams"]  # one face per stream and frame
+
+
+def test_the_service_bench_without_a_duration_runs_its_default_and_measures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(bench_service, "DEFAULT_SECONDS", 1.0)  # (10 s by default)
+    data = bench("--service", "--streams", "1")
+    assert [r["frames_per_s"] > 0 and r["calls_per_s"] > 0 for r in data["runs"]] == [True, True]
