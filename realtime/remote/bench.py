@@ -3,7 +3,9 @@ model doubles (so the figures are the transport's: VP8 both ways, WebRTC, the ha
 
 `main.py bench --remote [--json] [--duration S]` prints them: per picture size the returned
 picture's PSNR and SSIM against the input where the swap does not touch it
-(realtime/remote/picture.py), the bitrate each way and the latency the call adds; the same at
+(realtime/remote/picture.py; the server's invisible watermark included, and again from a server
+started with --no-watermark: the transport's own loss), the bitrate each way and the latency the
+call adds; the same at
 1280x720 over a link shaped to 2 Mbit/s each way (realtime/remote/link_shaper.py); concurrent
 streams; memory; with `--duration`, also what one 1280x720 stream at 30 fps loses over S seconds.
 """
@@ -110,6 +112,9 @@ class RemoteBench:
     concurrent: list[dict[str, float]] = field(default_factory=list)
     sustained_720p: SustainedFigures | None = None  # with `--duration S`
     psnr_db: dict[str, float] = field(default_factory=dict)  # by size, as in `sizes`
+    # The same calls to a server started with --no-watermark: the transport's own loss, by size
+    # (PSNR, its 5th percentile, SSIM); `sizes` is the picture as served, mark included.
+    unmarked: dict[str, dict[str, float]] = field(default_factory=dict)
     constrained_720p: LinkFigures | None = None
     # Memory: the server's peak resident set over the whole bench, and while N 640x480 streams ran
     # at once (the models are shared, so a stream adds only its buffers); this process's peak.
@@ -450,6 +455,17 @@ def run_remote_bench(
         finally:
             server.terminate()
             server.wait(20)
+        port = free_port()
+        plain_server = _serve(port, folder, models, "--no-watermark")
+        try:
+            for w, h in sizes:
+                _, score = _measured(port, photo, w, h, seconds)
+                result.unmarked[f"{w}x{h}"] = {
+                    "psnr_db": score.psnr_db, "psnr_db_p5": score.psnr_db_p5, "ssim": score.ssim,
+                }  # fmt: skip
+        finally:
+            plain_server.terminate()
+            plain_server.wait(20)
         if batching_streams:
             port = free_port()
             unbatched_server = _serve(port, folder, models, "--max-batch", "1")
@@ -491,6 +507,11 @@ def run_remote_bench_cli(args: argparse.Namespace, out: TextIO) -> int:
                   f"p99 {added['p99']} ms; server CPU {s.server_cpu_per_stream} cores; "
                   f"{s.frames_back:.0%} of frames back ({s.frames_back_linked:.0%} of those sent)",
                   file=out)  # fmt: skip
+            plain = result.unmarked.get(s.size)
+            if plain is not None:
+                print(f"{s.size} from a server without the watermark (serve --no-watermark): picture PSNR "
+                      f"{plain['psnr_db']} dB (5th percentile {plain['psnr_db_p5']}), SSIM {plain['ssim']}",
+                      file=out)  # fmt: skip
         link = result.constrained_720p
         if link is not None:
             print(f"1280x720 over a {link.link_kbps} kbit/s link for {link.seconds:g} s: picture PSNR "

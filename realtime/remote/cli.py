@@ -95,6 +95,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--preset", default=DEFAULT_PRESET, help="preset a stream gets unless it names one")
     parser.add_argument(
+        "--no-watermark",
+        action="store_true",
+        help="send the streams' frames without FaceCast's invisible watermark (on by default; a "
+        "client cannot turn it off; docs/PROVENANCE.md)",
+    )
+    parser.add_argument(
         "--content-policy",
         choices=CONTENT_MODES,
         default="off",
@@ -141,7 +147,12 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         default_preset=args.preset,
         max_bitrate=_bitrate(getattr(args, "max_bitrate", None)),
         content_policy=getattr(args, "content_policy", "off"),
+        watermark=not getattr(args, "no_watermark", False),
     )
+    if not config.watermark:
+        print("warning: --no-watermark: the streams' frames carry no invisible watermark; nothing "
+              "in them says they are AI-modified once the visible label is off or cropped",
+              file=out)  # fmt: skip
     tls = None
     if args.no_tls:
         print("warning: --no-tls: tokens and session setup travel in clear text; use it only behind "

@@ -40,11 +40,15 @@ def run_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def start_serve_process(port: int, data: Path, tokens: Path, doubles: Path) -> subprocess.Popen[str]:
+def start_serve_process(
+    port: int, data: Path, tokens: Path, doubles: Path, *extra: str, said: list[str] | None = None
+) -> subprocess.Popen[str]:
+    """A `serve` process on 127.0.0.1:port, once it says it serves; `said` gets what it printed
+    until then."""
     cmd = [
         sys.executable, "-m", "realtime.remote", "serve", "--host", "127.0.0.1", "--port", str(port),
         "--data-dir", str(data), "--token-file", str(tokens), "--models-dir", str(doubles),
-        "--allow-unverified", "--provider", "cpu", "--idle-timeout", "5",
+        "--allow-unverified", "--provider", "cpu", "--idle-timeout", "5", *extra,
     ]  # fmt: skip
     proc = subprocess.Popen(
         cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -52,7 +56,7 @@ def start_serve_process(port: int, data: Path, tokens: Path, doubles: Path) -> s
     )  # fmt: skip
     assert proc.stdout is not None
     end = time.monotonic() + 60
-    lines = []
+    lines = said if said is not None else []
     while time.monotonic() < end:
         line = proc.stdout.readline()
         lines.append(line)

@@ -164,6 +164,9 @@ def test_the_bench_runs_in_miniature() -> None:
     assert 0 < size.frames_back <= size.frames_back_linked <= 1  # the figures, not the speed
     assert size.remote_ms["p50"] > 0 and size.local_ms["p50"] > 0
     assert "p50" in json.loads(result.to_json())["added_latency_ms"]
+    # The picture is measured as served (marked) and from a server without the mark.
+    plain = json.loads(result.to_json())["unmarked"]["320x240"]
+    assert plain["psnr_db"] > 20 and size.psnr_db > 20 and 0 < plain["ssim"] <= 1
     # Memory is reported: the server (models, buffers) and this process, in MB.
     assert 50 < result.server_rss_mb_by_streams["1"] <= result.server_peak_rss_mb < 4000
     assert result.client_peak_rss_mb > 50

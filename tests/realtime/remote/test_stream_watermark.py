@@ -18,8 +18,9 @@ from realtime.core.watermark.detect import MarkDetector
 from realtime.remote.client import RemoteClient
 from realtime.remote.options import RemoteOptions
 from realtime.remote.picture import FaceScene
-from realtime.remote.runner import ServerThread
+from realtime.remote.runner import ServerThread, free_port
 from tests.realtime.remote.conftest import TOKEN, CollectingSink
+from tests.realtime.remote.test_cli_reconnect import start_serve_process
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -68,6 +69,31 @@ def test_an_operator_who_turns_the_mark_off_gets_unmarked_frames(
     server.server.config = replace(server.server.config, watermark=False)
     sink = CollectingSink(keep=60)
     RemoteClient(options(server, photo, tmp_path, 3.0), FaceScene(640, 480, 25.0), sink, lambda _: None).run()
+    assert len(sink.frames) > 20
+    assert not detect(sink).marked  # type: ignore[attr-defined]
+
+
+def test_serve_no_watermark_says_so_and_its_streams_come_back_unmarked(
+    photo: Path, doubles: Path, token_file: Path, tmp_path: Path
+) -> None:
+    port, said = free_port(), []
+    server = start_serve_process(port, tmp_path / "data", token_file, doubles, "--no-watermark", said=said)
+    try:
+
+        class Url:
+            url = f"https://127.0.0.1:{port}"
+
+        sink = CollectingSink(keep=60)
+        RemoteClient(
+            options(Url(), photo, tmp_path, 3.0),
+            FaceScene(640, 480, 25.0),
+            sink,
+            lambda _: None,  # type: ignore[arg-type]
+        ).run()
+    finally:
+        server.terminate()
+        server.wait(20)
+    assert any(line.startswith("warning: --no-watermark") for line in said), said
     assert len(sink.frames) > 20
     assert not detect(sink).marked  # type: ignore[attr-defined]
 
