@@ -31,7 +31,7 @@ from PyQt6.QtWidgets import (
 from gui.check_dialog import CheckDialog
 from gui.composer import SettingsComposer
 from gui.config import ConfigStore, GuiConfig, ViewMode
-from gui.controller import EngineController, ModelsState, RunPlan, RunState
+from gui.controller import EngineController, RunPlan, RunState
 from gui.face_analysis import PhotoAnalysisService
 from gui.face_map import FaceMapKeeper
 from gui.face_picker import FacePicker
@@ -39,16 +39,18 @@ from gui.gallery import FaceGallery
 from gui.graph import FpsLatencyGraph
 from gui.input_panel import InputPanel
 from gui.io_banners import IoBanners
+from gui.live_numbers import LiveNumbers
 from gui.log_viewer import LogViewer
 from gui.messages import Level, MessageBar
-from gui.models_banner import MODELS_BANNER, models_banner
+from gui.models_banner import drop_models_banner, models_banner, show_models_banner
 from gui.models_dialog import UNVERIFIED_HELP, ModelsDialog
 from gui.output_panel import OutputPanel
 from gui.preview import OriginalTap, PreviewFeed, PreviewWidget
 from gui.remote_panel import attach_remote_panel
-from gui.run_status import RecIndicator
+from gui.run_status import RecIndicator, local_badge
 from gui.services import AppServices
 from gui.stage_panel import StagePanel
+from gui.takes import Takes
 from gui.widgets import ClickOnceButton, ComboBox, ElidedLabel, PageScrollArea
 from realtime.api import (
     ActiveFace,
@@ -74,17 +76,6 @@ STATUS_NOTE_MS = 8000  # how long a status-bar note stays
 VCAM_UNAVAILABLE = (
     "Virtual camera unavailable: preview and recording continue. The Output tab says how to fix it."
 )
-FPS_HELP = "Frames per second that reach the outputs (the preview, the virtual camera, the recording)."
-LATENCY_HELP = (
-    "Glass-to-glass latency: from the moment a frame is captured to the moment it is sent out, "
-    "median (p50) and the slowest 1 % (p99). Set the audio delay in your call app to the p99."
-)
-DROPPED_HELP = (
-    "Frames dropped to stay live: when the face stages fall behind the input, the frame waiting\n"
-    "longest is skipped so the output never lags further behind. A few now and then are harmless;\n"
-    "a count that keeps climbing means a lighter preset (Stages) or a smaller input size."
-)
-FALLBACK_HELP = "Faces shown by the privacy fallback (Stages > Privacy) while FaceCast re-acquires them."
 RUNNING_NOTE = "Running: "  # the run's description in the status bar, while it runs
 
 log = logging.getLogger(__name__)
@@ -154,22 +145,17 @@ class MainWindow(QMainWindow):
         self.log_button.setEnabled(services.log_path is not None)
         self.state_label = QLabel("Stopped")
         self.rec_indicator = RecIndicator()
-        self._take: Path | None = None  # the recording of the run started with Start, as restarts go on
-        self._take_note_text = ""  # the "a new take began" note on show, if any
         self.gallery = FaceGallery(self.photos)
         self.input_panel = InputPanel(services.list_cameras, services.probe_modes)
         self.output_panel = OutputPanel()
+        self._takes = Takes(self.messages, self.rec_indicator, self.output_panel)
         self.stage_panel = StagePanel()
-        self.fps_label = QLabel("– fps")
-        self.latency_label = QLabel("latency –")
-        self.dropped_label = QLabel("dropped –")
-        self.fallback_label = QLabel("")  # which faces are in the privacy fallback, and why
+        self.numbers = LiveNumbers()
         # A visible state, not a hidden environment variable: the models need not be the published ones.
         self.unverified_label = QLabel("unverified models allowed")
         self.unverified_label.setStyleSheet("color:#c0c060;")
         self.unverified_label.setToolTip(UNVERIFIED_HELP + " Change it in Models….")
         self.unverified_label.setVisible(self._model_options.allow_unverified)
-        self.stages_label = QLabel("")
         self.status_note = ElidedLabel()  # left of the live numbers: the run, the active face
         self._note_timer = QTimer(self)
         self._note_timer.setSingleShot(True)
@@ -253,15 +239,7 @@ class MainWindow(QMainWindow):
         assert status is not None
         self.status_note.setContentsMargins(4, 0, 0, 0)  # not flush with the window's edge
         status.addWidget(self.status_note, 1)
-        for label in (self.fps_label, self.latency_label, self.dropped_label):
-            label.setMinimumWidth(90)
-            status.addPermanentWidget(label)
-        self.fps_label.setToolTip(FPS_HELP)
-        self.latency_label.setToolTip(LATENCY_HELP)
-        self.dropped_label.setToolTip(DROPPED_HELP)
-        self.fallback_label.setToolTip(FALLBACK_HELP)
-        status.addPermanentWidget(self.fallback_label)
-        status.addPermanentWidget(self.stages_label)
+        self.numbers.add_to(status)
         self.resize(1320, 800)
 
     def _connect(self) -> None:
@@ -386,7 +364,7 @@ class MainWindow(QMainWindow):
             self._commit_pending_edit()
             self.output_panel.help_panel.hide()
             self.graph.clear()
-            self._take = None  # a Start begins a take of its own
+            self._takes.started()
             plan = self.plan()
             missing = self.gallery.models_missing()
             if not plan.faces and missing:
@@ -445,13 +423,11 @@ class MainWindow(QMainWindow):
             self._io_banners.clear_before(self._runs)
             self._stats_timer.start()
         elif state == RunState.IDLE:
-            self._drop_take_note()  # about the run that ended
+            self._takes.stopped()
             self._stats_timer.stop()
             self._refresh_stats()
             self.preview.clear()
             self.graph.clear()  # its lines are the last run's, drawn as if live
-            self.rec_indicator.stop()
-            self.output_panel.set_take(self._take, running=False)
             self.output_panel.set_vcam_state("Virtual camera: not running")
         self._update_badge()
 
@@ -481,45 +457,25 @@ class MainWindow(QMainWindow):
         self._show_io_banner("error", text)
 
     def _update_badge(self) -> None:
-        state, models = self.controller.state, self.controller.models
         badge = ""
-        remote = self.remote_panel.badge() if state == RunState.RUNNING else None
-        if remote is not None:
-            badge = remote  # the server's stream: the local engine loads no models
-        elif state == RunState.RUNNING:
-            if self.controller.previous_models_running:
-                badge = (
-                    "Loading new models… (the previous ones are still swapping)"
-                    if models == ModelsState.LOADING
-                    else "New models did not load: the previous ones keep swapping (see the message above)"
-                )
-            elif models in (ModelsState.NONE, ModelsState.LOADING):
-                badge = "Passthrough: loading models…"
-            elif models == ModelsState.FAILED:
-                badge = "Passthrough: the models did not load (see the message above)"
-            elif self._active.get() is None and self.gallery.models_missing():
-                badge = "Passthrough: swapping needs the face models (see the message above)"
-            elif self._active.get() is None:
-                badge = "Passthrough: no usable source face chosen (Faces tab)"
+        if self.controller.state == RunState.RUNNING:
+            remote = self.remote_panel.badge()  # the server's stream: the local engine loads no models
+            has_face = self._active.get() is not None
+            missing = not has_face and bool(self.gallery.models_missing())
+            c = self.controller
+            local = local_badge(c.models, c.previous_models_running, has_face, missing)
+            badge = local if remote is None else remote
         self.preview.set_badge(badge)
 
     def _refresh_stats(self) -> None:
         stats = self.controller.stats()
         if stats is None:
-            self.fps_label.setText("– fps")
-            self.latency_label.setText("latency –")
-            self.dropped_label.setText("dropped –")
-            self.fallback_label.setText("")
-            self.stages_label.setText("")
+            self.numbers.clear()
             self.output_panel.set_latency(None)
             self.stage_panel.set_stage_ms({})  # not the last run's figures after Stop
             return
         lat = stats.latency_ms
-        self.fps_label.setText(f"{stats.fps_out:.1f} fps")
-        self.latency_label.setText(f"latency p50 {lat.p50:.0f} / p99 {lat.p99:.0f} ms")
-        self.dropped_label.setText(f"dropped {stats.frames_dropped}")
-        self.fallback_label.setText(stats.fallback_text())
-        self.stages_label.setText(self.controller.stages_label)
+        self.numbers.show(stats, self.controller.stages_label)
         self.graph.add_sample(stats.fps_out, lat.p50)
         self.stage_panel.set_stage_ms(stats.stages_ms)
         self.output_panel.set_latency(lat.p50 if lat.count else None, lat.p99 if lat.count else None)
@@ -603,13 +559,7 @@ class MainWindow(QMainWindow):
     def _warn_models_missing(self, text: str) -> None:
         """A face that cannot be swapped in for want of models: said where the user looks (the badge
         alone blamed the photo), with the fix; once, however many photos are waiting."""
-        banner = models_banner(text)
-        for shown in self.messages.texts():
-            if shown.startswith(MODELS_BANNER) and shown != banner:
-                # One models banner, the newest: an older one names files downloaded since.
-                self.messages.dismiss("warning", shown)
-        if banner not in self.messages.texts():
-            self.messages.show_message("warning", banner)
+        show_models_banner(self.messages, models_banner(text))
         self._update_badge()
 
     def _on_models_checked(self, text: str) -> None:
@@ -621,9 +571,7 @@ class MainWindow(QMainWindow):
                 self._models_dialog_offered = True
                 self.open_models_dialog()
             return
-        for shown in self.messages.texts():
-            if shown.startswith(MODELS_BANNER):
-                self.messages.dismiss("warning", shown)
+        drop_models_banner(self.messages)
 
     def _open_log(self) -> None:
         """The log in the desktop's text viewer, or in a window of its own where there is none
@@ -722,34 +670,7 @@ class MainWindow(QMainWindow):
             self.output_panel.set_vcam_state("Virtual camera: unavailable (see below)")
         else:
             self.output_panel.set_vcam_state("Virtual camera: off")
-        path = outputs.record_path
-        if path is None:
-            self.rec_indicator.stop()
-            self.output_panel.set_take(self._take, running=False)
-            return
-        if self._take is not None and path != self._take:
-            before = self._take
-            same = before.parent == path.parent  # names alone; in two folders, where each is
-            new, old = (path.name, before.name) if same else (str(path), str(before))
-            self._show_take_note(
-                f"Recording: a new take began, {new}. The run restarted for the change; the take "
-                f"before it, {old}, is complete{' in the same folder' if same else ''}."
-            )
-        self._take = path
-        self.rec_indicator.start(path)
-        self.output_panel.set_take(path, running=True)
-
-    def _show_take_note(self, text: str) -> None:
-        """The note of a take begun by a restart: about this run only, so it goes at Stop and
-        when a later restart begins another take."""
-        self._drop_take_note()
-        self.messages.show_message("info", text)
-        self._take_note_text = text
-
-    def _drop_take_note(self) -> None:
-        if self._take_note_text:
-            self.messages.dismiss("info", self._take_note_text)
-            self._take_note_text = ""
+        self._takes.recording(outputs.record_path)
 
     def _on_vcam_unavailable(self, error_text: str) -> None:
         fix = virtual_camera_fix(self._services.platform, error_text)

@@ -12,6 +12,10 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gui.messages import MessageBar
 
 MODELS_BANNER = "Face swapping needs "  # every models banner starts so (one is shown at a time)
 
@@ -25,6 +29,22 @@ _ONE_MISSING = re.compile(
 _COMMAND = re.compile(r"`([^`]*models download[^`]*)`")
 _FOLDER = re.compile(r"\(folder ([^)]+)\)")
 _TOKEN = re.compile(r'"[^"]*"|\S+')
+
+
+def show_models_banner(messages: MessageBar, banner: str) -> None:
+    """`banner` on show, once, as the one models banner: an older one names files downloaded since."""
+    for shown in messages.texts():
+        if shown.startswith(MODELS_BANNER) and shown != banner:
+            messages.dismiss("warning", shown)
+    if banner not in messages.texts():
+        messages.show_message("warning", banner)
+
+
+def drop_models_banner(messages: MessageBar) -> None:
+    """The models are all there: no banner says otherwise."""
+    for shown in messages.texts():
+        if shown.startswith(MODELS_BANNER):
+            messages.dismiss("warning", shown)
 
 
 def models_banner(message: str, cwd: Path | None = None) -> str:

@@ -1,4 +1,5 @@
-"""What the running outputs are doing, said in the window: the REC indicator.
+"""What the running outputs are doing, said in the window: the REC indicator, and the preview's
+badge while a local run passes frames through unswapped.
 
 The recording's file comes from the sinks themselves (the controller sends their OutputInfo with
 the start); the indicator shows how long and how much has been written to it.
@@ -13,7 +14,27 @@ from pathlib import Path
 from PyQt6.QtCore import QTimer
 from PyQt6.QtWidgets import QLabel, QWidget
 
+from gui.controller import ModelsState
+
 TICK_MS = 500
+
+
+def local_badge(models: ModelsState, previous_running: bool, has_face: bool, models_missing: bool) -> str:
+    """The preview's badge for a running local engine: why frames pass through unswapped, or
+    that new models are on their way; "" while it swaps."""
+    if previous_running:
+        if models == ModelsState.LOADING:
+            return "Loading new models… (the previous ones are still swapping)"
+        return "New models did not load: the previous ones keep swapping (see the message above)"
+    if models in (ModelsState.NONE, ModelsState.LOADING):
+        return "Passthrough: loading models…"
+    if models == ModelsState.FAILED:
+        return "Passthrough: the models did not load (see the message above)"
+    if has_face:
+        return ""
+    if models_missing:
+        return "Passthrough: swapping needs the face models (see the message above)"
+    return "Passthrough: no usable source face chosen (Faces tab)"
 
 
 def recording_size(path: Path) -> int:

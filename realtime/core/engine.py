@@ -27,15 +27,7 @@ from dataclasses import replace
 from typing import Literal
 
 from models.errors import FaceCastError
-from realtime.core.contracts import (
-    BasicSource,
-    DeviceMarkingWorker,
-    FramePlan,
-    FrameSink,
-    FrameSource,
-    PreparingAnalyser,
-    SwapWorker,
-)
+from realtime.core.contracts import BasicSource, FramePlan, FrameSink, FrameSource, PreparingAnalyser
 from realtime.core.errors import SinkError
 from realtime.core.events import EngineEvent
 from realtime.core.failures import OncePerReason, as_failure, output_failure, source_failure
@@ -47,8 +39,9 @@ from realtime.core.reload import analysis_differs, for_loaded_models, load_wante
 from realtime.core.settings import Provider, Settings
 from realtime.core.source_base import complete_source
 from realtime.core.stage_set import StageFactory, StageSet, passthrough_stages
+from realtime.core.swap_call import swap_frame
 from realtime.core.version import facecast_version
-from realtime.core.watermark.embed import MarkRequest, Watermarker
+from realtime.core.watermark.embed import Watermarker
 from realtime.core.watermark.payload import Payload
 
 # Where the rest of the code imports them from.
@@ -517,18 +510,7 @@ class Engine:
             worker = workers[index % len(workers)]
             t0 = time.perf_counter()
             try:
-                picture = job.frame.device_picture
-                marking = self._marking_worker(worker, stages, settings)
-                if marking is not None:
-                    request = MarkRequest(self._marker.cell_offsets)
-                    timings = marking.apply(
-                        job.frame.image, job.plan, settings, device_picture=picture, mark=request
-                    )
-                    job.frame.marked = request.done
-                elif picture is None:
-                    timings = worker.apply(job.frame.image, job.plan, settings)
-                else:
-                    timings = worker.apply(job.frame.image, job.plan, settings, device_picture=picture)
+                timings = swap_frame(worker, job.frame, job.plan, settings, stages, self._marker)
                 self.metrics.faces(len(job.plan.targets), job.plan.passthrough, job.plan.faces)
             except Exception as exc:
                 self._frame_failed("face swap", job.frame.index, exc)
@@ -540,18 +522,6 @@ class Engine:
             with pipes.lock:
                 pipes.done.add(job.seq, job.frame)
                 pipes.sink_wake.notify()
-
-    @staticmethod
-    def _marking_worker(
-        worker: SwapWorker, stages: StageSet, settings: Settings
-    ) -> DeviceMarkingWorker | None:
-        """`worker`, where it adds the frame's mark on the GPU before its download; None where the
-        sink marks the frame on the host (no GPU worker, or a frame stage still to change it)."""
-        if not settings.watermark.enabled or stages.frame_stages:
-            return None
-        if not isinstance(worker, DeviceMarkingWorker) or not worker.marks_on_device:
-            return None
-        return worker
 
     def _finish_picture(
         self, stages: StageSet, index: int, frame: VideoFrame, settings: Settings
@@ -600,7 +570,7 @@ class Engine:
                 draw_disclosure_label(frame.image)
             if settings.watermark.enabled and not frame.marked:
                 # Here, once, after the swap and the label and before every output alike (a GPU
-                # worker's frames carry it already: see _marking_worker).
+                # worker's frames carry it already: realtime/core/swap_call.py).
                 t_mark = time.perf_counter()
                 self._marker.mark(frame.image)
                 t1 = time.perf_counter()

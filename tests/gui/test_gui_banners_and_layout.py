@@ -55,7 +55,7 @@ def assert_note_clear_of_the_numbers(window: MainWindow) -> None:
     shown = shown_note(window)
     assert shown.startswith("Running: ") and "…" in shown, shown
     right = note.x() + note.contentsMargins().left() + note.fontMetrics().horizontalAdvance(shown)
-    assert right <= window.fps_label.x(), (shown, right, window.fps_label.x())
+    assert right <= window.numbers.fps_label.x(), (shown, right, window.numbers.fps_label.x())
 
 
 def test_the_run_note_is_elided_again_when_the_live_numbers_widen_or_the_window_narrows(
@@ -69,10 +69,10 @@ def test_the_run_note_is_elided_again_when_the_live_numbers_widen_or_the_window_
     window.controller.described.emit(LONG_RUN, OutputInfo())
     qtbot.wait(50)
     # What the first stats refresh shows:
-    window.fps_label.setText("15.0 fps")
-    window.latency_label.setText("latency p50 7 / p99 13 ms")
-    window.dropped_label.setText("dropped 0")
-    window.stages_label.setText("det_10g + inswapper_128 + GFPGANv1.4 on cpu")
+    window.numbers.fps_label.setText("15.0 fps")
+    window.numbers.latency_label.setText("latency p50 7 / p99 13 ms")
+    window.numbers.dropped_label.setText("dropped 0")
+    window.numbers.stages_label.setText("det_10g + inswapper_128 + GFPGANv1.4 on cpu")
     qtbot.wait(50)
     assert_note_clear_of_the_numbers(window)
     window.resize(900, 700)

@@ -234,7 +234,7 @@ def test_the_run_description_stops_short_of_the_fps_figure(
 ) -> None:
     window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
     window.resize(900, 600)
-    window.fps_label.setText("24.0 fps")
+    window.numbers.fps_label.setText("24.0 fps")
     folder = "/home/someone/media/with/a/rather/deep/folder"
     text = (
         f"video file {folder}/clip.mp4 (640x360 @ 24 fps, real time, looping) → "
@@ -247,7 +247,7 @@ def test_the_run_description_stops_short_of_the_fps_figure(
     assert shown.startswith("Running: ")
     assert (
         note.x() + note.contentsMargins().left() + note.fontMetrics().horizontalAdvance(shown)
-        <= window.fps_label.x()
+        <= window.numbers.fps_label.x()
     )
     assert note.toolTip() == f"Running: {text}"
 

@@ -110,8 +110,8 @@ def test_start_sends_swapped_frames_to_the_virtual_camera_and_stop_releases_it(
         not window.input_panel.refresh_button.isEnabled() and not window.input_panel.probe_button.isEnabled()
     )
     # The labels refresh on a timer: on a loaded machine the first refresh may still be due.
-    qtbot.waitUntil(lambda: "p99" in window.latency_label.text(), timeout=5_000)
-    assert window.fps_label.text().split()[0].replace(".", "").isdigit()  # "29.8 fps", not "– fps"
+    qtbot.waitUntil(lambda: "p99" in window.numbers.latency_label.text(), timeout=5_000)
+    assert window.numbers.fps_label.text().split()[0].replace(".", "").isdigit()  # "29.8 fps", not "– fps"
 
     def shows_a_swap() -> None:
         shown = window.preview.last_frame

@@ -73,7 +73,7 @@ def test_the_graph_is_empty_after_stop_not_frozen_on_the_last_run(
     qtbot.waitUntil(lambda: window.graph.samples >= 3, timeout=15_000)
     window.toggle_running()
     wait_state(qtbot, window, RunState.IDLE)
-    assert window.graph.samples == 0 and window.fps_label.text() == "– fps"
+    assert window.graph.samples == 0 and window.numbers.fps_label.text() == "– fps"
 
 
 def test_another_detector_checks_the_photos_already_added_again(
@@ -148,7 +148,7 @@ def test_the_readout_explains_dropped_frames_and_advises_the_audio_delay_from_p9
     qtbot: QtBot, tmp_path: Path, models_dir: Path
 ) -> None:
     window = open_window(qtbot, tmp_path, models_dir, run_config((), vcam=False))
-    assert "skipped so the output never lags" in window.dropped_label.toolTip().replace("\n", " ")
+    assert "skipped so the output never lags" in window.numbers.dropped_label.toolTip().replace("\n", " ")
     window.output_panel.set_latency(42.0, 97.0)
     assert window.output_panel.latency_value.text().startswith("Suggested audio delay: 97 ms")
     assert OutputConfig().vcam  # (the default sends to the virtual camera: its state is shown)
@@ -166,12 +166,14 @@ def test_the_status_bar_says_which_faces_are_in_the_privacy_fallback(
     window.toggle_running()
     wait_state(qtbot, window, RunState.RUNNING)
     qtbot.waitUntil(
-        lambda: window.fallback_label.text() == "2 faces in privacy fallback (not confirmed yet, held)",
+        lambda: (
+            window.numbers.fallback_label.text() == "2 faces in privacy fallback (not confirmed yet, held)"
+        ),
         timeout=5_000,
     )
-    assert "privacy fallback" in window.fallback_label.toolTip()
+    assert "privacy fallback" in window.numbers.fallback_label.toolTip()
     metrics.fallbacks(())  # swapped again: the note goes
-    qtbot.waitUntil(lambda: window.fallback_label.text() == "", timeout=5_000)
+    qtbot.waitUntil(lambda: window.numbers.fallback_label.text() == "", timeout=5_000)
     window.toggle_running()
     wait_state(qtbot, window, RunState.IDLE)
 
