@@ -69,18 +69,46 @@ CROSSFACE_LICENCE = "OpenRAIL-MS (FaceFusion CrossFace)"
 CROSSFACE_LICENCE_URL = "https://github.com/facefusion/facefusion-labs/blob/master/crossface/LICENSE.md"
 
 
-def _hyperswap(variant: str, file: ModelFile, default: bool = False) -> ModelEntry:
+def _ff_swapper(
+    name: str,
+    release: str,
+    *,
+    approx_mb: float,
+    licence: str,
+    licence_url: str,
+    description: str,
+    family: str,
+    requires: tuple[str, ...] = (),
+    crc32: str | None = None,
+    file: ModelFile | None = None,
+) -> ModelEntry:
+    """A swapper FaceFusion hosts (its two hosts; its CRC-32 file unless `file` pins more)."""
+    filename = f"{name}.onnx"
     return ModelEntry(
-        name=f"hyperswap_1{variant}_256",
+        name=name,
         role="swapper",
-        files=(file,),
-        urls=_ff_urls("models-3.3.0", file.name),
+        files=(file or _ff_file(release, filename, approx_mb=approx_mb, crc32=crc32),),
+        urls=_ff_urls(release, filename),
         archive=None,
+        licence=licence,
+        licence_url=licence_url,
+        description=description,
+        default=False,
+        family=family,
+        requires=requires,
+    )
+
+
+def _hyperswap(variant: str, file: ModelFile | None = None) -> ModelEntry:
+    return _ff_swapper(
+        f"hyperswap_1{variant}_256",
+        "models-3.3.0",
+        approx_mb=402.7,
         licence=HYPERSWAP_LICENCE,
         licence_url=HYPERSWAP_LICENCE_URL,
         description=f"FaceFusion HyperSwap 1{variant}, 256 px; fp16 compute inside (fast on NVIDIA GPUs)",
-        default=default,
         family="hyperswap",
+        file=file,
     )
 
 
@@ -98,19 +126,15 @@ def _converter(kind: str, crc32: str | None = None) -> ModelEntry:
     )
 
 
-def _ghost(blocks: int, approx_mb: float, crc32: str | None = None) -> ModelEntry:
-    name = f"ghost_{blocks}_256"
-    return ModelEntry(
-        name=name,
-        role="swapper",
-        files=(_ff_file("models-3.0.0", f"{name}.onnx", approx_mb=approx_mb, crc32=crc32),),
-        urls=_ff_urls("models-3.0.0", f"{name}.onnx"),
-        archive=None,
+def _ghost(blocks: int, approx_mb: float) -> ModelEntry:
+    return _ff_swapper(
+        f"ghost_{blocks}_256",
+        "models-3.0.0",
+        approx_mb=approx_mb,
         licence=GHOST_LICENCE,
         licence_url=GHOST_LICENCE_URL,
         description=f"GHOST, {blocks} block{'s' if blocks > 1 else ''}, 256 px; more blocks, more detail "
         "and cost",
-        default=False,
         family="ghost",
         requires=("crossface_ghost",),
     )
@@ -168,72 +192,58 @@ SWAPPER_ENTRIES: tuple[ModelEntry, ...] = (
             402_742_682,
         ),
     ),
-    _hyperswap("b", _ff_file("models-3.3.0", "hyperswap_1b_256.onnx", approx_mb=402.7)),
-    _hyperswap("c", _ff_file("models-3.3.0", "hyperswap_1c_256.onnx", approx_mb=402.7)),
-    ModelEntry(
-        name="simswap_256",
-        role="swapper",
-        files=(_ff_file("models-3.0.0", "simswap_256.onnx", approx_mb=220.4),),
-        urls=_ff_urls("models-3.0.0", "simswap_256.onnx"),
-        archive=None,
+    _hyperswap("b"),
+    _hyperswap("c"),
+    _ff_swapper(
+        "simswap_256",
+        "models-3.0.0",
+        approx_mb=220.4,
         licence=SIMSWAP_LICENCE,
         licence_url=SIMSWAP_LICENCE_URL,
         description="SimSwap, 256 px",
-        default=False,
         family="simswap",
         requires=("crossface_simswap",),
     ),
-    ModelEntry(
-        name="simswap_unofficial_512",
-        role="swapper",
-        files=(_ff_file("models-3.0.0", "simswap_unofficial_512.onnx", approx_mb=239.2),),
-        urls=_ff_urls("models-3.0.0", "simswap_unofficial_512.onnx"),
-        archive=None,
+    _ff_swapper(
+        "simswap_unofficial_512",
+        "models-3.0.0",
+        approx_mb=239.2,
         licence=SIMSWAP_LICENCE,
         licence_url=SIMSWAP_LICENCE_URL,
         description="SimSwap (unofficial), 512 px: the largest crop, 4x the pixels of a 256 px model",
-        default=False,
         family="simswap_512",
         requires=("crossface_simswap",),
     ),
     _ghost(1, 514.9),
     _ghost(2, 738.7),
     _ghost(3, 855.5),
-    ModelEntry(
-        name="hififace_unofficial_256",
-        role="swapper",
-        files=(_ff_file("models-3.1.0", "hififace_unofficial_256.onnx", approx_mb=203.8),),
-        urls=_ff_urls("models-3.1.0", "hififace_unofficial_256.onnx"),
-        archive=None,
+    _ff_swapper(
+        "hififace_unofficial_256",
+        "models-3.1.0",
+        approx_mb=203.8,
         licence=UNKNOWN_LICENCE,
         licence_url=HIFIFACE_LICENCE_URL,
         description="HifiFace (unofficial), 256 px",
-        default=False,
         family="hififace",
         requires=("crossface_hififace",),
     ),
-    ModelEntry(
-        name="blendswap_256",
-        role="swapper",
-        files=(_ff_file("models-3.0.0", "blendswap_256.onnx", approx_mb=1661.4, crc32="6a424cf7"),),
-        urls=_ff_urls("models-3.0.0", "blendswap_256.onnx"),
-        archive=None,
+    _ff_swapper(
+        "blendswap_256",
+        "models-3.0.0",
+        approx_mb=1661.4,
         licence=BLENDSWAP_LICENCE,
         licence_url=BLENDSWAP_LICENCE_URL,
         description="BlendSwap, 256 px: reads the source photo itself; the largest download (1.7 GB)",
-        default=False,
         family="blendswap",
+        crc32="6a424cf7",
     ),
-    ModelEntry(
-        name="uniface_256",
-        role="swapper",
-        files=(_ff_file("models-3.0.0", "uniface_256.onnx", approx_mb=407.0),),
-        urls=_ff_urls("models-3.0.0", "uniface_256.onnx"),
-        archive=None,
+    _ff_swapper(
+        "uniface_256",
+        "models-3.0.0",
+        approx_mb=407.0,
         licence=UNKNOWN_LICENCE,
         licence_url=UNIFACE_LICENCE_URL,
         description="UniFace, 256 px: reads the source photo itself",
-        default=False,
         family="uniface",
     ),
     ModelEntry(
