@@ -234,6 +234,16 @@ def names_of_role(role: Role, catalogue: Sequence[ModelEntry] = CATALOGUE) -> tu
     return tuple(e.name for e in catalogue if e.role == role)
 
 
+def one_swapper_per_family(catalogue: Sequence[ModelEntry] = CATALOGUE) -> tuple[str, ...]:
+    """The first swapper of each family, in catalogue order: the others share its class and differ
+    only in their files (what the benches and the per-family tests run)."""
+    seen: dict[str | None, str] = {}
+    for entry in catalogue:
+        if entry.role == "swapper":
+            seen.setdefault(entry.family, entry.name)
+    return tuple(seen.values())
+
+
 def default_entries(catalogue: Sequence[ModelEntry] = CATALOGUE) -> tuple[ModelEntry, ...]:
     """The default download set."""
     return tuple(e for e in catalogue if e.default)

@@ -23,7 +23,7 @@ import numpy as np
 import platformdirs
 
 from models.fakes.doubles import write_all
-from models.files.catalogue import get_entry
+from models.files.catalogue import get_entry, one_swapper_per_family
 from models.runtime.batch_window import BatchPolicy
 from models.runtime.inference_hub import InferenceHub
 from models.runtime.session import SessionConfig, SessionFactory
@@ -32,18 +32,7 @@ from models.wrappers.swappers.base import FaceSwapper
 from models.wrappers.swappers.registry import check_swapper_file, converter_entry, family_of, load_swapper
 from realtime.tools.bench import astronaut_bgr, peak_rss_mb
 
-ONE_PER_FAMILY = (
-    "inswapper_128",
-    "hyperswap_1a_256",
-    "simswap_256",
-    "simswap_unofficial_512",
-    "ghost_1_256",
-    "hififace_unofficial_256",
-    "blendswap_256",
-    "uniface_256",
-    "reswapper_128",
-    "reswapper_256",
-)
+ONE_PER_FAMILY = one_swapper_per_family()
 ASTRONAUT_KPS = np.array(
     [[203.8, 101.3], [246.4, 103.2], [224.3, 128.9], [201.8, 139.8], [244.9, 142.0]], dtype=np.float32
 )

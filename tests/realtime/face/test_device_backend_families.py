@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from models.fakes.doubles import write_all
-from models.files.catalogue import get_entry
+from models.files.catalogue import get_entry, one_swapper_per_family
 from models.runtime.session import SessionConfig, SessionFactory
 from models.wrappers.swappers.base import FaceSwapper
 from models.wrappers.swappers.registry import converter_entry, family_of, load_swapper
@@ -24,18 +24,7 @@ from tests.models.ops.test_device_ops import PASTE_TOL
 from tests.real_faces import astronaut_face, group_photo_bgr, group_photo_faces
 
 FACTORY = SessionFactory(SessionConfig(provider="cpu", intra_op_threads=2))
-ONE_PER_FAMILY = (
-    "inswapper_128",
-    "hyperswap_1a_256",
-    "simswap_256",
-    "simswap_unofficial_512",
-    "ghost_1_256",
-    "hififace_unofficial_256",
-    "blendswap_256",
-    "uniface_256",
-    "reswapper_128",
-    "reswapper_256",
-)
+ONE_PER_FAMILY = one_swapper_per_family()
 
 
 @pytest.fixture(scope="module")
