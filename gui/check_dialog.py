@@ -20,7 +20,7 @@ from PyQt6.QtWidgets import (
 )
 
 from gui.background import run_in_background
-from realtime.api import Z_MARKED, FaceCastError, MediaCheck, check_media
+from realtime.api import FaceCastError, MediaCheck, check_media
 
 FILE_FILTER = (
     "Videos and pictures (*.mp4 *.mov *.m4v *.mkv *.webm *.avi *.png *.jpg *.jpeg *.webp *.bmp)"
@@ -123,9 +123,9 @@ class CheckDialog(QDialog):
             self.payload.setText(f"run {mark.payload.run_id}, FaceCast {mark.payload.version}{flags}")
         elif mark.marked:
             self.payload.setText("the mark is there; its payload could not be read whole from so little")
-        self.confidence.setText(
-            f"z = {mark.z:.1f} ({Z_MARKED:.1f} needed); chance of a false match {mark.false_alarm:.1e}"
-        )
+        where = " where an uncropped copy carries it" if mark.in_place else ""
+        odds = f"chance of a false match {mark.false_alarm:.1e}"
+        self.confidence.setText(f"z = {mark.z:.1f}{where} ({mark.needed:.1f} needed); {odds}")
         credentials = result.credentials
         if credentials is None:
             self.signer.setText(result.credentials_note or "no manifest")

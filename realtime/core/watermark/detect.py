@@ -10,10 +10,13 @@ at once: a crop only shifts the tiles. The peak's height over the spread of the 
 `z`, the detection's confidence; at the peak, each code bit is read as the sign of its cells'
 correlation with its own chips, and the payload's CRC has to match.
 
-The decision: marked when z >= Z_MARKED (7.5). Under no mark the correlations at the tried shifts and
-scales are close to Gaussian with unit spread, so the chance of a false "marked" is at most the
-number of tries times the Gaussian tail beyond Z_MARKED (`false_alarm`); the bench measures it
-on unmarked video and noise (docs/PROVENANCE.md).
+The decision: marked when z >= Z_MARKED (7.5) anywhere, or when z >= Z_IN_PLACE (5.5) at the one
+place an uncropped copy carries the mark (scale 1, tiles from the top-left corner: the frame as
+written, re-encoded, scaled or made brighter). Under no mark the correlations at the tried shifts
+and scales are close to Gaussian with unit spread, so the chance of a false "marked" is at most
+the number of tries times the Gaussian tail beyond Z_MARKED, plus the tail beyond Z_IN_PLACE for
+the one place (`false_alarm` is the bound for the test that decided); the bench measures it on
+unmarked video and noise (docs/PROVENANCE.md).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from realtime.core.watermark.design import CELLS_PER_HEIGHT, DEFAULT_KEY, TILE, 
 from realtime.core.watermark.payload import CODE_BITS, Payload
 
 Z_MARKED = 7.5  # the union bound over ~1.2e6 shifts and scales tried: < 4e-8 per decision
+Z_IN_PLACE = 5.5  # one place tried: < 2e-8 per decision
 SAMPLES_PER_CELL = 2
 PERIOD = TILE * SAMPLES_PER_CELL  # samples per tile side
 WORKING_HEIGHT = 720  # frames are added up at most this high
@@ -51,18 +55,26 @@ class Detection:
     payload: Payload | None  # None: no mark, or its code bits did not pass their CRC
     scale: float  # the cell size found, relative to the frame's own
     frames: int  # how many frames were added up
+    in_place: bool = False  # found where an uncropped copy carries it (Z_IN_PLACE needed there)
+    z_in_place: float = 0.0  # z where an uncropped copy carries it, found or not
+
+    @property
+    def needed(self) -> float:
+        """The z the test that decided needs."""
+        return Z_IN_PLACE if self.in_place else Z_MARKED
 
     def summary(self) -> str:
         if not self.marked:
-            seen = f"z = {self.z:.1f} over {self.frames} frame(s); {Z_MARKED:.1f} needed"
-            return f"no FaceCast watermark found ({seen})"
+            needed = f"{Z_MARKED:.1f} needed, {Z_IN_PLACE:.1f} where an uncropped copy carries it"
+            return f"no FaceCast watermark found (z = {self.z:.1f} over {self.frames} frame(s); {needed})"
         what = (
             f"run {self.payload.run_id}, FaceCast {self.payload.version}"
             + (", AI-modified" if self.payload.ai_modified else "")
             if self.payload is not None
             else "its payload could not be read whole from this much video"
         )
-        odds = f"z = {self.z:.1f}, chance of a false match {self.false_alarm:.1e}"
+        where = " where an uncropped copy carries it" if self.in_place else ""
+        odds = f"z = {self.z:.1f}{where}, chance of a false match {self.false_alarm:.1e}"
         return f"FaceCast watermark found: {what} ({odds})"
 
 
@@ -106,13 +118,13 @@ class MarkDetector:
         """The best scale's result: near the frame's own scale first, then (wide) down to a fifth."""
         if self._sum is None or self.frames == 0:
             return Detection(False, 0.0, 1.0, None, 1.0, 0)
-        pyramid: list[np.ndarray] = [
-            self._sum / self.frames
-        ]  # each level half the one before (small scales read a small one)
+        # Each level half the one before (small scales read a small one).
+        pyramid: list[np.ndarray] = [self._sum / self.frames]
         while min(pyramid[-1].shape) >= 2 * PERIOD:
-            pyramid.append(np.asarray(cv2.pyrDown(pyramid[-1]), np.float32))
+            pyramid.append(_half(pyramid[-1]))
         tried = 0
-        best: tuple[float, float, tuple[int, int], np.ndarray] | None = None
+        best: _Peak | None = None
+        in_place: _Peak | None = None  # scale 1, read at the shift an uncropped copy has
         ranges = [NEAR_SCALES] + ([WIDE_SCALES] if wide else [])
         done: set[float] = set()
         for low, high, step in ranges:
@@ -125,23 +137,30 @@ class MarkDetector:
                 if found is None:
                     continue
                 tried += 1
-                if best is None or found[0] > best[0]:
-                    best = (found[0], float(s), found[1], found[2])
-                if found[0] >= STRONG * z_marked:
+                if key == 1.0:
+                    in_place = found
+                if best is None or found.z > best.z:
+                    best = found
+                if found.z >= STRONG * z_marked:
                     break  # unmistakable: the other scales cannot do better than read it
-            if best is not None and best[0] >= z_marked:
+            if best is not None and best.z >= z_marked:
+                break
+            if in_place is not None and in_place.z_in_place >= Z_IN_PLACE:
                 break
         if best is None:
             return Detection(False, 0.0, 1.0, None, 1.0, self.frames)
-        z, s, _shift, folded = best
-        false_alarm = min(1.0, tried * PERIOD * PERIOD * gaussian_tail(z))
-        marked = z >= z_marked
-        payload = self._read_payload(folded, best[2]) if marked else None
-        return Detection(marked, z, false_alarm, payload, s, self.frames)
+        z_place = in_place.z_in_place if in_place is not None else 0.0
+        if best.z >= z_marked:
+            false_alarm = min(1.0, tried * PERIOD * PERIOD * gaussian_tail(best.z))
+            payload = self._read_payload(best.folded, best.shift)
+            return Detection(True, best.z, false_alarm, payload, best.scale, self.frames, z_in_place=z_place)
+        if in_place is not None and z_place >= Z_IN_PLACE:
+            payload = self._read_payload(in_place.folded, (0, 0))
+            return Detection(True, z_place, gaussian_tail(z_place), payload, 1.0, self.frames, True, z_place)
+        false_alarm = min(1.0, tried * PERIOD * PERIOD * gaussian_tail(best.z))
+        return Detection(False, best.z, false_alarm, None, best.scale, self.frames, z_in_place=z_place)
 
-    def _try_scale(
-        self, pyramid: list[np.ndarray], s: float
-    ) -> tuple[float, tuple[int, int], np.ndarray] | None:
+    def _try_scale(self, pyramid: list[np.ndarray], s: float) -> _Peak | None:
         h, w = pyramid[0].shape
         cell = h / CELLS_PER_HEIGHT * s
         gw, gh = round(w / cell * SAMPLES_PER_CELL), round(h / cell * SAMPLES_PER_CELL)
@@ -155,9 +174,9 @@ class MarkDetector:
         grid = cv2.resize(pyramid[level], (gw, gh), interpolation=cv2.INTER_LINEAR)
         folded = _fold(_whiten(grid))
         surface = np.fft.irfft2(np.fft.rfft2(folded) * self._templates.pilot_spectrum, s=folded.shape)
-        peak = np.unravel_index(int(np.argmax(surface)), surface.shape)
-        z = _peak_z(surface, (int(peak[0]), int(peak[1])))
-        return z, (int(peak[0]), int(peak[1])), folded
+        at = np.unravel_index(int(np.argmax(surface)), surface.shape)
+        peak = (int(at[0]), int(at[1]))
+        return _Peak(_peak_z(surface, peak), peak, s, folded, _peak_z(surface, (0, 0)))
 
     def _read_payload(self, folded: np.ndarray, shift: tuple[int, int]) -> Payload | None:
         aligned = np.roll(folded, (-shift[0], -shift[1]), axis=(0, 1))
@@ -177,6 +196,17 @@ class MarkDetector:
 
 
 @dataclass(frozen=True)
+class _Peak:
+    """One scale's correlation peak."""
+
+    z: float
+    shift: tuple[int, int]
+    scale: float
+    folded: np.ndarray  # the whitened samples folded into one tile
+    z_in_place: float  # z at shift (0, 0): where the tiles of an uncropped copy lie
+
+
+@dataclass(frozen=True)
 class _Templates:
     pilot_spectrum: np.ndarray  # conj(rfft2) of the pilot chips at the sampling rate
     data_pn: np.ndarray  # data chips at the sampling rate (PERIOD x PERIOD)
@@ -191,6 +221,16 @@ def _templates(chips: Chips) -> _Templates:
     bits = np.kron(chips.bit_of_cell.astype(np.int32) + 1, up.astype(np.int32)) - 1
     data_at = np.flatnonzero(bits.ravel() >= 0)
     return _Templates(np.conj(np.fft.rfft2(pilot)), data_pn, data_at, bits.ravel()[data_at])
+
+
+def _half(level: np.ndarray) -> np.ndarray:
+    """`level` at half its size, each pixel the mean of the 2 x 2 it covers: the result stays aligned
+    with the frame's cells. (cv2.pyrDown centres its pixel on an even source pixel instead, half a
+    source pixel off at each level: at 720 rows the grid then sat a fifth of a cell off, and a single
+    picture's z fell by a third.)"""
+    h, w = level.shape
+    half = cv2.resize(level, ((w + 1) // 2, (h + 1) // 2), interpolation=cv2.INTER_AREA)
+    return np.asarray(half, np.float32)
 
 
 def _whiten(grid: np.ndarray) -> np.ndarray:

@@ -9,9 +9,10 @@ import cv2
 import numpy as np
 import pytest
 
-from realtime.core.watermark.detect import MarkDetector
+from realtime.core.watermark.detect import Z_IN_PLACE, Z_MARKED, MarkDetector
 from realtime.core.watermark.embed import BANDS_PER_FRAME, BUSIEST_AMPLITUDE, Watermarker
 from realtime.core.watermark.payload import Payload
+from tests.real_faces import group_photo_bgr
 from tests.realtime.core.watermark.marked_clips import RUN_ID, marked, real_clip, through_codec
 
 
@@ -53,6 +54,33 @@ def test_one_marked_picture_is_found_with_its_payload_and_the_unmarked_one_is_no
     assert found.false_alarm < 1e-6
     plain = detect([frame], wide=True)
     assert not plain.marked and plain.payload is None
+
+
+def test_a_single_picture_of_a_busy_group_photo_is_found_with_its_payload() -> None:
+    """One frame's worth of mark on a 1280x886 photo of six people: texture everywhere, so each
+    cell's step is small against the picture; read whole only with the detector's grid on the
+    cells."""
+    photo = group_photo_bgr()
+    found = detect(marked([photo]), wide=True)
+    assert found.marked and found.payload is not None and found.payload.run_id == RUN_ID
+    assert found.z >= Z_MARKED
+    assert not detect([photo], wide=True).marked
+
+
+def test_a_weak_mark_is_found_where_an_uncropped_copy_carries_it_and_not_once_shifted() -> None:
+    frame = real_clip(1)[0]
+    step = marked([frame])[0].astype(np.float32) - frame
+    rng = np.random.default_rng(5)
+    weak = np.clip(frame + 0.15 * step + rng.normal(0, 3, frame.shape[:2])[..., None], 0, 255).astype(
+        np.uint8
+    )
+    found = detect([weak], wide=True)
+    assert found.marked and found.in_place and Z_IN_PLACE <= found.z < Z_MARKED
+    assert found.false_alarm < 1e-6 and "uncropped" in found.summary()
+    # Cropped by a few pixels, the tiles no longer start at the corner: only the search could find
+    # it, and this mark is too weak for the search's threshold.
+    shifted = detect([np.ascontiguousarray(weak[5:, 6:])], wide=True)
+    assert not shifted.marked and not shifted.in_place
 
 
 def test_a_marked_720p_clip_survives_h264_at_crf_32() -> None:
