@@ -16,22 +16,8 @@ import pytest
 import main
 from models.fakes.detector_double import DEFAULT_FACE, build_scrfd
 from models.fakes.doubles import write_all
-from realtime.tools.bench import astronaut_bgr, make_clip_with_faces
+from realtime.tools.bench import make_clip_with_faces
 from tests.fixtures_media import write_video
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = Path(tmp_path_factory.mktemp("doubles"))
-    write_all(d)
-    return d
-
-
-@pytest.fixture(scope="module")
-def photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    p = Path(tmp_path_factory.mktemp("photo")) / "me.png"
-    cv2.imwrite(str(p), astronaut_bgr())
-    return p
 
 
 @pytest.fixture(scope="module")

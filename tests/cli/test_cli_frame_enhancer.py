@@ -24,20 +24,6 @@ FRAMES = 7
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = Path(tmp_path_factory.mktemp("doubles"))
-    write_all(d)
-    return d
-
-
-@pytest.fixture(scope="module")
-def photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    p = Path(tmp_path_factory.mktemp("photo")) / "me.png"
-    cv2.imwrite(str(p), astronaut_bgr())
-    return p
-
-
-@pytest.fixture(scope="module")
 def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     frames, _ = make_clip_with_faces(FRAMES, 160, 120)
     return write_video(Path(tmp_path_factory.mktemp("clip")) / "clip.mp4", frames)

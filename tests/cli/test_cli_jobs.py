@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import main
-from models.fakes.doubles import write_all
 from realtime.api import ExitCode
 from realtime.jobs.manifest import finished_chunk_files, job_folder
 from realtime.tools.bench import astronaut_bgr
@@ -33,13 +32,6 @@ from tests.realtime.jobs.media import (
     write_clip,
 )
 from tests.signals import CHILD_SIGNALS
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = Path(tmp_path_factory.mktemp("doubles"))
-    write_all(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")

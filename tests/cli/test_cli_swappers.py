@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -14,7 +15,6 @@ import numpy as np
 import pytest
 
 import main
-from models.fakes.doubles import write_all
 from models.files.catalogue import one_swapper_per_family
 from realtime.tools.bench import astronaut_bgr, make_clip_with_faces
 from tests.fixtures_media import write_video
@@ -22,13 +22,6 @@ from tests.fixtures_media import write_video
 W, H, N = 240, 180, 8
 # Each compared with the default model's output, inswapper_128, which is left out for that.
 OTHER_FAMILIES = tuple(n for n in one_swapper_per_family() if n != "inswapper_128")
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = Path(tmp_path_factory.mktemp("doubles"))
-    write_all(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -90,71 +83,54 @@ def error_of(text: str, capsys: pytest.CaptureFixture[str]) -> str:
     return lines[0]
 
 
-def test_a_truncated_swapper_file_is_named_with_what_to_do(
-    tmp_path: Path,
-    models: Path,
-    photo: Path,
-    clip: tuple[Path, list[np.ndarray]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    folder = tmp_path / "models"
-    shutil.copytree(models, folder)
+def _cut_short(folder: Path) -> None:
     target = folder / "hyperswap_1a_256.onnx"
     target.write_bytes(target.read_bytes()[:4000])  # a download cut short
+
+
+BAD_FILES = [
+    pytest.param(
+        _cut_short, "hyperswap_1a_256", ("hyperswap_1a_256.onnx", "models download hyperswap_1a_256"),
+        id="a truncated swapper",
+    ),
+    pytest.param(
+        lambda folder: shutil.copy(folder / "inswapper_128.onnx", folder / "ghost_1_256.onnx"),  # 128 px
+        "ghost_1_256", ("not a Ghost model: expected inputs target[1,3,256,256]",),
+        id="another model's contract under a swapper's name",
+    ),
+    pytest.param(
+        lambda folder: (folder / "crossface_simswap.onnx").unlink(),
+        "simswap_256", ("crossface_simswap.onnx", "models download crossface_simswap"),
+        id="its converter missing",
+    ),
+    pytest.param(
+        lambda folder: shutil.copy(folder / "w600k_r50.onnx", folder / "crossface_ghost.onnx"),
+        "ghost_2_256", ("crossface_ghost.onnx", "embedding converter"),
+        id="a converter of the wrong kind",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("break_file", "swapper", "said"), BAD_FILES)
+def test_a_bad_swapper_or_converter_file_is_named_with_what_to_do(
+    tmp_path: Path,
+    models: Path,
+    photo: Path,
+    clip: tuple[Path, list[np.ndarray]],
+    capsys: pytest.CaptureFixture[str],
+    break_file: Callable[[Path], object],
+    swapper: str,
+    said: tuple[str, ...],
+) -> None:
+    folder = tmp_path / "models"
+    shutil.copytree(models, folder)
+    break_file(folder)
     out = tmp_path / "out.mp4"
-    code, text = run(folder, photo, clip[0], out, "--swapper", "hyperswap_1a_256")
+    code, text = run(folder, photo, clip[0], out, "--swapper", swapper)
     line = error_of(text, capsys)
-    assert code == 2 and "hyperswap_1a_256.onnx" in line
-    assert "models download hyperswap_1a_256" in line
+    assert code == 2
+    assert all(part in line for part in said), line
     assert not out.exists()
-
-
-def test_another_models_contract_under_a_swappers_name_says_what_was_expected(
-    tmp_path: Path,
-    models: Path,
-    photo: Path,
-    clip: tuple[Path, list[np.ndarray]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    folder = tmp_path / "models"
-    shutil.copytree(models, folder)
-    shutil.copy(folder / "inswapper_128.onnx", folder / "ghost_1_256.onnx")  # a 128 px file
-    code, text = run(folder, photo, clip[0], tmp_path / "out.mp4", "--swapper", "ghost_1_256")
-    line = error_of(text, capsys)
-    assert code == 2
-    assert "not a Ghost model: expected inputs target[1,3,256,256]" in line
-
-
-def test_a_missing_converter_is_named_and_comes_with_its_swapper(
-    tmp_path: Path,
-    models: Path,
-    photo: Path,
-    clip: tuple[Path, list[np.ndarray]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    folder = tmp_path / "models"
-    shutil.copytree(models, folder)
-    (folder / "crossface_simswap.onnx").unlink()
-    code, text = run(folder, photo, clip[0], tmp_path / "out.mp4", "--swapper", "simswap_256")
-    line = error_of(text, capsys)
-    assert code == 2
-    assert "crossface_simswap.onnx" in line and "models download crossface_simswap" in line
-
-
-def test_a_converter_of_the_wrong_kind_is_refused(
-    tmp_path: Path,
-    models: Path,
-    photo: Path,
-    clip: tuple[Path, list[np.ndarray]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    folder = tmp_path / "models"
-    shutil.copytree(models, folder)
-    shutil.copy(folder / "w600k_r50.onnx", folder / "crossface_ghost.onnx")
-    code, text = run(folder, photo, clip[0], tmp_path / "out.mp4", "--swapper", "ghost_2_256")
-    line = error_of(text, capsys)
-    assert code == 2
-    assert "crossface_ghost.onnx" in line and "embedding converter" in line
 
 
 def test_an_unknown_swapper_is_a_usage_error_listing_the_choices(
