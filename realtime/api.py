@@ -56,6 +56,7 @@ from realtime.core.settings import (
     load_preset,
     parse_override,
 )
+from realtime.core.source_base import SourceWrapper
 from realtime.core.stage_set import StageFactory, passthrough_stages
 from realtime.core.watermark.detect import Z_MARKED
 from realtime.core.watermark.payload import new_run_id
@@ -157,6 +158,7 @@ __all__ = [
     "SinkError",
     "SourceError",
     "SourceIdentity",
+    "SourceWrapper",
     "StageFactory",
     "StatsSnapshot",
     "StopSignals",

@@ -23,6 +23,7 @@ from realtime.api import (
     FrameSink,
     FrameSource,
     ImageBGR,
+    SourceWrapper,
     VideoFrame,
     astronaut_photo,
     draw_disclosure_label,
@@ -169,45 +170,19 @@ class PictureMeter:
         )
 
 
-class MeteredSource:
+class MeteredSource(SourceWrapper):
     """A FrameSource that shows each frame it reads to a PictureMeter (the picture is not copied:
-    sources hand out pictures they never reuse)."""
+    sources hand out pictures they never reuse); all else is the inner source's."""
 
     def __init__(self, inner: FrameSource, meter: PictureMeter) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._meter = meter
-        self.notify: Notify | None = None
-
-    def open(self) -> None:
-        self._inner.open()
 
     def read(self) -> VideoFrame | None:
         frame = self._inner.read()
         if frame is not None:
             self._meter.sent(frame.index, frame.image)
         return frame
-
-    def interrupt(self) -> None:
-        self._inner.interrupt()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self._inner.size
-
-    @property
-    def fps(self) -> float:
-        return self._inner.fps
-
-    @property
-    def is_live(self) -> bool:
-        return self._inner.is_live
-
-    @property
-    def description(self) -> str:
-        return self._inner.description
 
 
 class MeteredSink:
