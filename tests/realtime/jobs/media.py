@@ -87,10 +87,13 @@ def decode(path: Path) -> list[np.ndarray]:
 
 # libx264 does not always give the same bitstream for the same frames: fed bit-identical YUV at
 # the same timestamps from the engine's sink thread, about one resumed job in four here has a chunk
-# encoded differently (mean 0.3-0.6 levels off, single pixels up to ~60; 1.03 seen once on a loaded
-# machine). Frames of the moving clip one step apart differ by 2.4 levels or more, so "the same
-# frame" is checked against that: below ENCODER_NOISE, and under half the distance to a neighbour.
-ENCODER_NOISE = 1.5  # mean absolute difference, levels
+# encoded differently (docs/JOBS.md, Known issues): mean 0.3-0.6 levels off, single pixels up to
+# ~60; 1.03 once on a loaded machine, 1.63 once in CI. Frames of the moving clip one step apart
+# differ by 2.4 levels or more, so "the same frame" is checked against that: below ENCODER_NOISE,
+# and nearer its own frame than NEIGHBOUR_SHARE of the distance to either neighbour (a lost,
+# doubled or swapped frame sits at 0 from a neighbour and 2.4 or more from its own).
+ENCODER_NOISE = 2.0  # mean absolute difference, levels
+NEIGHBOUR_SHARE = 0.8
 
 
 def assert_same_frames(output: Path, reference: Path) -> None:
@@ -104,7 +107,9 @@ def assert_same_frames(output: Path, reference: Path) -> None:
         for j in (i - 1, i + 1):
             if 0 <= j < len(want):
                 other = float(np.abs(g - want[j]).mean())
-                assert own < other / 2, f"frame {i} looks like one-run frame {j} ({other:.2f} vs {own:.2f})"
+                assert own < NEIGHBOUR_SHARE * other, (
+                    f"frame {i} looks like one-run frame {j} ({other:.2f} vs {own:.2f})"
+                )
 
 
 def with_subtitles(clip: Path, out: Path, srt: str, language: str = "eng") -> Path:
