@@ -85,15 +85,16 @@ def decode(path: Path) -> list[np.ndarray]:
         return [f.to_ndarray(format="bgr24") for f in c.decode(video=0)]
 
 
-# libx264 does not always give the same bitstream for the same frames: fed bit-identical YUV at
-# the same timestamps from the engine's sink thread, about one resumed job in four here has a chunk
-# encoded differently (docs/JOBS.md, Known issues): mean 0.3-0.6 levels off, single pixels up to
-# ~60; 1.03 once on a loaded machine, 1.63 once in CI. Frames of the moving clip one step apart
-# differ by 2.4 levels or more, so "the same frame" is checked against that: below ENCODER_NOISE,
-# and nearer its own frame than NEIGHBOUR_SHARE of the distance to either neighbour (a lost,
-# doubled or swapped frame sits at 0 from a neighbour and 2.4 or more from its own).
-ENCODER_NOISE = 2.0  # mean absolute difference, levels
-NEIGHBOUR_SHARE = 0.8
+# libx264 does not always give the same bitstream for the same frames: fed bit-identical YUV in
+# the same order at the same timestamps from the engine's sink thread, two runs of one job (cut
+# and resumed or not) sometimes have a chunk encoded differently (docs/JOBS.md, Known issues):
+# mean 0.3-0.6 levels off, single pixels up to ~60; up to 1.8 seen here, 1.63 once in CI.
+# Frames of the moving clip one step apart differ by 2.4 levels or more, so "the same frame" is
+# checked against that: below ENCODER_NOISE, and nearer its own frame than NEIGHBOUR_SHARE of the
+# distance to either neighbour (a lost, doubled or swapped frame sits at about 0 from a neighbour
+# and 2.4 or more from its own).
+ENCODER_NOISE = 2.2  # mean absolute difference, levels
+NEIGHBOUR_SHARE = 0.9
 
 
 def assert_same_frames(output: Path, reference: Path) -> None:
