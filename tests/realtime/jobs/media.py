@@ -85,9 +85,9 @@ def decode(path: Path) -> list[np.ndarray]:
         return [f.to_ndarray(format="bgr24") for f in c.decode(video=0)]
 
 
-# libx264 does not always give the same bitstream for the same frames: fed bit-identical YUV in
-# the same order at the same timestamps from the engine's sink thread, two runs of one job (cut
-# and resumed or not) sometimes have a chunk encoded differently (docs/JOBS.md, Known issues):
+# libx264 does not always give the same bitstream for the same frames: its macroblock tree reads
+# memory it never set, so two runs of one job (cut and resumed or not) sometimes have a chunk
+# encoded differently (docs/JOBS.md, Known issues):
 # mean 0.3-0.6 levels off, single pixels up to ~60; up to 1.8 seen here, 1.63 once in CI.
 # Frames of the moving clip one step apart differ by 2.4 levels or more, so "the same frame" is
 # checked against that: below ENCODER_NOISE, and nearer its own frame than NEIGHBOUR_SHARE of the
