@@ -125,6 +125,7 @@ class MarkDetector:
         tried = 0
         best: _Peak | None = None
         in_place: _Peak | None = None  # scale 1, read at the shift an uncropped copy has
+        z_place = 0.0  # z there
         ranges = [NEAR_SCALES] + ([WIDE_SCALES] if wide else [])
         done: set[float] = set()
         for low, high, step in ranges:
@@ -138,18 +139,17 @@ class MarkDetector:
                     continue
                 tried += 1
                 if key == 1.0:
-                    in_place = found
+                    in_place, z_place = found, found.z_at_corner()
                 if best is None or found.z > best.z:
                     best = found
                 if found.z >= STRONG * z_marked:
                     break  # unmistakable: the other scales cannot do better than read it
             if best is not None and best.z >= z_marked:
                 break
-            if in_place is not None and in_place.z_in_place >= Z_IN_PLACE:
+            if z_place >= Z_IN_PLACE:
                 break
         if best is None:
             return Detection(False, 0.0, 1.0, None, 1.0, self.frames)
-        z_place = in_place.z_in_place if in_place is not None else 0.0
         if best.z >= z_marked:
             false_alarm = min(1.0, tried * PERIOD * PERIOD * gaussian_tail(best.z))
             payload = self._read_payload(best.folded, best.shift)
@@ -176,7 +176,7 @@ class MarkDetector:
         surface = np.fft.irfft2(np.fft.rfft2(folded) * self._templates.pilot_spectrum, s=folded.shape)
         at = np.unravel_index(int(np.argmax(surface)), surface.shape)
         peak = (int(at[0]), int(at[1]))
-        return _Peak(_peak_z(surface, peak), peak, s, folded, _peak_z(surface, (0, 0)))
+        return _Peak(_peak_z(surface, peak), peak, s, folded, surface)
 
     def _read_payload(self, folded: np.ndarray, shift: tuple[int, int]) -> Payload | None:
         aligned = np.roll(folded, (-shift[0], -shift[1]), axis=(0, 1))
@@ -203,7 +203,11 @@ class _Peak:
     shift: tuple[int, int]
     scale: float
     folded: np.ndarray  # the whitened samples folded into one tile
-    z_in_place: float  # z at shift (0, 0): where the tiles of an uncropped copy lie
+    surface: np.ndarray  # the correlation at every shift
+
+    def z_at_corner(self) -> float:
+        """z at shift (0, 0): where the tiles of an uncropped copy lie."""
+        return _peak_z(self.surface, (0, 0))
 
 
 @dataclass(frozen=True)

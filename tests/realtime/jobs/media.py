@@ -87,8 +87,8 @@ def decode(path: Path) -> list[np.ndarray]:
 
 # libx264 does not always give the same bitstream for the same frames: its macroblock tree reads
 # memory it never set, so two runs of one job (cut and resumed or not) sometimes have a chunk
-# encoded differently (docs/JOBS.md, Known issues):
-# mean 0.3-0.6 levels off, single pixels up to ~60; up to 1.8 seen here, 1.63 once in CI.
+# encoded differently (docs/JOBS.md, Known issues): mean 0.3-0.6 levels off, single pixels up to
+# ~60; up to 1.8 seen here, 1.63 once in CI.
 # Frames of the moving clip one step apart differ by 2.4 levels or more, so "the same frame" is
 # checked against that: below ENCODER_NOISE, and nearer its own frame than NEIGHBOUR_SHARE of the
 # distance to either neighbour (a lost, doubled or swapped frame sits at about 0 from a neighbour
